@@ -31,6 +31,7 @@ struct GgufArray {
                std::vector<std::string>>
       values;  // signed ints, unsigned ints, floats, bools, strings (arrays of arrays are refused)
   size_t size() const;
+  bool operator==(const GgufArray&) const = default;
 };
 
 using GgufValue = std::variant<int64_t, uint64_t, double, bool, std::string, GgufArray>;
@@ -38,6 +39,7 @@ using GgufValue = std::variant<int64_t, uint64_t, double, bool, std::string, Ggu
 struct GgufEntry {
   GgufValueType type;  // the type as stored in the file
   GgufValue value;
+  bool operator==(const GgufEntry&) const = default;
 };
 
 struct GgufTensor {
