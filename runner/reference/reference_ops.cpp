@@ -8,12 +8,25 @@
 #include "runner/model/quantization.h"
 
 namespace kvtrie::reference {
+namespace {
+
+// Dot product accumulated in double over 8 interleaved partial sums: a fixed, deterministic order that
+// the compiler can pipeline (one running sum would wait on every add's latency).
+double dot(const float* a, const float* b, size_t n) {
+  double acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t j = 0; j < 8; ++j) acc[j] += static_cast<double>(a[i + j]) * b[i + j];
+  for (; i < n; ++i) acc[i % 8] += static_cast<double>(a[i]) * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+}  // namespace
 
 void rms_norm(std::span<const float> x, std::span<const float> weight, float eps, std::span<float> out) {
   KVTRIE_CHECK(weight.size() == x.size() && out.size() == x.size(), "rms_norm: sizes differ");
   KVTRIE_CHECK(!x.empty(), "rms_norm of an empty vector");
-  double sum_sq = 0.0;
-  for (float v : x) sum_sq += static_cast<double>(v) * v;
+  const double sum_sq = dot(x.data(), x.data(), x.size());
   const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(x.size()) + static_cast<double>(eps));
   for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(x[i] * inv * weight[i]);
 }
@@ -63,10 +76,7 @@ void matvec(std::span<const float> w, std::span<const float> x, std::span<float>
   KVTRIE_CHECK(w.size() == x.size() * y.size(), "matvec: weight is not rows x cols");
   const size_t cols = x.size();
   for (size_t r = 0; r < y.size(); ++r) {
-    const float* row = w.data() + r * cols;
-    double acc = 0.0;
-    for (size_t c = 0; c < cols; ++c) acc += static_cast<double>(row[c]) * x[c];
-    y[r] = static_cast<float>(acc);
+    y[r] = static_cast<float>(dot(w.data() + r * cols, x.data(), cols));
   }
 }
 
@@ -115,9 +125,7 @@ void attention(std::span<const float> q, std::span<const float> keys, std::span<
     double max = -INFINITY;
     for (uint32_t t = 0; t < n_pos; ++t) {
       const float* k = keys.data() + t * kv_k + static_cast<size_t>(kvh) * shape.head_dim_k;
-      double dot = 0.0;
-      for (uint32_t d = 0; d < shape.head_dim_k; ++d) dot += static_cast<double>(qh[d]) * k[d];
-      p[t] = dot * s;
+      p[t] = dot(qh, k, shape.head_dim_k) * s;
       max = std::max(max, p[t]);
     }
     double sum = 0.0;
