@@ -1,0 +1,218 @@
+#include "kernels/vk/command_recorder.h"
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/vk/context.h"
+#include "kernels/vk/pipeline.h"
+#include "kernels/vk/query_pool.h"
+#include "kernels/vk/vk_check.h"
+
+namespace kvtrie::vk {
+namespace {
+constexpr VkAccessFlags kAllReadWrite = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+constexpr VkAccessFlags kAllWrite = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+}  // namespace
+
+CommandRecorder::CommandRecorder(Context& context, QueueKind queue)
+    : context_(&context), descriptors_(context.device()) {
+  const Device& device = context.device();
+  uint32_t family = device.compute_family();
+  queue_ = device.compute_queue();
+  stages_ = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  if (queue == QueueKind::Transfer && device.transfer_family()) {
+    family = *device.transfer_family();
+    queue_ = device.transfer_queue();
+    stages_ = VK_PIPELINE_STAGE_TRANSFER_BIT;  // a transfer-only queue has no compute stage
+  }
+
+  VkCommandPoolCreateInfo pool_info{};
+  pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool_info.queueFamilyIndex = family;
+  VkCommandPool pool;
+  VK_CHECK(vkCreateCommandPool(device.handle(), &pool_info, nullptr, &pool));
+  pool_ = CommandPoolHandle(device.handle(), pool);
+
+  VkCommandBufferAllocateInfo alloc{};
+  alloc.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  alloc.commandPool = pool;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  VK_CHECK(vkAllocateCommandBuffers(device.handle(), &alloc, &commands_));
+
+  VkFenceCreateInfo fence_info{};
+  fence_info.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  VkFence fence;
+  VK_CHECK(vkCreateFence(device.handle(), &fence_info, nullptr, &fence));
+  fence_ = FenceHandle(device.handle(), fence);
+}
+
+CommandRecorder::~CommandRecorder() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    spdlog::error("vulkan: waiting for a submission at recorder teardown failed: {}", e.what());
+  }
+}
+
+void CommandRecorder::begin() {
+  wait();
+  VK_CHECK(vkResetCommandBuffer(commands_, 0));
+  descriptors_.reset();
+  pending_.clear();
+  dispatches_ = 0;
+  barriers_ = 0;
+  VkCommandBufferBeginInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  VK_CHECK(vkBeginCommandBuffer(commands_, &info));
+  recording_ = true;
+  ended_ = false;
+  // Earlier submissions may have written anything this recording reads: one barrier against all of them.
+  barrier(stages_, kAllWrite, stages_, kAllReadWrite);
+  barriers_ = 0;  // the entry barrier is not an automatically inserted one
+}
+
+void CommandRecorder::barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                              VkAccessFlags dst_access) {
+  if (stages_ == VK_PIPELINE_STAGE_TRANSFER_BIT) {
+    src_access &= VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+    dst_access &= VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  }
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = src_access;
+  mb.dstAccessMask = dst_access;
+  vkCmdPipelineBarrier(commands_, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  ++barriers_;
+}
+
+void CommandRecorder::track(std::span<const Binding> bindings) {
+  bool hazard = false;
+  for (const Binding& b : bindings) {
+    auto it = pending_.find(b.view.buffer);
+    if (it == pending_.end()) continue;
+    const bool writes = b.access != Access::Read;
+    if (it->second.written || (writes && it->second.read)) hazard = true;
+  }
+  if (hazard) {
+    // One global memory barrier orders every earlier access, so all tracking starts over after it.
+    barrier(stages_, kAllWrite, stages_, kAllReadWrite);
+    pending_.clear();
+  }
+  for (const Binding& b : bindings) {
+    Pending& p = pending_[b.view.buffer];
+    if (b.access != Access::Write) p.read = true;
+    if (b.access != Access::Read) p.written = true;
+  }
+}
+
+void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const Binding> bindings,
+                               std::span<const std::byte> push, uint32_t groups_x, uint32_t groups_y,
+                               uint32_t groups_z) {
+  KVTRIE_CHECK(recording_ && !ended_, "dispatch outside begin()/end()");
+  KVTRIE_CHECK(stages_ & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, "dispatch on a transfer-only queue");
+  const ShaderLayout& layout = pipeline.layout();
+  KVTRIE_CHECK(bindings.size() == layout.binding_count,
+               pipeline.name() + ": " + std::to_string(bindings.size()) + " bindings given, the shader has " +
+                   std::to_string(layout.binding_count));
+  KVTRIE_CHECK(push.size() == layout.push_constant_size,
+               pipeline.name() + ": " + std::to_string(push.size()) + " push-constant bytes given, the shader has " +
+                   std::to_string(layout.push_constant_size));
+  const PhysicalDeviceInfo& info = context_->device().info();
+  std::vector<VkDescriptorBufferInfo> infos(bindings.size());
+  std::vector<VkWriteDescriptorSet> writes(bindings.size());
+  const VkDescriptorSet set = descriptors_.allocate(pipeline.set_layout());
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    const BufferView& v = bindings[i].view;
+    KVTRIE_CHECK(!v.empty(), pipeline.name() + ": binding " + std::to_string(i) + " is empty");
+    KVTRIE_CHECK(v.range <= info.max_storage_buffer_range,
+                 pipeline.name() + ": binding " + std::to_string(i) + " spans " + std::to_string(v.range) +
+                     " bytes, over maxStorageBufferRange (split the tensor)");
+    KVTRIE_CHECK(v.offset % info.min_storage_buffer_offset_alignment == 0,
+                 pipeline.name() + ": binding " + std::to_string(i) + " offset is not aligned to " +
+                     std::to_string(info.min_storage_buffer_offset_alignment));
+    infos[i] = {v.buffer, v.offset, v.range};
+    writes[i] = {};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
+                         nullptr);
+  track(bindings);
+  vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
+  vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set, 0,
+                          nullptr);
+  if (!push.empty())
+    vkCmdPushConstants(commands_, pipeline.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                       static_cast<uint32_t>(push.size()), push.data());
+  if (groups_x > 0 && groups_y > 0 && groups_z > 0) vkCmdDispatch(commands_, groups_x, groups_y, groups_z);
+  ++dispatches_;
+}
+
+void CommandRecorder::copy(BufferView src, BufferView dst) {
+  KVTRIE_CHECK(recording_ && !ended_, "copy outside begin()/end()");
+  KVTRIE_CHECK(dst.range >= src.range, "copy destination smaller than its source");
+  if (src.range == 0) return;
+  const Binding b[] = {read(src), write(dst)};
+  track(b);
+  VkBufferCopy region{src.offset, dst.offset, src.range};
+  vkCmdCopyBuffer(commands_, src.buffer, dst.buffer, 1, &region);
+}
+
+void CommandRecorder::fill(BufferView dst, uint32_t word) {
+  KVTRIE_CHECK(recording_ && !ended_, "fill outside begin()/end()");
+  KVTRIE_CHECK(dst.offset % 4 == 0 && dst.range % 4 == 0, "fill needs 4-byte aligned offset and size");
+  const Binding b[] = {write(dst)};
+  track(b);
+  vkCmdFillBuffer(commands_, dst.buffer, dst.offset, dst.range, word);
+}
+
+void CommandRecorder::reset_queries(QueryPool& pool, uint32_t first, uint32_t count) {
+  KVTRIE_CHECK(recording_ && !ended_, "reset_queries outside begin()/end()");
+  vkCmdResetQueryPool(commands_, pool.handle(), first, count);
+}
+
+void CommandRecorder::timestamp(QueryPool& pool, uint32_t index) {
+  KVTRIE_CHECK(recording_ && !ended_, "timestamp outside begin()/end()");
+  vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool.handle(), index);
+}
+
+void CommandRecorder::end() {
+  KVTRIE_CHECK(recording_ && !ended_, "end() without begin()");
+  // Device writes must be visible to the host after the fence (read-backs of mapped memory).
+  const uint32_t counted = barriers_;
+  barrier(stages_, kAllWrite, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  barriers_ = counted;
+  VK_CHECK(vkEndCommandBuffer(commands_));
+  ended_ = true;
+}
+
+void CommandRecorder::submit() {
+  KVTRIE_CHECK(ended_, "submit() of a recording that was not ended");
+  KVTRIE_CHECK(!in_flight(), "submit() while the previous submission is in flight");
+  VkSubmitInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  info.commandBufferCount = 1;
+  info.pCommandBuffers = &commands_;
+  VK_CHECK(vkQueueSubmit(queue_, 1, &info, fence_.get()));
+  serial_ = context_->begin_submission();
+}
+
+void CommandRecorder::wait() {
+  if (!in_flight()) return;
+  const VkFence fence = fence_.get();
+  VK_CHECK(vkWaitForFences(context_->device().handle(), 1, &fence, VK_TRUE, UINT64_MAX));
+  VK_CHECK(vkResetFences(context_->device().handle(), 1, &fence));
+  context_->end_submission(std::exchange(serial_, 0));
+}
+
+}  // namespace kvtrie::vk

@@ -1,0 +1,114 @@
+// Contract: CommandRecorder owns a command pool, one command buffer, its fence and the descriptor sets of
+// the dispatches recorded into it. It records dispatches and copies and inserts the pipeline barriers
+// itself, from each buffer's last tracked access in this recording: a read after a write, or a write after
+// a read or write, of the same VkBuffer gets a barrier first (ops never write barriers). A recording starts
+// with a barrier against all earlier submissions and ends with one making writes visible to the host, so
+// after wait() mapped host memory can be read (call Buffer::invalidate() for non-coherent kinds).
+// A recording may be submitted many times (record once, replay); begin() discards it.
+// Not thread-safe: one owner thread. The Context and every buffer used must outlive the recording's
+// execution (the destructor waits for an in-flight submission).
+//
+// At dispatch it checks that the binding count and push-constant size match the shader (reflected from
+// SPIR-V), that every bound range fits maxStorageBufferRange and the offset alignment.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <unordered_map>
+
+#include "kernels/vk/buffer.h"
+#include "kernels/vk/descriptor.h"
+#include "kernels/vk/handle.h"
+
+namespace kvtrie::vk {
+
+class Context;
+class ComputePipeline;
+class QueryPool;
+
+enum class Access { Read, Write, ReadWrite };
+enum class QueueKind { Compute, Transfer };  // Transfer falls back to the compute queue when the device has none
+
+struct Binding {
+  BufferView view;
+  Access access;
+};
+inline Binding read(BufferView v) { return {v, Access::Read}; }
+inline Binding write(BufferView v) { return {v, Access::Write}; }
+inline Binding read_write(BufferView v) { return {v, Access::ReadWrite}; }
+
+class CommandRecorder {
+ public:
+  explicit CommandRecorder(Context& context, QueueKind queue = QueueKind::Compute);
+  ~CommandRecorder();
+  CommandRecorder(const CommandRecorder&) = delete;
+  CommandRecorder& operator=(const CommandRecorder&) = delete;
+  CommandRecorder(CommandRecorder&&) = delete;
+  CommandRecorder& operator=(CommandRecorder&&) = delete;
+
+  Context& context() const { return *context_; }
+
+  // Starts a new recording (waits for an in-flight submission first, frees the previous descriptor sets).
+  void begin();
+  // Records one dispatch of groups_x * groups_y * groups_z work groups. push.size() must equal the shader's
+  // push-constant block size and bindings.size() its binding count.
+  void dispatch(const ComputePipeline& pipeline, std::span<const Binding> bindings,
+                std::span<const std::byte> push, uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+  template <typename Push>
+  void dispatch(const ComputePipeline& pipeline, std::initializer_list<Binding> bindings, const Push& push,
+                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1) {
+    dispatch(pipeline, std::span<const Binding>(bindings.begin(), bindings.size()),
+             std::as_bytes(std::span<const Push>(&push, 1)), groups_x, groups_y, groups_z);
+  }
+  // Copies src.range bytes (dst.range must be at least that).
+  void copy(BufferView src, BufferView dst);
+  // Fills dst with a repeated 32-bit word (offset and range multiples of 4).
+  void fill(BufferView dst, uint32_t word);
+  // Timestamps: reset a range of queries before writing them in this recording.
+  void reset_queries(QueryPool& pool, uint32_t first, uint32_t count);
+  void timestamp(QueryPool& pool, uint32_t index);
+  void end();
+
+  // Submits the ended recording; it must not be in flight already.
+  void submit();
+  // Waits for the submission (no-op when none is in flight) and runs the context's retire list.
+  void wait();
+  void submit_and_wait() {
+    submit();
+    wait();
+  }
+  bool in_flight() const { return serial_ != 0; }
+
+  // Counters of the current recording, for tests and profiling.
+  uint32_t dispatch_count() const { return dispatches_; }
+  uint32_t barrier_count() const { return barriers_; }
+
+ private:
+  struct Pending {
+    bool read = false;
+    bool written = false;
+  };
+  // Inserts a barrier when any of these accesses conflicts with a pending one, then records them.
+  void track(std::span<const Binding> bindings);
+  void barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+               VkAccessFlags dst_access);
+
+  Context* context_;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkPipelineStageFlags stages_ = 0;  // the stages work of this queue runs in
+  CommandPoolHandle pool_;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE;  // freed with pool_
+  FenceHandle fence_;
+  DescriptorAllocator descriptors_;
+  std::unordered_map<VkBuffer, Pending> pending_;
+  bool recording_ = false;
+  bool ended_ = false;
+  uint64_t serial_ = 0;  // the context's submission serial while in flight, else 0
+  uint32_t dispatches_ = 0;
+  uint32_t barriers_ = 0;
+};
+
+}  // namespace kvtrie::vk

@@ -1,0 +1,171 @@
+#include "kernels/vk/physical_device.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "kernels/vk/instance.h"
+#include "kernels/vk/vk_check.h"
+
+namespace kvtrie::vk {
+namespace {
+
+DeviceKind to_kind(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return DeviceKind::Discrete;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return DeviceKind::Integrated;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return DeviceKind::Virtual;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return DeviceKind::Cpu;
+    default:
+      return DeviceKind::Other;
+  }
+}
+
+int preference(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Discrete:
+      return 0;
+    case DeviceKind::Integrated:
+      return 1;
+    case DeviceKind::Virtual:
+      return 2;
+    case DeviceKind::Cpu:
+      return 3;
+    case DeviceKind::Other:
+      break;
+  }
+  return 4;
+}
+
+bool has_extension(const std::vector<VkExtensionProperties>& extensions, std::string_view name) {
+  for (const VkExtensionProperties& e : extensions)
+    if (name == e.extensionName) return true;
+  return false;
+}
+
+PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
+  PhysicalDeviceInfo info;
+  info.handle = device;
+  info.index = index;
+
+  uint32_t ext_count = 0;
+  VK_CHECK(vkEnumerateDeviceExtensionProperties(device, nullptr, &ext_count, nullptr));
+  std::vector<VkExtensionProperties> extensions(ext_count);
+  VK_CHECK(vkEnumerateDeviceExtensionProperties(device, nullptr, &ext_count, extensions.data()));
+  info.has_memory_budget = has_extension(extensions, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  info.nv_cooperative_matrix = has_extension(extensions, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+
+  VkPhysicalDeviceSubgroupProperties subgroup{};
+  subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceProperties2 props{};
+  props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  props.pNext = &subgroup;
+  vkGetPhysicalDeviceProperties2(device, &props);
+  const VkPhysicalDeviceLimits& limits = props.properties.limits;
+  info.name = props.properties.deviceName;
+  info.kind = to_kind(props.properties.deviceType);
+  info.vendor_id = props.properties.vendorID;
+  info.device_id = props.properties.deviceID;
+  info.api_version = props.properties.apiVersion;
+  info.subgroup_size = subgroup.subgroupSize;
+  info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.max_storage_buffer_range = limits.maxStorageBufferRange;
+  info.max_workgroup_size_x = limits.maxComputeWorkGroupSize[0];
+  info.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
+  info.max_shared_memory = limits.maxComputeSharedMemorySize;
+  info.max_push_constants = limits.maxPushConstantsSize;
+  info.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
+  info.timestamp_period_ns = limits.timestampPeriod;
+  info.timestamps = limits.timestampComputeAndGraphics == VK_TRUE;
+
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  VkPhysicalDeviceVulkan11Features f11{};
+  f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  f11.pNext = &f12;
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features.pNext = &f11;
+  vkGetPhysicalDeviceFeatures2(device, &features);
+  info.storage_buffer_16bit = f11.storageBuffer16BitAccess == VK_TRUE;
+  info.storage_buffer_8bit = f12.storageBuffer8BitAccess == VK_TRUE;
+  info.shader_float16 = f12.shaderFloat16 == VK_TRUE;
+  info.shader_int8 = f12.shaderInt8 == VK_TRUE;
+  info.shader_int16 = features.features.shaderInt16 == VK_TRUE;
+  info.buffer_device_address = f12.bufferDeviceAddress == VK_TRUE;
+
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+  budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+  VkPhysicalDeviceMemoryProperties2 memory{};
+  memory.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+  if (info.has_memory_budget) memory.pNext = &budget;
+  vkGetPhysicalDeviceMemoryProperties2(device, &memory);
+  const VkPhysicalDeviceMemoryProperties& mp = memory.memoryProperties;
+  for (uint32_t h = 0; h < mp.memoryHeapCount; ++h) {
+    if (!(mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)) continue;
+    if (mp.memoryHeaps[h].size <= info.device_local_bytes) continue;
+    info.device_local_bytes = mp.memoryHeaps[h].size;
+    info.device_local_free = info.device_local_bytes;
+    if (info.has_memory_budget) {
+      const uint64_t used = budget.heapUsage[h];
+      const uint64_t cap = budget.heapBudget[h];
+      info.device_local_free = cap > used ? cap - used : 0;
+    }
+  }
+  return info;
+}
+
+}  // namespace
+
+const char* device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Discrete:
+      return "discrete";
+    case DeviceKind::Integrated:
+      return "integrated";
+    case DeviceKind::Virtual:
+      return "virtual";
+    case DeviceKind::Cpu:
+      return "cpu";
+    case DeviceKind::Other:
+      break;
+  }
+  return "other";
+}
+
+std::vector<PhysicalDeviceInfo> list_physical_devices(const Instance& instance) {
+  uint32_t count = 0;
+  VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &count, nullptr));
+  std::vector<VkPhysicalDevice> handles(count);
+  VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &count, handles.data()));
+  std::vector<PhysicalDeviceInfo> out;
+  out.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) out.push_back(describe(handles[i], i));
+  return out;
+}
+
+std::optional<PhysicalDeviceInfo> select_physical_device(const std::vector<PhysicalDeviceInfo>& devices,
+                                                         std::optional<uint32_t> index) {
+  if (index) {
+    if (*index >= devices.size()) return std::nullopt;
+    return devices[*index];
+  }
+  const PhysicalDeviceInfo* best = nullptr;
+  for (const PhysicalDeviceInfo& d : devices)
+    if (best == nullptr || preference(d.kind) < preference(best->kind)) best = &d;
+  if (best == nullptr) return std::nullopt;
+  return *best;
+}
+
+std::string describe_device_line(const PhysicalDeviceInfo& info) {
+  constexpr uint64_t kMiB = 1024 * 1024;
+  return "  Vulkan" + std::to_string(info.index) + ": " + info.name + " (" +
+         std::to_string(info.device_local_bytes / kMiB) + " MiB, " +
+         std::to_string(info.device_local_free / kMiB) + " MiB free)";
+}
+
+}  // namespace kvtrie::vk

@@ -1,0 +1,63 @@
+// Contract: listing and choosing Vulkan physical devices. PhysicalDeviceInfo is a plain snapshot (name,
+// type, device-local heap size and free estimate, limits, optional features and extensions) taken at
+// enumeration time; it owns no handle that needs destroying (physical devices belong to the instance).
+// The Instance passed in must outlive the VkPhysicalDevice handles returned. Call from the thread that owns
+// the Instance.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvtrie::vk {
+
+class Instance;
+
+enum class DeviceKind { Discrete, Integrated, Virtual, Cpu, Other };
+const char* device_kind_name(DeviceKind kind);
+
+struct PhysicalDeviceInfo {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  uint32_t index = 0;  // position in vkEnumeratePhysicalDevices order: what --device N selects
+  std::string name;
+  DeviceKind kind = DeviceKind::Other;
+  uint32_t vendor_id = 0;
+  uint32_t device_id = 0;
+  uint32_t api_version = 0;
+  uint64_t device_local_bytes = 0;  // size of the largest device-local heap
+  uint64_t device_local_free = 0;   // VK_EXT_memory_budget estimate when present, else the heap size
+  bool has_memory_budget = false;
+  // Limits and optional capabilities, read here so selection and Device creation agree.
+  uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders
+  uint64_t max_storage_buffer_range = 0;
+  uint32_t max_workgroup_size_x = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_shared_memory = 0;
+  uint32_t max_push_constants = 0;
+  uint64_t min_storage_buffer_offset_alignment = 0;
+  float timestamp_period_ns = 0;
+  bool timestamps = false;  // timestampComputeAndGraphics
+  bool storage_buffer_16bit = false;
+  bool storage_buffer_8bit = false;
+  bool shader_float16 = false;
+  bool shader_int8 = false;
+  bool shader_int16 = false;
+  bool nv_cooperative_matrix = false;  // VK_NV_cooperative_matrix is offered (reported, not enabled here)
+  bool buffer_device_address = false;
+};
+
+// Every physical device the instance sees, in enumeration order.
+std::vector<PhysicalDeviceInfo> list_physical_devices(const Instance& instance);
+
+// The preferred device: discrete > integrated > virtual > CPU > other, first in enumeration order on ties.
+// With `index`, that device (nullopt when out of range). nullopt when there are no devices.
+std::optional<PhysicalDeviceInfo> select_physical_device(const std::vector<PhysicalDeviceInfo>& devices,
+                                                         std::optional<uint32_t> index = std::nullopt);
+
+// One line as Ollama's device discovery parses it: "  Vulkan0: NAME (TOTAL MiB, FREE MiB free)".
+std::string describe_device_line(const PhysicalDeviceInfo& info);
+
+}  // namespace kvtrie::vk
