@@ -80,6 +80,26 @@ void matvec(std::span<const float> w, std::span<const float> x, std::span<float>
   }
 }
 
+void matvec(TensorType type, std::span<const uint8_t> w, std::span<const float> x, std::span<float> y) {
+  const size_t cols = x.size();
+  KVTRIE_CHECK(cols % tensor_type_info(type).block_elements == 0, "matvec: rows are not whole blocks");
+  const uint64_t stride = row_bytes(type, cols);
+  KVTRIE_CHECK(w.size() == stride * y.size(), "matvec: weight is not rows x row_bytes");
+  std::vector<float> row(cols);
+  for (size_t r = 0; r < y.size(); ++r) {
+    dequantize_row(type, w.data() + r * stride, row.data(), cols);
+    y[r] = static_cast<float>(dot(row.data(), x.data(), cols));
+  }
+}
+
+void matmul(std::span<const float> w, std::span<const float> x, uint32_t n_tokens, std::span<float> y) {
+  KVTRIE_CHECK(n_tokens > 0 && x.size() % n_tokens == 0 && y.size() % n_tokens == 0, "matmul: batch sizes");
+  const size_t cols = x.size() / n_tokens;
+  const size_t rows = y.size() / n_tokens;
+  for (uint32_t t = 0; t < n_tokens; ++t)
+    matvec(w, x.subspan(t * cols, cols), y.subspan(t * rows, rows));
+}
+
 void add(std::span<float> dst, std::span<const float> src) {
   KVTRIE_CHECK(dst.size() == src.size(), "add: sizes differ");
   for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
@@ -143,6 +163,17 @@ void attention(std::span<const float> q, std::span<const float> keys, std::span<
   }
 }
 
+void attention_causal(std::span<const float> q, std::span<const float> keys, std::span<const float> values,
+                      uint32_t first_pos, uint32_t n_tokens, const AttentionShape& shape, std::span<float> out,
+                      float scale) {
+  const size_t q_row = static_cast<size_t>(shape.n_heads) * shape.head_dim_k;
+  const size_t out_row = static_cast<size_t>(shape.n_heads) * shape.head_dim_v;
+  KVTRIE_CHECK(q.size() == n_tokens * q_row && out.size() == n_tokens * out_row, "attention_causal: sizes");
+  for (uint32_t t = 0; t < n_tokens; ++t)
+    attention(q.subspan(t * q_row, q_row), keys, values, first_pos + t + 1, shape,
+              out.subspan(t * out_row, out_row), scale);
+}
+
 int32_t argmax(std::span<const float> x) {
   KVTRIE_CHECK(!x.empty(), "argmax of an empty vector");
   size_t best = 0;
@@ -161,6 +192,16 @@ std::vector<float> dequantize_tensor(const GgufTensor& tensor) {
   std::vector<float> out(rows * cols);
   for (uint64_t r = 0; r < rows; ++r)
     dequantize_row(tensor.type, tensor.data.data() + r * stride, out.data() + r * cols, cols);
+  return out;
+}
+
+std::vector<float> dequantize_tensor_row(const GgufTensor& tensor, uint64_t row) {
+  KVTRIE_CHECK(!tensor.shape.empty(), "tensor " + tensor.name + " has no shape");
+  const uint64_t cols = tensor.shape[0];
+  const uint64_t stride = row_bytes(tensor.type, cols);
+  KVTRIE_CHECK((row + 1) * stride <= tensor.data.size(), "row out of range in tensor " + tensor.name);
+  std::vector<float> out(cols);
+  dequantize_row(tensor.type, tensor.data.data() + row * stride, out.data(), cols);
   return out;
 }
 

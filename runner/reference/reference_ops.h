@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/tensor_type.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
 
@@ -38,6 +39,14 @@ void rope_heads(std::span<float> x, uint32_t head_dim, uint32_t pos, uint32_t ro
 
 // y = W x where W is row-major with y.size() rows of x.size() values (GGUF's layout: one row per output).
 void matvec(std::span<const float> w, std::span<const float> x, std::span<float> y);
+
+// The same product over a quantized (or F16/BF16/F32) weight: `w` holds y.size() rows of x.size() values in
+// `type`'s layout (row_bytes(type, x.size()) bytes each), dequantized one row at a time.
+void matvec(TensorType type, std::span<const uint8_t> w, std::span<const float> x, std::span<float> y);
+
+// Y = X W^T for a batch: x holds n_tokens rows of cols values, y n_tokens rows of w.size() / cols values.
+// Row t of y is exactly matvec(w, row t of x) (same summation order: batch-invariant by construction).
+void matmul(std::span<const float> w, std::span<const float> x, uint32_t n_tokens, std::span<float> y);
 
 // dst[i] += src[i] (residual adds and biases).
 void add(std::span<float> dst, std::span<const float> src);
@@ -70,10 +79,20 @@ struct AttentionShape {
 void attention(std::span<const float> q, std::span<const float> keys, std::span<const float> values,
                uint32_t n_pos, const AttentionShape& shape, std::span<float> out, float scale = 0.0f);
 
+// Causal attention of a batch of n_tokens consecutive tokens of one sequence at positions first_pos ..
+// first_pos + n_tokens - 1 (prefill): token t sees positions 0 .. first_pos + t. q and out hold n_tokens rows
+// (n_heads * head_dim_k, n_heads * head_dim_v values each); keys/values hold at least first_pos + n_tokens
+// positions. Row t equals attention() of that token alone with n_pos = first_pos + t + 1.
+void attention_causal(std::span<const float> q, std::span<const float> keys, std::span<const float> values,
+                      uint32_t first_pos, uint32_t n_tokens, const AttentionShape& shape, std::span<float> out,
+                      float scale = 0.0f);
+
 // Index of the largest value; the lowest index wins ties (the greedy sampling rule of the golden tests).
 int32_t argmax(std::span<const float> x);
 
 // Every element of a tensor (any supported type) as float32, rows in order.
 std::vector<float> dequantize_tensor(const GgufTensor& tensor);
+// One row (shape[0] values) of a tensor as float32: e.g. the embedding of token `row` in token_embd.
+std::vector<float> dequantize_tensor_row(const GgufTensor& tensor, uint64_t row);
 
 }  // namespace kvtrie::reference

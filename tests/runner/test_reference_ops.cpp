@@ -116,6 +116,27 @@ TEST(ReferenceOps, MatvecMultipliesRowMajorRows) {
   EXPECT_THROW(matvec(w, std::vector<float>{1, 1}, y), Error);
 }
 
+TEST(ReferenceOps, QuantizedMatvecDequantizesEachRow) {
+  // Q8_0 stores integers in [-127, 127] exactly when a block's largest magnitude is 127 (scale 1).
+  std::vector<float> w(64, 1.0f);
+  w[0] = 127;
+  for (size_t i = 32; i < 64; ++i) w[i] = 2;
+  w[32 + 5] = -127;
+  std::vector<uint8_t> bytes(2 * row_bytes(TensorType::Q8_0, 32));
+  quantize_row(TensorType::Q8_0, w.data(), bytes.data(), 32);
+  quantize_row(TensorType::Q8_0, w.data() + 32, bytes.data() + bytes.size() / 2, 32);
+  std::vector<float> y(2);
+  matvec(TensorType::Q8_0, bytes, std::vector<float>(32, 1.0f), y);
+  expect_near(y, {127 + 31, -127 + 2 * 31}, 0.0f);
+}
+
+TEST(ReferenceOps, MatmulIsOneMatvecPerToken) {
+  const std::vector<float> w{1, 2, 3, 4, 5, 6};  // 2 rows of 3
+  std::vector<float> y(4);
+  matmul(w, std::vector<float>{1, 0, -1, 1, 1, 1}, 2, y);
+  expect_near(y, {-2, -2, 6, 15});
+}
+
 TEST(ReferenceOps, AddIsElementwise) {
   std::vector<float> a{1, 2, 3};
   add(a, std::vector<float>{0.5f, -2, 10});
@@ -172,6 +193,19 @@ TEST(ReferenceOps, AttentionSeesOnlyTheFirstNPositions) {
   expect_near(out, {4, 8});
 }
 
+TEST(ReferenceOps, CausalAttentionLetsEachTokenSeeOnlyItsPast) {
+  // Tokens at positions 0 and 1, same query: token 0 sees only v0; token 1 weighs v0, v1 by 1/4, 3/4.
+  const float r2 = std::sqrt(2.0f);
+  const std::vector<float> q{1, 0, 1, 0}, keys{0, 0, std::log(3.0f) * r2, 0}, values{4, 8, 0, 4};
+  std::vector<float> out(4);
+  attention_causal(q, keys, values, 0, 2, {1, 1, 2, 2}, out);
+  expect_near(out, {4, 8, 1, 5}, 1e-5f);
+  // The same second token as a batch of one starting at position 1.
+  std::vector<float> one(2);
+  attention_causal(std::span<const float>(q).subspan(2), keys, values, 1, 1, {1, 1, 2, 2}, one);
+  expect_near(one, {1, 5}, 1e-5f);
+}
+
 TEST(ReferenceOps, AttentionExplicitScaleReplacesDefault) {
   // Scale 1: scores 0 and ln 3 directly.
   const std::vector<float> q{std::log(3.0f)}, keys{0, 1}, values{4, 0};
@@ -218,6 +252,8 @@ TEST(ReferenceOps, DequantizeTensorReadsRowsOfAnyType) {
   }
   GgufTensor t{"t", {3, 2}, TensorType::F16, 0, bytes};
   expect_near(dequantize_tensor(t), want, 0.0f);
+  expect_near(dequantize_tensor_row(t, 1), {3, 0.25f, -8}, 0.0f);
+  EXPECT_THROW(dequantize_tensor_row(t, 2), Error);
 }
 
 }  // namespace
