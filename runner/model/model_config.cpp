@@ -154,10 +154,11 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c)
   w.output_norm = f.get("output_norm.weight", {embd});
   w.output = c.tied_output ? w.token_embd : f.get("output.weight", {embd, c.n_vocab});
   w.rope_freqs = f.get("rope_freqs.weight", {c.rope_dims / 2}, c.has_rope_freqs);
-  w.layers.resize(c.n_layers);
+  // Layers are appended one by one (never resized up front): a corrupt block_count fails at the first
+  // missing tensor instead of allocating for billions of layers.
   for (uint32_t i = 0; i < c.n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
-    LayerWeights& l = w.layers[i];
+    LayerWeights& l = w.layers.emplace_back();
     l.attn_norm = f.get(b + "attn_norm.weight", {embd});
     l.wq = f.get(b + "attn_q.weight", {embd, q_dim});
     l.wk = f.get(b + "attn_k.weight", {embd, k_dim});
