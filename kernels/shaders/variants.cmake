@@ -1,2 +1,12 @@
 # One line per shader variant: kvtrie_shader(<op>_<variant> <source>.comp [DEFINE=VALUE...]).
 kvtrie_shader(fill_f32 fill.comp)
+kvtrie_shader(rms_norm_f32 rms_norm.comp)
+kvtrie_shader(rope_f32 rope.comp)
+kvtrie_shader(swiglu_f32 swiglu.comp)
+kvtrie_shader(add_f32 add.comp)
+kvtrie_shader(add_bias_f32 add_bias.comp)
+kvtrie_shader(kv_write_f16 kv_write.comp)
+foreach(t f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k)
+  string(TOUPPER ${t} T)
+  kvtrie_shader(get_rows_${t} get_rows.comp TYPE_${T})
+endforeach()

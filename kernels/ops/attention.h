@@ -1,0 +1,48 @@
+// Contract: paged causal attention with grouped-query heads, for a batch of query tokens that may belong to
+// several sequences. Query token t reads its sequence's KV pages through the page table starting at
+// page_table[token_info[t].x] and attends to positions 0 .. token_info[t].y (its own position; its K/V must
+// already be written). KV pages follow kernels/ops/kv_layout.h: page p, layer l holds K [page_size][kv_dim]
+// then V [page_size][kv_dim] in f16, kv_dim = n_kv_heads * head_dim, the layers of a page contiguous.
+// Two passes: attention_paged splits each token's context into chunks of `split_size` positions (one work
+// group per chunk, head and token, online softmax) writing partial (max, sum, acc) to scratch, and
+// attention_combine merges them in chunk order. The split size is fixed, not the split count, so a token's
+// output is bit-identical whatever batch it runs in (the --deterministic contract holds on every path).
+// Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
+#pragma once
+#include <cstdint>
+
+#include "kernels/vk/buffer.h"
+
+namespace kvtrie::vk {
+class CommandRecorder;
+}
+
+namespace kvtrie::ops {
+
+struct AttentionArgs {
+  vk::BufferView q;           // f32 [tokens][n_heads * head_dim], token stride q_stride floats
+  vk::BufferView kv_pages;    // the page pool (f16), must fit one binding (maxStorageBufferRange)
+  vk::BufferView page_table;  // uint32 page ids
+  vk::BufferView token_info;  // uint32 pairs per token: (offset of its sequence in page_table, position)
+  vk::BufferView scratch;     // at least attention_scratch_bytes(...) bytes
+  vk::BufferView out;         // f32 [tokens][n_heads * head_dim], token stride out_stride floats
+  uint32_t tokens = 0;
+  uint32_t n_heads = 0;
+  uint32_t n_kv_heads = 0;    // divides n_heads
+  uint32_t head_dim = 0;      // even, at most 256
+  uint32_t page_size = 0;     // positions per page
+  uint32_t n_layers = 0;      // layers in a page
+  uint32_t layer = 0;
+  uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)
+  uint32_t split_size = 256;  // positions per split; keep it fixed for a model run (determinism)
+  uint32_t q_stride = 0;      // 0: n_heads * head_dim
+  uint32_t out_stride = 0;    // 0: n_heads * head_dim
+  float scale = 0;            // 0: 1 / sqrt(head_dim)
+};
+
+// Scratch bytes attention needs for these tokens, heads, head_dim, max_position and split_size.
+uint64_t attention_scratch_bytes(const AttentionArgs& args);
+
+void attention(vk::CommandRecorder& recorder, const AttentionArgs& args);
+
+}  // namespace kvtrie::ops

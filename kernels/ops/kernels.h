@@ -1,0 +1,48 @@
+// Contract: Kernels is the set of compute ops available on one vk::Context: it reads the single op
+// registration table (op_registry.cpp), and hands ops their pipelines by (op, variant), e.g.
+// pipeline("rms_norm", "f32") -> shader variant "rms_norm_f32" with the spec constants the table row computes
+// from the device (work-group size from the device, never a fixed 32). With Prewarm::Yes (the engine) every
+// registered pipeline is created in the constructor, so the decode loop never creates one; tests use
+// Prewarm::No and pipelines are created on first use. Not thread-safe (owner thread); the Context must
+// outlive it. Pipelines returned stay valid as long as the Context.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kernels/vk/context.h"
+#include "kernels/vk/pipeline.h"
+
+namespace kvtrie::kernels {
+
+// One row of the registration table: an op, the variants its shader is compiled in (listed in
+// shaders/variants.cmake as <op>_<variant>), and the specialization constants for a device.
+struct OpRegistration {
+  std::string_view op;
+  std::span<const std::string_view> variants;
+  vk::SpecConstants (*spec)(const vk::Device& device);
+};
+
+// The table (defined in op_registry.cpp).
+std::span<const OpRegistration> registered_ops();
+
+enum class Prewarm { No, Yes };
+
+class Kernels {
+ public:
+  explicit Kernels(vk::Context& context, Prewarm prewarm = Prewarm::Yes);
+
+  vk::Context& context() const { return *context_; }
+  const vk::Device& device() const { return context_->device(); }
+  // The pipeline of `op`_`variant`; throws kvtrie::Error when the op or variant is not registered.
+  const vk::ComputePipeline& pipeline(std::string_view op, std::string_view variant) const;
+  // The work-group size (spec constant 0) of that op's table row on this device.
+  uint32_t workgroup_size(std::string_view op) const;
+
+ private:
+  const OpRegistration& find(std::string_view op) const;
+  vk::Context* context_;
+};
+
+}  // namespace kvtrie::kernels

@@ -1,0 +1,29 @@
+// Contract: matmul, the matrix-matrix product of prefill: Y[t][r] = dot(W[r, :], X[t, :]) for many tokens
+// and every weight type (arguments as for matvec, kernels/ops/matvec.h). Three paths:
+//   Deterministic: dispatches matvec (8 tokens per work group); bit-identical to matvec for every token
+//                  whatever the batch, the --deterministic contract. Re-reads W once per 8 tokens.
+//   Tiled:         portable 64x64 shared-memory tiles, f32; each output is reduced in k order by one thread,
+//                  so it is batch-invariant among Tiled calls but not equal to matvec bit for bit.
+//   CoopMat:       VK_NV_cooperative_matrix (f16 inputs, f32 accumulate), only where the device has it.
+// Auto picks CoopMat where available, else Tiled; tokens <= 8 always use matvec (one weight pass).
+// Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops/matvec.h"
+
+namespace kvtrie::ops {
+
+enum class MatmulPath { Auto, Deterministic, Tiled, CoopMat };
+
+// True when the device can run the CoopMat path (VK_NV_cooperative_matrix enabled, f16 arithmetic,
+// subgroups of 32).
+bool coopmat_supported(const vk::Context& context);
+
+// The path `requested` resolves to on this device for `tokens` tokens (throws kvtrie::Error when CoopMat is
+// requested on a device without it).
+MatmulPath resolve_matmul_path(const vk::Context& context, MatmulPath requested, uint32_t tokens);
+
+void matmul(vk::CommandRecorder& recorder, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
+
+}  // namespace kvtrie::ops

@@ -1,0 +1,47 @@
+// The single registration table of compute ops: one row per op, its variants as data, and how its
+// specialization constants follow from the device. Adding an op = its .comp, its variants.cmake lines,
+// its dispatch function and one row here.
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+#include "kernels/ops/kernels.h"
+#include "kernels/vk/device.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+using namespace std::string_view_literals;
+
+// Elementwise ops: 128 invocations per group (capped by the device), one value each.
+vk::SpecConstants spec_elementwise(const vk::Device& d) {
+  return {std::min(128u, d.info().max_workgroup_size_x)};
+}
+// Row reductions: a power-of-two work group; a shared-memory tree, so any subgroup size works.
+vk::SpecConstants spec_row_reduce(const vk::Device& d) {
+  uint32_t size = 256;
+  while (size > d.info().max_workgroup_size_x || size > d.info().max_workgroup_invocations) size /= 2;
+  return {size};
+}
+
+constexpr std::array kF32 = {"f32"sv};
+constexpr std::array kF16 = {"f16"sv};
+constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
+                                  "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
+
+const OpRegistration kOps[] = {
+    {"fill", kF32, spec_elementwise},
+    {"rms_norm", kF32, spec_row_reduce},
+    {"rope", kF32, spec_elementwise},
+    {"swiglu", kF32, spec_elementwise},
+    {"add", kF32, spec_elementwise},
+    {"add_bias", kF32, spec_elementwise},
+    {"get_rows", kAllTypes, spec_elementwise},
+    {"kv_write", kF16, spec_elementwise},
+};
+
+}  // namespace
+
+std::span<const OpRegistration> registered_ops() { return kOps; }
+
+}  // namespace kvtrie::kernels

@@ -1,0 +1,81 @@
+// Contract: the elementwise ops of the forward pass (owner: vk). Each records one (or, for chunked
+// tables, a few) dispatches into a CommandRecorder; barriers are the recorder's job. Activations are f32,
+// contiguous unless a stride says otherwise; counts are in elements. All views must stay alive until the
+// recording has executed. Call from the thread that owns the Context. Throws kvtrie::Error on bad arguments.
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops/kernels.h"
+#include "kernels/ops/kv_layout.h"
+#include "kernels/tensor_type.h"
+#include "kernels/vk/buffer.h"
+#include "kernels/vk/command_recorder.h"
+
+namespace kvtrie::kernels {
+
+// y = x / sqrt(mean(x^2) + eps) * weight (weight optional: empty view). Row r of `rows` starts at
+// (r / heads) * stride + (r % heads) * n in x (y_stride in y): heads = 1 and stride = n for plain rows;
+// per-head q/k norm: heads = n_heads, n = head_dim, stride = the token stride.
+struct RmsNormArgs {
+  vk::BufferView x, weight, y;
+  uint32_t rows = 0, n = 0;
+  float eps = 1e-5f;
+  uint32_t heads = 1;
+  uint32_t x_stride = 0, y_stride = 0;  // 0: n * heads
+};
+void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a);
+
+enum class RopeMode : uint32_t { Normal = 0, Neox = 1 };
+// In place on x: token t (position positions[t], int32) has n_heads heads of head_dim floats, heads
+// contiguous, tokens token_stride floats apart (0: n_heads * head_dim). freq_factors (rope_dims/2 floats)
+// optional.
+struct RopeArgs {
+  vk::BufferView x, positions, freq_factors;
+  uint32_t n_tokens = 0, n_heads = 0, head_dim = 0, rope_dims = 0;
+  uint32_t token_stride = 0;
+  float freq_base = 10000.0f;
+  RopeMode mode = RopeMode::Normal;
+};
+void rope(vk::CommandRecorder& rec, const Kernels& k, const RopeArgs& a);
+
+// out = silu(gate) * up over count values.
+void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
+            vk::BufferView out, uint32_t count);
+// out = a + b over count values (out may equal a).
+void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::BufferView b, vk::BufferView out,
+         uint32_t count);
+// x[r * stride + c] += bias[c], c < n, in place (stride 0: n).
+void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias, uint32_t rows,
+              uint32_t n, uint32_t stride = 0);
+
+// Embedding lookup: out[t] = dequant(row ids[t]) of a table of `type` with n values per row. The table may
+// be given as several chunks of whole rows (a table larger than a binding): call once per chunk with
+// row_begin = the chunk's first row and row_count its rows; tokens outside the chunk are left untouched.
+struct GetRowsArgs {
+  vk::BufferView table;  // any byte offset; rows are row_bytes(type, n) apart
+  TensorType type = TensorType::F32;
+  uint32_t n = 0;
+  uint32_t row_begin = 0, row_count = 0;
+  vk::BufferView ids;  // int32 per token
+  vk::BufferView out;  // f32, out_stride floats per token (0: n)
+  uint32_t n_tokens = 0;
+  uint32_t out_stride = 0;
+};
+void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a);
+// The shader variant suffix of a tensor type ("q4_k"), shared with the matrix ops.
+const char* type_variant(TensorType type);
+
+// Stores one layer's K and V rows (f32) of a batch into f16 pages at slots[t] (int32, global slot =
+// page * P + slot_in_page; negative = skip). `pages` binds pages [page_begin, page_begin + page_count) of
+// the pool (call once per chunk when the pool is split).
+struct KvWriteArgs {
+  vk::BufferView k, v, slots, pages;
+  KvLayout layout;
+  uint32_t layer = 0;
+  uint32_t n_tokens = 0;
+  uint32_t k_stride = 0, v_stride = 0;  // floats between tokens (0: kv_dim)
+  uint32_t page_begin = 0, page_count = 0;
+};
+void kv_write(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a);
+
+}  // namespace kvtrie::kernels
