@@ -1,0 +1,91 @@
+// Contract: turning one row of logits into the next token. A Sampler belongs to one sequence: it holds that
+// sequence's parameters, its seeded RNG and scratch buffers sized to the vocabulary on the first call (no
+// allocation on later calls with the same vocabulary). It is not thread-safe: exactly one owner (the
+// scheduler thread) calls it. It keeps no pointer to the spans it is given. The free functions below are pure
+// and safe from any thread.
+//
+// The transform order is Ollama's (llama.cpp's common chain differs only in applying temperature last):
+//   1. penalties over the last repeat_last_n of recent_tokens: repeat_penalty divides a positive logit and
+//      multiplies a non-positive one; then frequency_penalty * count + presence_penalty is subtracted;
+//   2. temperature <= 0: greedy argmax of the penalized logits (ties: lowest id); nothing below applies;
+//   3. top_k (the k highest logits; ties broken toward the lower id);
+//   4. softmax of logit / temperature over what is left;
+//   5. top_p: the smallest most-likely-first prefix whose probability reaches top_p (at least one token);
+//   6. min_p: drop tokens whose probability is below min_p times the most likely one's;
+//   7. draw with the RNG (std::mt19937_64; 53-bit uniform; cumulative scan in a fixed order), so a seed gives
+//      the same tokens on every platform whose exp() agrees.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kvtrie {
+
+struct SamplingParams {
+  float temperature = 0.8f;        // <= 0: greedy
+  int32_t top_k = 40;              // <= 0 or >= vocabulary: disabled
+  float top_p = 0.95f;             // >= 1: disabled; 0 keeps only the most likely token
+  float min_p = 0.05f;             // <= 0: disabled
+  float repeat_penalty = 1.0f;     // 1: disabled; must be > 0
+  int32_t repeat_last_n = 64;      // 0: no penalties; -1: all of recent_tokens
+  float presence_penalty = 0.0f;   // subtracted once from every token present in the window
+  float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
+  std::optional<uint64_t> seed;    // nullopt: a random seed (Sampler::seed() reports it)
+};
+
+// Why `params` cannot be used (a message for a 400 answer), or nullopt when it is valid. The Sampler checks
+// the same rules and throws kvtrie::Error, so callers facing user input validate first.
+std::optional<std::string> validate(const SamplingParams& params);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // The next token id for `logits` (one value per vocabulary entry, not empty). `recent_tokens` is the
+  // sequence so far, oldest first (ids outside the vocabulary are ignored); only its tail matters.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> recent_tokens);
+
+  const SamplingParams& params() const { return params_; }
+  uint64_t seed() const { return seed_; }  // the seed in use, drawn at construction when none was given
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float weight;  // exp((logit - max) / temperature): the unnormalized probability
+  };
+
+  void load_and_penalize(std::span<const float> logits, std::span<const int32_t> recent_tokens);
+  int32_t greedy() const;
+  size_t apply_top_k(size_t count);
+  size_t apply_top_p(size_t count, bool& sorted, double total);
+  size_t apply_min_p(size_t count, bool sorted);
+  int32_t draw(size_t count);
+
+  SamplingParams params_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  std::vector<Candidate> candidates_;  // scratch: one per vocabulary entry
+  std::vector<int32_t> window_;        // scratch: sorted copy of the penalty window
+};
+
+struct TokenProb {
+  int32_t token;
+  float logprob;  // natural log of softmax(raw logits)
+};
+
+// The `n` most likely tokens of softmax(logits) (no temperature or other transform), most likely first,
+// ties toward the lower id; fewer when the vocabulary is smaller. O(vocab * log n), no vocabulary-sized
+// allocation.
+std::vector<TokenProb> top_logprobs(std::span<const float> logits, size_t n);
+
+// log softmax(logits)[token].
+float token_logprob(std::span<const float> logits, int32_t token);
+
+// log(sum(exp(logits))), computed stably in double; every logprob above is logit - log_sum_exp(logits).
+double log_sum_exp(std::span<const float> logits);
+
+}  // namespace kvtrie

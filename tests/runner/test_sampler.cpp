@@ -1,0 +1,341 @@
+// Sampler: each transform on small hand-made logits, determinism by seed, the empirical distribution against
+// softmax(logits / T), and top_logprobs against a direct log-softmax.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "kernels/error.h"
+#include "runner/sampler.h"
+
+namespace kvtrie {
+namespace {
+
+// Parameters with every transform switched off; tests switch on the one they check.
+SamplingParams plain(float temperature, uint64_t seed = 1234) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repeat_penalty = 1.0f;
+  p.seed = seed;
+  return p;
+}
+
+// Logits whose softmax (T = 1) is exactly `probs` up to a constant.
+std::vector<float> logits_of(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+std::map<int32_t, int> histogram(Sampler& s, const std::vector<float>& logits, int draws,
+                                 const std::vector<int32_t>& recent = {}) {
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < draws; ++i) ++counts[s.sample(logits, recent)];
+  return counts;
+}
+
+std::set<int32_t> keys(const std::map<int32_t, int>& m) {
+  std::set<int32_t> out;
+  for (const auto& [k, v] : m) out.insert(k);
+  return out;
+}
+
+TEST(Sampler, GreedyPicksArgmax) {
+  Sampler s(plain(0.0f));
+  const std::vector<float> logits{0.1f, 3.0f, -2.0f, 2.9f, 1.0f};
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(s.sample(logits, {}), 1);
+}
+
+TEST(Sampler, GreedyTiesGoToLowestId) {
+  Sampler s(plain(0.0f));
+  EXPECT_EQ(s.sample(std::vector<float>{1.0f, 5.0f, 2.0f, 5.0f, 5.0f}, {}), 1);
+  // Default top-k/top-p/min-p settings do not change greedy's choice.
+  SamplingParams p;
+  p.temperature = 0.0f;
+  Sampler d(p);
+  EXPECT_EQ(d.sample(std::vector<float>{-1.0f, 7.0f, 7.0f}, {}), 1);
+}
+
+TEST(Sampler, MaskedTokensAreNeverDrawn) {
+  Sampler s(plain(1.0f));
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits{-inf, 0.0f, -inf, 0.0f, std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_EQ(keys(histogram(s, logits, 2000)), (std::set<int32_t>{1, 3}));
+}
+
+TEST(Sampler, TopKOnlyReturnsTheKBest) {
+  SamplingParams p = plain(1.0f);
+  p.top_k = 2;
+  Sampler s(p);
+  // Flat-ish logits: without top-k every token would appear in 4000 draws.
+  const std::vector<float> logits{0.5f, 0.9f, 0.1f, 1.0f, 0.8f, 0.7f};
+  EXPECT_EQ(keys(histogram(s, logits, 4000)), (std::set<int32_t>{1, 3}));
+}
+
+TEST(Sampler, TopKTieAtTheCutKeepsLowerId) {
+  SamplingParams p = plain(1.0f);
+  p.top_k = 2;
+  Sampler s(p);
+  const std::vector<float> logits{1.0f, 2.0f, 1.0f, 1.0f};
+  EXPECT_EQ(keys(histogram(s, logits, 3000)), (std::set<int32_t>{0, 1}));
+}
+
+TEST(Sampler, TopPExcludesTheTail) {
+  // probabilities 0.5, 0.3, 0.15, 0.05 (shuffled ids): top_p 0.75 keeps 0.5 and 0.3 (0.5 < 0.75 <= 0.8).
+  const auto logits = logits_of({0.15, 0.5, 0.05, 0.3});
+  for (int32_t top_k : {0, 4, 3}) {  // unsorted path (top-k off) and sorted path (after top-k)
+    SamplingParams p = plain(1.0f);
+    p.top_p = 0.75f;
+    p.top_k = top_k;
+    Sampler s(p);
+    EXPECT_EQ(keys(histogram(s, logits, 4000)), (std::set<int32_t>{1, 3})) << "top_k " << top_k;
+  }
+  SamplingParams p = plain(1.0f);
+  p.top_p = 0.85f;  // now 0.15 is needed too
+  Sampler s(p);
+  EXPECT_EQ(keys(histogram(s, logits, 4000)), (std::set<int32_t>{0, 1, 3}));
+  p.top_p = 0.0f;  // keeps only the most likely token
+  Sampler only(p);
+  EXPECT_EQ(keys(histogram(only, logits, 500)), (std::set<int32_t>{1}));
+}
+
+TEST(Sampler, TopPOnLargeVocabularyWithoutTopK) {
+  // 5000 tokens: 100 "heavy" ones share ~90% of the mass, so the growing-prefix sort must go past 64.
+  std::vector<float> logits(5000, 0.0f);
+  for (int i = 0; i < 100; ++i) logits[static_cast<size_t>(i * 37 % 5000)] = 6.0f;  // e^6*100 vs 4900
+  const double heavy = 100 * std::exp(6.0), mass = heavy + 4900;
+  ASSERT_GT(heavy / mass, 0.8);
+  SamplingParams p = plain(1.0f);
+  p.top_p = 0.8f;
+  Sampler s(p);
+  const auto counts = histogram(s, logits, 3000);
+  for (const auto& [token, n] : counts) EXPECT_EQ(logits[static_cast<size_t>(token)], 6.0f) << token;
+  EXPECT_GT(counts.size(), 50u);  // the kept set is all (or nearly all) of the 100 heavy tokens
+}
+
+TEST(Sampler, MinPDropsTokensBelowFractionOfTheBest) {
+  const auto logits = logits_of({0.5, 0.3, 0.15, 0.05});
+  for (int32_t top_k : {0, 4}) {
+    SamplingParams p = plain(1.0f);
+    p.top_k = top_k;
+    p.min_p = 0.2f;  // threshold 0.1: 0.05 goes
+    Sampler s(p);
+    EXPECT_EQ(keys(histogram(s, logits, 4000)), (std::set<int32_t>{0, 1, 2})) << "top_k " << top_k;
+    p.min_p = 0.5f;  // threshold 0.25: 0.15 goes too
+    Sampler t(p);
+    EXPECT_EQ(keys(histogram(t, logits, 4000)), (std::set<int32_t>{0, 1})) << "top_k " << top_k;
+  }
+}
+
+TEST(Sampler, MinPActsAfterTemperature) {
+  // At T = 1 the ratio of the two tokens is e^-1 = 0.37 >= 0.3: both stay. At T = 0.5 it is e^-2 = 0.135.
+  const std::vector<float> logits{1.0f, 0.0f};
+  SamplingParams p = plain(1.0f);
+  p.min_p = 0.3f;
+  Sampler warm(p);
+  EXPECT_EQ(keys(histogram(warm, logits, 2000)), (std::set<int32_t>{0, 1}));
+  p.temperature = 0.5f;
+  Sampler cool(p);
+  EXPECT_EQ(keys(histogram(cool, logits, 2000)), (std::set<int32_t>{0}));
+}
+
+TEST(Sampler, RepeatPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  SamplingParams p = plain(0.0f);
+  p.repeat_penalty = 1.1f;
+  Sampler s(p);
+  const std::vector<float> pos{2.0f, 1.9f, 0.0f};
+  EXPECT_EQ(s.sample(pos, {}), 0);
+  EXPECT_EQ(s.sample(pos, std::vector<int32_t>{0}), 1);  // 2.0 / 1.1 = 1.82 < 1.9
+  const std::vector<float> neg{-1.0f, -1.05f};
+  EXPECT_EQ(s.sample(neg, {}), 0);
+  EXPECT_EQ(s.sample(neg, std::vector<int32_t>{0}), 1);  // -1.0 * 1.1 = -1.1 < -1.05
+  // Repeats within the window are penalized once, not per occurrence.
+  const std::vector<float> close{2.0f, 1.5f};
+  EXPECT_EQ(s.sample(close, std::vector<int32_t>{0, 0, 0, 0}), 0);  // 2.0 / 1.1, never 2.0 / 1.1^4
+}
+
+TEST(Sampler, PenaltyWindowIsTheLastRepeatLastNTokens) {
+  SamplingParams p = plain(0.0f);
+  p.repeat_penalty = 2.0f;
+  p.repeat_last_n = 3;
+  Sampler s(p);
+  const std::vector<float> logits{2.0f, 1.5f, 0.0f, 0.0f, 0.0f, 0.0f};
+  EXPECT_EQ(s.sample(logits, std::vector<int32_t>{0, 5, 5, 5}), 0);  // token 0 is outside the window
+  EXPECT_EQ(s.sample(logits, std::vector<int32_t>{5, 5, 0}), 1);     // inside: 2.0 / 2 = 1.0 < 1.5
+  p.repeat_last_n = 0;
+  Sampler off(p);
+  EXPECT_EQ(off.sample(logits, std::vector<int32_t>{0}), 0);
+  p.repeat_last_n = -1;
+  Sampler all(p);
+  std::vector<int32_t> long_history(500, 4);
+  long_history[0] = 0;
+  EXPECT_EQ(all.sample(logits, long_history), 1);
+  // Out-of-vocabulary ids in the history are ignored, not an error.
+  EXPECT_EQ(all.sample(logits, std::vector<int32_t>{-3, 99}), 0);
+}
+
+TEST(Sampler, FrequencyPenaltyScalesWithCountPresenceDoesNot) {
+  SamplingParams p = plain(0.0f);
+  p.frequency_penalty = 0.05f;
+  Sampler freq(p);
+  const std::vector<float> logits{2.0f, 1.9f};
+  EXPECT_EQ(freq.sample(logits, std::vector<int32_t>{0}), 0);           // 2.0 - 0.05 = 1.95
+  EXPECT_EQ(freq.sample(logits, std::vector<int32_t>{0, 0, 0}), 1);     // 2.0 - 0.15 = 1.85 < 1.9
+  p.frequency_penalty = 0.0f;
+  p.presence_penalty = 0.15f;
+  Sampler pres(p);
+  EXPECT_EQ(pres.sample(logits, std::vector<int32_t>{0}), 1);           // 1.85 < 1.9
+  EXPECT_EQ(pres.sample(logits, std::vector<int32_t>{0, 0, 0, 1}), 0);  // both lose 0.15 once
+}
+
+TEST(Sampler, SameSeedSameSequenceDifferentSeedDifferent) {
+  std::vector<float> logits(50, 0.0f);  // uniform over 50 tokens
+  auto run = [&](uint64_t seed) {
+    Sampler s(plain(1.0f, seed));
+    std::vector<int32_t> out;
+    for (int i = 0; i < 100; ++i) out.push_back(s.sample(logits, out));
+    return out;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43));  // equal by chance with probability 50^-100
+  Sampler seeded(plain(1.0f, 77));
+  EXPECT_EQ(seeded.seed(), 77u);
+  SamplingParams unseeded = plain(1.0f);
+  unseeded.seed.reset();
+  EXPECT_NE(Sampler(unseeded).seed(), Sampler(unseeded).seed());  // two random 64-bit seeds
+}
+
+TEST(Sampler, ReportedRandomSeedReproducesTheSequence) {
+  std::vector<float> logits(20, 0.0f);
+  SamplingParams p = plain(1.0f);
+  p.seed.reset();
+  Sampler a(p);
+  Sampler b(plain(1.0f, a.seed()));
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(logits, {}), b.sample(logits, {}));
+}
+
+TEST(Sampler, EmpiricalDistributionMatchesSoftmaxWithTemperature) {
+  const std::vector<float> logits{1.0f, 0.2f, -0.5f, 2.0f, 0.0f, 1.5f};
+  const double temperature = 0.7;
+  std::vector<double> expected(logits.size());
+  double z = 0;
+  for (size_t i = 0; i < logits.size(); ++i) z += expected[i] = std::exp(logits[i] / temperature);
+  for (double& e : expected) e /= z;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    Sampler s(plain(static_cast<float>(temperature), seed));
+    const int draws = 100000;
+    const auto counts = histogram(s, logits, draws);
+    // Pearson chi-square with 5 degrees of freedom: P(chi2 > 25) is about 1.4e-4 for a correct sampler.
+    double chi2 = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const auto it = counts.find(static_cast<int32_t>(i));
+      const double observed = it == counts.end() ? 0.0 : it->second;
+      const double want = expected[i] * draws;
+      chi2 += (observed - want) * (observed - want) / want;
+    }
+    EXPECT_LT(chi2, 25.0) << "seed " << seed;
+  }
+}
+
+TEST(Sampler, LargeVocabularyDefaultsStayInTopK) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(50000);
+  for (float& l : logits) l = normal(rng);
+  std::vector<float> sorted = logits;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const float fortieth = sorted[39];
+  SamplingParams defaults;
+  defaults.seed = 9;
+  Sampler s(defaults);
+  for (int i = 0; i < 200; ++i) EXPECT_GE(logits[static_cast<size_t>(s.sample(logits, {}))], fortieth);
+}
+
+TEST(Sampler, InvalidParametersAreReportedAndRejected) {
+  EXPECT_FALSE(validate(SamplingParams{}).has_value());
+  SamplingParams p;
+  p.top_p = 1.5f;
+  ASSERT_TRUE(validate(p).has_value());
+  EXPECT_NE(validate(p)->find("top_p"), std::string::npos);
+  EXPECT_THROW(Sampler{p}, Error);
+  p = SamplingParams{};
+  p.temperature = -1.0f;
+  EXPECT_TRUE(validate(p).has_value());
+  p = SamplingParams{};
+  p.repeat_penalty = 0.0f;
+  EXPECT_TRUE(validate(p).has_value());
+  p = SamplingParams{};
+  p.min_p = std::nanf("");
+  EXPECT_TRUE(validate(p).has_value());
+  p = SamplingParams{};
+  p.repeat_last_n = -2;
+  EXPECT_TRUE(validate(p).has_value());
+  Sampler ok(SamplingParams{});
+  EXPECT_THROW(ok.sample(std::span<const float>{}, {}), Error);
+}
+
+// Direct log-softmax in long double, written out independently of the code under test.
+std::vector<double> reference_log_softmax(const std::vector<float>& logits) {
+  long double z = 0;
+  for (float l : logits) z += std::exp(static_cast<long double>(l));
+  std::vector<double> out;
+  for (float l : logits) out.push_back(static_cast<double>(static_cast<long double>(l) - std::log(z)));
+  return out;
+}
+
+TEST(TopLogprobs, MatchesDirectLogSoftmaxSortedDescending) {
+  const std::vector<float> logits{0.3f, -1.2f, 2.5f, 0.3f, 1.7f, -4.0f, 2.5f};
+  const auto ref = reference_log_softmax(logits);
+  const auto top = top_logprobs(logits, 4);
+  ASSERT_EQ(top.size(), 4u);
+  // By hand: 2.5 (ids 2, 6: tie -> lower id first), 1.7 (id 4), 0.3 (ids 0, 3: id 0 wins the last place).
+  const std::array<int32_t, 4> ids{2, 6, 4, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(top[i].token, ids[i]) << i;
+    EXPECT_NEAR(top[i].logprob, ref[static_cast<size_t>(ids[i])], 1e-6) << i;
+  }
+  for (size_t i = 0; i < logits.size(); ++i)
+    EXPECT_NEAR(token_logprob(logits, static_cast<int32_t>(i)), ref[i], 1e-6) << i;
+}
+
+TEST(TopLogprobs, AllTokensSumToOneAndRequestsLargerThanVocabAreClamped) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  std::vector<float> logits(1000);
+  for (float& l : logits) l = normal(rng) + 30.0f;  // large offsets must not overflow exp
+  const auto all = top_logprobs(logits, 5000);
+  ASSERT_EQ(all.size(), logits.size());
+  double sum = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    sum += std::exp(static_cast<double>(all[i].logprob));
+    if (i > 0) {
+      EXPECT_LE(all[i].logprob, all[i - 1].logprob) << i;
+    }
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-4);
+  const auto ref = reference_log_softmax(logits);
+  const auto top20 = top_logprobs(logits, 20);
+  ASSERT_EQ(top20.size(), 20u);
+  const double best_ref = *std::max_element(ref.begin(), ref.end());
+  EXPECT_NEAR(top20[0].logprob, best_ref, 1e-5);
+  for (size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(top20[i].token, all[i].token);
+    EXPECT_NEAR(top20[i].logprob, ref[static_cast<size_t>(top20[i].token)], 1e-5);
+  }
+  EXPECT_TRUE(top_logprobs(logits, 0).empty());
+  long double z = 0;
+  for (float l : logits) z += std::exp(static_cast<long double>(l));
+  EXPECT_NEAR(log_sum_exp(logits), static_cast<double>(std::log(z)), 1e-9);
+}
+
+}  // namespace
+}  // namespace kvtrie
