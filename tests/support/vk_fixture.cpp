@@ -37,6 +37,13 @@ void VulkanTest::SetUp() {
                                                     "random seed " + std::to_string(seed_) + " (KVTRIE_TEST_SEED)");
 }
 
+std::vector<float> VulkanTest::random_floats(size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(n);
+  for (float& v : out) v = dist(rng_);
+  return out;
+}
+
 void VulkanTest::TearDown() {
   if (context_) context_->device().wait_idle();
   EXPECT_EQ(vk::validation_message_count(), messages_at_start_) << "Vulkan validation messages during the test";

@@ -8,8 +8,12 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
+#include <vector>
 
+#include "kernels/vk/buffer.h"
 #include "kernels/vk/context.h"
+#include "kernels/vk/staging.h"
 
 namespace kvtrie::test {
 
@@ -26,6 +30,23 @@ class VulkanTest : public ::testing::Test {
   // KVTRIE_TEST_SEED=<seed>.
   uint64_t seed() const { return seed_; }
   std::mt19937_64& rng() { return rng_; }
+  // n uniform values in [lo, hi) from rng() (never all zeros for n > 0 and lo < hi).
+  std::vector<float> random_floats(size_t n, float lo = -1.0f, float hi = 1.0f);
+  // A device-local buffer holding `data`, with at least 16 spare bytes after it (word-rounded reads).
+  template <typename T>
+  vk::Buffer device_buffer(std::span<const T> data) {
+    vk::Buffer b(context().device(), (data.size_bytes() + 15) / 16 * 16 + 16, vk::MemoryKind::DeviceLocal);
+    vk::upload(context(), b, 0, std::as_bytes(data));
+    return b;
+  }
+  template <typename T>
+  vk::Buffer device_buffer(const std::vector<T>& data) {
+    return device_buffer(std::span<const T>(data));
+  }
+  template <typename T>
+  std::vector<T> read_back(const vk::Buffer& b, size_t count) {
+    return vk::download<T>(context(), b, count);
+  }
 
  private:
   static std::unique_ptr<vk::Context> context_;

@@ -1,0 +1,85 @@
+// get_rows (embedding lookup) for every tensor type against runner/model/quantization.h's dequantize_row:
+// random rows quantized on the CPU, looked up on the GPU, compared value by value. Float types must be
+// exact; quantized types within 1e-5 relative (the GPU may fuse the scale multiply-add).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/ops/ops.h"
+#include "runner/model/quantization.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+class GetRows : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {};
+
+uint32_t row_length(TensorType type) {
+  const uint32_t block = tensor_type_info(type).block_elements;
+  if (block == 1) return 417;       // odd: F16/BF16 rows are not 4-byte aligned
+  if (block == 32) return 32 * 13;  // Q4_0 rows of 13 blocks: 234 bytes, not aligned
+  return 256 * 3;
+}
+
+TEST_P(GetRows, LooksUpRowsOfAChunkedTableExactlyAsTheCpuDequantizes) {
+  const TensorType type = GetParam();
+  const uint32_t n = row_length(type), rows = 11, n_tokens = 7;
+  const uint64_t rb = row_bytes(type, n);
+  std::vector<uint8_t> table(rb * rows);
+  std::vector<float> dequant(size_t{n} * rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    const std::vector<float> values = random_floats(n, -2.0f, 2.0f);
+    quantize_row(type, values.data(), table.data() + r * rb, n);
+    dequantize_row(type, table.data() + r * rb, dequant.data() + size_t{r} * n, n);
+  }
+  std::vector<int32_t> ids(n_tokens);
+  std::uniform_int_distribution<int32_t> pick(0, rows - 1);
+  for (int32_t& id : ids) id = pick(rng());
+  ids[0] = 0;
+  ids[1] = rows - 1;
+  ids[2] = ids[3];  // a repeated token
+
+  vk::Buffer bt = device_buffer(table), bi = device_buffer(ids);
+  vk::Buffer bo = device_buffer(std::vector<float>(size_t{n} * n_tokens, -99.0f));
+  Kernels k(context(), Prewarm::No);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  // Two chunks, as a caller splits a table larger than a binding: rows [0, 6) and [6, 11). The second
+  // chunk starts at an unaligned byte offset.
+  for (auto [begin, count] : {std::pair<uint32_t, uint32_t>{0, 6}, {6, rows - 6}}) {
+    GetRowsArgs a;
+    a.table = bt.view(begin * rb, count * rb);
+    a.type = type;
+    a.n = n;
+    a.row_begin = begin;
+    a.row_count = count;
+    a.ids = bi.view(0, n_tokens * 4);
+    a.out = bo.view(0, size_t{n} * n_tokens * 4);
+    a.n_tokens = n_tokens;
+    get_rows(rec, k, a);
+  }
+  rec.end();
+  rec.submit_and_wait();
+  const std::vector<float> got = read_back<float>(bo, size_t{n} * n_tokens);
+  const bool exact = tensor_type_info(type).block_elements == 1;
+  for (uint32_t t = 0; t < n_tokens; ++t)
+    for (uint32_t c = 0; c < n; ++c) {
+      const float want = dequant[static_cast<size_t>(ids[t]) * n + c];
+      const float have = got[size_t{t} * n + c];
+      if (exact)
+        ASSERT_EQ(have, want) << "token " << t << " value " << c;
+      else
+        ASSERT_NEAR(have, want, 1e-5f * std::max(1.0f, std::fabs(want))) << "token " << t << " value " << c;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, GetRows,
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                                           TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                           TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
+                         [](const ::testing::TestParamInfo<TensorType>& p) {
+                           return std::string(tensor_type_info(p.param).name);
+                         });
+
+}  // namespace
+}  // namespace kvtrie::kernels

@@ -1,0 +1,65 @@
+// kv_write against a reference in this file that follows kernels/ops/kv_layout.h: K and V rows of a batch
+// (strided, as inside a fused QKV buffer) land as f16 at their slots' pages, layers apart, in a pool bound as
+// two chunks of whole pages; untouched slots keep their old contents; negative slots are skipped.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/ops/ops.h"
+#include "runner/model/quantization.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+class KvWrite : public test::VulkanTest {};
+
+TEST_F(KvWrite, ScattersKAndVIntoPagesAtEachTokensSlot) {
+  const KvLayout layout{3, 5, 2 * 14};  // 3 layers, P = 5, 2 kv heads of 14
+  const uint32_t n_pages = 4, n_tokens = 6, stride = 3 * layout.kv_dim + 1, layer = 1;
+  const std::vector<float> qkv = random_floats(size_t{n_tokens} * stride, -4.0f, 4.0f);
+  // Slots of two sequences in different pages, one skipped token, one in the last slot of the last page.
+  const std::vector<int32_t> slots = {0, 1, 2 * 5 + 3, -1, 4 * 5 - 1, 5 + 2};
+  std::vector<uint16_t> pool(layout.page_elements() * n_pages);
+  for (uint16_t& h : pool) h = fp32_to_fp16(random_floats(1)[0]);
+
+  vk::Buffer bq = device_buffer(qkv), bs = device_buffer(slots), bp = device_buffer(pool);
+  Kernels k(context(), Prewarm::No);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  for (uint32_t first : {0u, 2u}) {  // the pool bound as two chunks of two pages
+    KvWriteArgs a;
+    a.k = bq.view(layout.kv_dim * 4, (qkv.size() - layout.kv_dim) * 4);  // K after Q in each token
+    a.v = bq.view(2 * layout.kv_dim * 4, (qkv.size() - 2 * layout.kv_dim) * 4);
+    a.k_stride = a.v_stride = stride;
+    a.slots = bs.view(0, slots.size() * 4);
+    a.pages = bp.view(first * layout.page_bytes(), 2 * layout.page_bytes());
+    a.layout = layout;
+    a.layer = layer;
+    a.n_tokens = n_tokens;
+    a.page_begin = first;
+    a.page_count = 2;
+    kv_write(rec, k, a);
+  }
+  rec.end();
+  rec.submit_and_wait();
+
+  std::vector<uint16_t> want = pool;
+  for (uint32_t t = 0; t < n_tokens; ++t) {
+    if (slots[t] < 0) continue;
+    const uint32_t page = slots[t] / layout.page_tokens, s = slots[t] % layout.page_tokens;
+    for (uint32_t c = 0; c < layout.kv_dim; ++c) {
+      want[layout.offset_elements(page, layer, false, s, c)] = fp32_to_fp16(qkv[size_t{t} * stride + layout.kv_dim + c]);
+      want[layout.offset_elements(page, layer, true, s, c)] = fp32_to_fp16(qkv[size_t{t} * stride + 2 * layout.kv_dim + c]);
+    }
+  }
+  const std::vector<uint16_t> got = read_back<uint16_t>(bp, pool.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    // The GPU's f32->f16 rounding may differ by one unit in the last place from round-to-nearest-even.
+    ASSERT_NEAR(fp16_to_fp32(got[i]), fp16_to_fp32(want[i]), std::fabs(fp16_to_fp32(want[i])) * 1e-3f + 1e-7f)
+        << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kvtrie::kernels

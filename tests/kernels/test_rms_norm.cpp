@@ -1,0 +1,67 @@
+// rms_norm against a double-precision reference in this file: plain rows, no weight, per-head rows inside
+// strided tokens (qwen3 q/k norm). Sizes are primes so rows are not multiples of the work-group size.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/ops/ops.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+// Reference: the same row addressing as RmsNormArgs.
+std::vector<float> reference(const std::vector<float>& x, const std::vector<float>* w, uint32_t rows, uint32_t n,
+                             uint32_t heads, uint32_t x_stride, uint32_t y_stride, float eps, std::vector<float> y) {
+  for (uint32_t r = 0; r < rows; ++r) {
+    const size_t xb = size_t{r / heads} * x_stride + size_t{r % heads} * n;
+    const size_t yb = size_t{r / heads} * y_stride + size_t{r % heads} * n;
+    double sum = 0;
+    for (uint32_t i = 0; i < n; ++i) sum += double{x[xb + i]} * x[xb + i];
+    const double scale = 1.0 / std::sqrt(sum / n + eps);
+    for (uint32_t i = 0; i < n; ++i) y[yb + i] = static_cast<float>(x[xb + i] * scale * (w ? (*w)[i] : 1.0f));
+  }
+  return y;
+}
+
+class RmsNorm : public test::VulkanTest {
+ protected:
+  void check(uint32_t rows, uint32_t n, uint32_t heads, uint32_t x_stride, uint32_t y_stride, bool weight) {
+    const uint32_t groups = (rows + heads - 1) / heads;
+    const std::vector<float> x = random_floats(size_t{groups} * x_stride, -3.0f, 3.0f);
+    const std::vector<float> w = random_floats(n, 0.5f, 1.5f);
+    const std::vector<float> y0 = random_floats(size_t{groups} * y_stride);  // untouched gaps must survive
+    vk::Buffer bx = device_buffer(x), bw = device_buffer(w), by = device_buffer(y0);
+    Kernels k(context(), Prewarm::No);
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    RmsNormArgs a;
+    a.x = bx.view(0, x.size() * 4);
+    if (weight) a.weight = bw.view(0, w.size() * 4);
+    a.y = by.view(0, y0.size() * 4);
+    a.rows = rows;
+    a.n = n;
+    a.eps = 1e-5f;
+    a.heads = heads;
+    a.x_stride = x_stride;
+    a.y_stride = y_stride;
+    rms_norm(rec, k, a);
+    rec.end();
+    rec.submit_and_wait();
+    const std::vector<float> got = read_back<float>(by, y0.size());
+    const std::vector<float> want = reference(x, weight ? &w : nullptr, rows, n, heads, x_stride, y_stride, 1e-5f, y0);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-5f * std::max(1.0f, std::fabs(want[i]))) << "index " << i;
+  }
+};
+
+TEST_F(RmsNorm, PlainRowsWithWeightMatchReference) { check(7, 523, 1, 523, 523, true); }
+TEST_F(RmsNorm, RowsWithoutWeightMatchReference) { check(5, 61, 1, 61, 61, false); }
+TEST_F(RmsNorm, LongRowsMatchReference) { check(2, 4099, 1, 4099, 4099, true); }
+TEST_F(RmsNorm, PerHeadRowsInsideStridedTokensMatchReference) {
+  // 3 tokens x 5 heads of 67, tokens 5*67+13 floats apart in x (a fused QKV row), 5*67+3 in y.
+  check(15, 67, 5, 5 * 67 + 13, 5 * 67 + 3, true);
+}
+
+}  // namespace
+}  // namespace kvtrie::kernels
