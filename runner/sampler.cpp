@@ -49,17 +49,40 @@ Sampler::Sampler(const SamplingParams& params)
   if (auto problem = validate(params)) throw Error("invalid sampling parameters: " + *problem);
 }
 
+template <typename Fn>
+void Sampler::for_each_logit(std::span<const float> logits, Fn&& fn) const {
+  // The penalized tokens are few: walk the raw logits in runs between them instead of copying the row.
+  size_t i = 0;
+  for (const Override& o : overrides_) {
+    const auto token = static_cast<size_t>(o.token);
+    for (; i < token; ++i) fn(i, sanitize(logits[i]));
+    fn(i, o.logit);
+    ++i;
+  }
+  for (; i < logits.size(); ++i) fn(i, sanitize(logits[i]));
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   KVTRIE_CHECK(!logits.empty(), "sample() needs at least one logit");
   KVTRIE_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "vocabulary too large");
-  load_and_penalize(logits, recent_tokens);
-  if (params_.temperature <= 0.0f) return greedy();
+  collect_penalties(logits, recent_tokens);
+  if (params_.temperature <= 0.0f) return greedy(logits);
 
-  size_t count = apply_top_k(candidates_.size());
-  bool sorted = count < candidates_.size();
+  size_t count;
+  bool sorted;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < logits.size()) {
+    count = select_top_k(logits, static_cast<size_t>(params_.top_k));
+    sorted = true;
+  } else {
+    // resize() keeps the capacity, so only the first call (or a larger vocabulary) allocates.
+    candidates_.resize(logits.size());
+    for_each_logit(logits, [this](size_t i, float v) { candidates_[i] = {static_cast<int32_t>(i), v, 0.0f}; });
+    count = logits.size();
+    sorted = false;
+  }
   float max = kNegInf;
   for (size_t i = 0; i < count; ++i) max = std::max(max, candidates_[i].logit);
-  if (max == kNegInf) return greedy();  // every candidate is masked: no distribution to draw from
+  if (max == kNegInf) return greedy(logits);  // every candidate is masked: no distribution to draw from
 
   const float inv_temperature = 1.0f / params_.temperature;
   double total = 0.0;
@@ -73,17 +96,15 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return draw(count);
 }
 
-void Sampler::load_and_penalize(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
-  // resize() keeps the capacity, so only the first call (or a larger vocabulary) allocates.
-  candidates_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), sanitize(logits[i]), 0.0f};
-
+void Sampler::collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
+  overrides_.clear();
   const bool any_penalty = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
                            params_.frequency_penalty != 0.0f;
   if (!any_penalty || params_.repeat_last_n == 0 || recent_tokens.empty()) return;
   const size_t window = params_.repeat_last_n < 0
                             ? recent_tokens.size()
                             : std::min(recent_tokens.size(), static_cast<size_t>(params_.repeat_last_n));
+  // Scratch vectors keep their capacity, so this allocates only while the window keeps growing.
   window_.assign(recent_tokens.end() - static_cast<std::ptrdiff_t>(window), recent_tokens.end());
   std::sort(window_.begin(), window_.end());
   for (size_t i = 0; i < window_.size();) {
@@ -92,54 +113,89 @@ void Sampler::load_and_penalize(std::span<const float> logits, std::span<const i
     while (run < window_.size() && window_[run] == token) ++run;
     const auto occurrences = static_cast<float>(run - i);
     i = run;
-    if (token < 0 || static_cast<size_t>(token) >= candidates_.size()) continue;
-    float& logit = candidates_[static_cast<size_t>(token)].logit;
+    if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
+    float logit = sanitize(logits[static_cast<size_t>(token)]);
     if (params_.repeat_penalty != 1.0f) logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
     logit -= occurrences * params_.frequency_penalty + params_.presence_penalty;
+    overrides_.push_back({token, logit});  // ascending token order, as for_each_logit needs
   }
 }
 
-int32_t Sampler::greedy() const {
-  // candidates_ may be permuted by an earlier step; the total order makes the winner unique anyway.
-  const Candidate* best = &candidates_[0];
-  for (const Candidate& c : candidates_)
-    if (ranks_before(c.logit, c.id, best->logit, best->id)) best = &c;
-  return best->id;
+int32_t Sampler::greedy(std::span<const float> logits) const {
+  // Ids arrive in increasing order, so a strict > keeps the lowest id among equal logits.
+  float best = kNegInf;
+  size_t best_id = 0;
+  for_each_logit(logits, [&](size_t i, float v) {
+    if (v > best) {
+      best = v;
+      best_id = i;
+    }
+  });
+  return static_cast<int32_t>(best_id);
 }
 
-size_t Sampler::apply_top_k(size_t count) {
-  if (params_.top_k <= 0 || static_cast<size_t>(params_.top_k) >= count) return count;
-  const auto k = static_cast<std::ptrdiff_t>(params_.top_k);
+size_t Sampler::select_top_k(std::span<const float> logits, size_t k) {
+  // A k-entry heap whose front is the worst kept candidate: for almost all of the vocabulary the only work is
+  // one comparison with that front, so the loop stays tight and the cost is O(vocab + k log k) with no
+  // vocabulary-sized buffer.
+  candidates_.clear();
+  float threshold = kNegInf;
+  bool filling = true;
+  for_each_logit(logits, [&](size_t i, float v) {
+    // Ids only grow, so a logit equal to the front's ranks after it and is rightly skipped.
+    if (filling || v > threshold) [[unlikely]] {
+      threshold = offer_top_k(static_cast<int32_t>(i), v, k);
+      filling = candidates_.size() < k;
+    }
+  });
   auto before = [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
-  // O(vocab) selection, then an O(k log k) sort of the survivors (top-p needs them most likely first).
-  std::nth_element(candidates_.begin(), candidates_.begin() + k - 1, candidates_.end(), before);
-  std::sort(candidates_.begin(), candidates_.begin() + k, before);
-  return static_cast<size_t>(k);
+  std::sort(candidates_.begin(), candidates_.end(), before);
+  return candidates_.size();
+}
+
+float Sampler::offer_top_k(int32_t id, float logit, size_t k) {
+  auto before = [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
+  if (candidates_.size() < k) {
+    candidates_.push_back({id, logit, 0.0f});
+    std::push_heap(candidates_.begin(), candidates_.end(), before);
+  } else {
+    std::pop_heap(candidates_.begin(), candidates_.end(), before);
+    candidates_.back() = {id, logit, 0.0f};
+    std::push_heap(candidates_.begin(), candidates_.end(), before);
+  }
+  return candidates_.front().logit;
 }
 
 size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
   if (params_.top_p >= 1.0f) return count;
   const double target = static_cast<double>(params_.top_p) * total;
   auto before = [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
-  // Without top-k the candidates are unsorted. Sorting the whole vocabulary is wasteful when a few tokens
-  // hold the mass, so sort a growing prefix until it reaches the target.
+  auto at = [this](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
+  // Without top-k the candidates are unsorted, and sorting the whole vocabulary is wasteful when a few
+  // tokens hold the mass: select a growing top prefix (O(vocab) per step) until it holds the target mass,
+  // then sort only that prefix to find the cut.
+  size_t selected = 0;  // candidates_[0, selected) are the `selected` best, in some order
   size_t prefix = sorted ? count : std::min<size_t>(count, 64);
+  double mass = 0.0;
   for (;;) {
-    if (!sorted) {
-      std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(prefix),
-                        candidates_.begin() + static_cast<std::ptrdiff_t>(count), before);
-    }
-    double cumulative = 0.0;
-    for (size_t i = 0; i < prefix; ++i) {
-      cumulative += candidates_[i].weight;
-      if (cumulative >= target) {
-        sorted = true;
-        return i + 1;
+    if (!sorted && prefix < count) std::nth_element(at(selected), at(prefix), at(count), before);
+    for (size_t i = selected; i < prefix; ++i) mass += candidates_[i].weight;
+    selected = prefix;
+    if (mass >= target || prefix == count) {
+      if (!sorted) std::sort(at(0), at(prefix), before);
+      // The cut is found in sorted order, so it does not depend on the summation order above.
+      double cumulative = 0.0;
+      for (size_t i = 0; i < prefix; ++i) {
+        cumulative += candidates_[i].weight;
+        if (cumulative >= target) {
+          sorted = true;
+          return i + 1;
+        }
       }
-    }
-    if (prefix == count) {
-      sorted = true;
-      return count;  // rounding kept the sum just under the target: keep everything
+      if (prefix == count) {
+        sorted = true;
+        return count;  // rounding kept the sum just under the target: keep everything
+      }
     }
     prefix = std::min(count, prefix * 4);
   }
@@ -180,7 +236,9 @@ double log_sum_exp(std::span<const float> logits) {
   for (float v : logits) max = std::max(max, static_cast<double>(sanitize(v)));
   if (max == -std::numeric_limits<double>::infinity()) return max;
   double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(sanitize(v)) - max);
+  // float exp (a few ns) accumulated in double: each term is accurate to 1 ulp, far below what logprobs need.
+  const auto max_f = static_cast<float>(max);
+  for (float v : logits) sum += std::exp(sanitize(v) - max_f);
   return max + std::log(sum);
 }
 

@@ -58,9 +58,18 @@ class Sampler {
     float weight;  // exp((logit - max) / temperature): the unnormalized probability
   };
 
-  void load_and_penalize(std::span<const float> logits, std::span<const int32_t> recent_tokens);
-  int32_t greedy() const;
-  size_t apply_top_k(size_t count);
+  struct Override {
+    int32_t token;
+    float logit;  // the penalized logit
+  };
+
+  void collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens);
+  // Calls fn(id, logit) for every token in id order, with penalties applied and NaN read as -inf.
+  template <typename Fn>
+  void for_each_logit(std::span<const float> logits, Fn&& fn) const;
+  int32_t greedy(std::span<const float> logits) const;
+  size_t select_top_k(std::span<const float> logits, size_t k);
+  float offer_top_k(int32_t id, float logit, size_t k);  // returns the new worst kept logit
   size_t apply_top_p(size_t count, bool& sorted, double total);
   size_t apply_min_p(size_t count, bool sorted);
   int32_t draw(size_t count);
@@ -68,8 +77,9 @@ class Sampler {
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
-  std::vector<Candidate> candidates_;  // scratch: one per vocabulary entry
+  std::vector<Candidate> candidates_;  // scratch: the top-k heap, or one per vocabulary entry without top-k
   std::vector<int32_t> window_;        // scratch: sorted copy of the penalty window
+  std::vector<Override> overrides_;    // scratch: penalized tokens in ascending id order
 };
 
 struct TokenProb {
