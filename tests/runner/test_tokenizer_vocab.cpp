@@ -3,9 +3,11 @@
 // splits a character, and construction and encoding stay fast on big vocabs and long texts.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "tests/runner/test_tokenizer_support.h"
 
@@ -100,6 +102,27 @@ TEST_P(VocabTest, StreamingDecoderNeverSplitsACharacter) {
   EXPECT_GT(split_tokens, 0) << "the text should contain tokens that carry part of a character";
   EXPECT_EQ(streamed, tok().decode(ids));
   EXPECT_EQ(streamed, text);
+}
+
+// The tokenizer is shared by all request threads: concurrent encodes and decodes give the single-thread results.
+TEST_P(VocabTest, ConcurrentUseGivesTheSameResults) {
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& vector : vectors_) expected.push_back(tok().encode(vector.input, true, false));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round) {
+        for (size_t i = 0; i < vectors_.size(); ++i) {
+          const size_t k = (i + static_cast<size_t>(t) * 11) % vectors_.size();  // threads start apart
+          const auto ids = tok().encode(vectors_[k].input, true, false);
+          if (ids != expected[k] || tok().decode(ids) != vectors_[k].input) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 // Guards against quadratic work: big vocabs build in well under a second, and one 100,000-byte word (a
