@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <limits>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "runner/model/gguf_file.h"
 #include "runner/reference/reference_model.h"
 #include "runner/reference/reference_ops.h"
+#include "runner/tokenizer/tokenizer.h"
 #include "tests/support/paths.h"
 
 namespace kvtrie::reference {
@@ -26,91 +25,24 @@ constexpr const char* kModel = "models/stories260K.gguf";
 constexpr const char* kGolden = "models/stories260K.greedy.txt";
 constexpr const char* kPrompt = "Once upon a time";
 
-// A minimal SentencePiece (BPE by scores) encoder/decoder over the GGUF vocabulary: just enough for the
-// ASCII prompt of this test, so the golden test does not wait for runner/tokenizer.
-class TinySpm {
- public:
-  explicit TinySpm(const GgufFile& file)
-      : pieces_(*file.get_string_array("tokenizer.ggml.tokens")),
-        scores_(*file.get_float_array("tokenizer.ggml.scores")) {}
-
-  std::vector<int32_t> encode(const std::string& text) const {
-    std::vector<std::string> symbols;
-    for (char ch : text) symbols.push_back(ch == ' ' ? "\xE2\x96\x81" : std::string(1, ch));
-    symbols.insert(symbols.begin(), "\xE2\x96\x81");  // SentencePiece's space prefix
-    while (true) {
-      std::optional<size_t> best;
-      double best_score = -std::numeric_limits<double>::infinity();
-      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-        const int32_t id = find(symbols[i] + symbols[i + 1]);
-        if (id >= 0 && scores_[static_cast<size_t>(id)] > best_score) {
-          best = i;
-          best_score = scores_[static_cast<size_t>(id)];
-        }
-      }
-      if (!best) break;
-      symbols[*best] += symbols[*best + 1];
-      symbols.erase(symbols.begin() + static_cast<ptrdiff_t>(*best) + 1);
-    }
-    std::vector<int32_t> ids;
-    for (const std::string& s : symbols) {
-      const int32_t id = find(s);
-      EXPECT_GE(id, 0) << "piece not in vocab: " << s;
-      ids.push_back(id);
-    }
-    return ids;
-  }
-
-  std::string decode(const std::vector<int32_t>& ids) const {
-    std::string out;
-    for (int32_t id : ids) {
-      const std::string& piece = pieces_.at(static_cast<size_t>(id));
-      if (piece.size() == 6 && piece.starts_with("<0x") && piece.ends_with(">")) {
-        out += static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16));
-        continue;
-      }
-      for (size_t i = 0; i < piece.size(); ++i) {
-        if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
-          out += ' ';
-          i += 2;
-        } else {
-          out += piece[i];
-        }
-      }
-    }
-    return out;
-  }
-
- private:
-  int32_t find(const std::string& piece) const {
-    for (size_t i = 0; i < pieces_.size(); ++i)
-      if (pieces_[i] == piece) return static_cast<int32_t>(i);
-    return -1;
-  }
-  const std::vector<std::string>& pieces_;
-  std::vector<double> scores_;
-};
-
 class ReferenceStories : public testing::Test {
  protected:
   void SetUp() override {
     KVTRIE_REQUIRE_SHARED(kModel);
     file_ = std::make_unique<GgufFile>(GgufFile::open(test::shared_dir() / kModel));
     model_ = std::make_unique<ReferenceModel>(*file_);
-    spm_ = std::make_unique<TinySpm>(*file_);
-    bos_ = static_cast<int32_t>(*file_->get_uint("tokenizer.ggml.bos_token_id"));
-    eos_ = static_cast<int32_t>(*file_->get_uint("tokenizer.ggml.eos_token_id"));
+    tokenizer_ = Tokenizer::from_gguf(*file_);
+    bos_ = tokenizer_->bos();
+    eos_ = tokenizer_->eos();
   }
 
   std::vector<int32_t> prompt_tokens() const {
-    std::vector<int32_t> ids{bos_};
-    for (int32_t id : spm_->encode(kPrompt)) ids.push_back(id);
-    return ids;
+    return tokenizer_->encode(kPrompt, EncodeOptions{.add_bos = true});
   }
 
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<ReferenceModel> model_;
-  std::unique_ptr<TinySpm> spm_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   int32_t bos_ = -1;
   int32_t eos_ = -1;
 };
@@ -123,6 +55,7 @@ TEST_F(ReferenceStories, ConfigIsTheTinyLlama) {
   EXPECT_EQ(c.n_heads, 8u);
   EXPECT_EQ(c.n_kv_heads, 4u);  // GQA is exercised by the golden run
   EXPECT_EQ(c.n_vocab, 512u);
+  EXPECT_EQ(static_cast<uint32_t>(tokenizer_->n_vocab()), c.n_vocab);
 }
 
 TEST_F(ReferenceStories, GreedyContinuationMatchesGoldenText) {
@@ -134,12 +67,19 @@ TEST_F(ReferenceStories, GreedyContinuationMatchesGoldenText) {
   ReferenceModel::Sequence seq = model_->new_sequence();
   const std::vector<int32_t> stop{bos_, eos_};
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<int32_t> generated = model_->generate_greedy(seq, prompt_tokens(), 256, stop);
+  const std::vector<int32_t> prompt = prompt_tokens();
+  ASSERT_EQ(prompt.front(), bos_);
+  const std::vector<int32_t> generated = model_->generate_greedy(seq, prompt, 256, stop);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   RecordProperty("generate_ms", std::to_string(ms));
 
   EXPECT_EQ(generated.size(), 256u);
-  EXPECT_EQ(kPrompt + spm_->decode(generated), golden.str());
+  // The golden file is the prompt text followed by the generated text, decoded as a continuation.
+  std::string text = kPrompt;
+  StreamingDecoder decoder(*tokenizer_);
+  for (int32_t id : generated) text += decoder.push(id);
+  text += decoder.flush();
+  EXPECT_EQ(text, golden.str());
 }
 
 TEST_F(ReferenceStories, ForwardBatchEqualsTokenByToken) {
