@@ -4,10 +4,8 @@
 #include <cmath>
 
 #include "kernels/error.h"
-#include "kernels/vk/command_recorder.h"
-#include "kernels/vk/context.h"
 
-namespace kvtrie::ops {
+namespace kvtrie::kernels {
 
 namespace {
 
@@ -23,40 +21,42 @@ uint32_t max_splits(const AttentionArgs& a) { return a.max_position / a.split_si
 
 }  // namespace
 
+uint32_t attention_workgroup_size(const vk::Device& device) {
+  // At least 32 threads: head_dim <= 256 then needs at most 8 dims per thread (attention.comp).
+  return std::min(std::clamp<uint32_t>(2 * device.subgroup_size(), 32, 256), device.info().max_workgroup_size_x);
+}
+
 uint64_t attention_scratch_bytes(const AttentionArgs& args) {
   KVTRIE_CHECK(args.split_size > 0, "attention: split_size must be positive");
   return uint64_t{args.tokens} * args.n_heads * max_splits(args) * (args.head_dim + 2) * sizeof(float);
 }
 
-void attention(vk::CommandRecorder& recorder, const AttentionArgs& args) {
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args) {
   KVTRIE_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0,
                "attention: n_heads must be a multiple of n_kv_heads");
   KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 2 == 0,
                "attention: head_dim must be even and at most 256");
-  KVTRIE_CHECK(args.page_size > 0 && args.layer < args.n_layers, "attention: bad page geometry");
+  KVTRIE_CHECK(args.layout.kv_dim == args.n_kv_heads * args.head_dim, "attention: layout.kv_dim != n_kv_heads * head_dim");
+  KVTRIE_CHECK(args.layout.page_tokens > 0 && args.layer < args.layout.n_layers, "attention: bad page geometry");
   KVTRIE_CHECK(args.scratch.range >= attention_scratch_bytes(args), "attention: scratch is too small");
   if (args.tokens == 0) return;
-  vk::Context& ctx = recorder.context();
-  // At least 32 threads: head_dim <= 256 then needs at most 8 dims per thread (attention.comp).
-  const uint32_t wg = std::clamp<uint32_t>(2 * ctx.device().subgroup_size(), 32, 256);
   const uint32_t hd = args.head_dim;
   const uint32_t splits = max_splits(args);
   const uint32_t width = args.n_heads * hd;
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
-  KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535, "attention: grid too large");
+  KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
 
-  const PagedPush paged{args.n_heads, args.n_kv_heads, hd, args.page_size, args.n_layers, args.layer,
-                        args.split_size, splits, args.q_stride ? args.q_stride : width, scale};
-  recorder.dispatch(ctx.pipelines().get("attention_paged", {wg}),
-                    {vk::read(args.q), vk::read(args.kv_pages), vk::read(args.page_table), vk::read(args.token_info),
-                     vk::write(args.scratch)},
-                    paged, splits, args.n_heads, args.tokens);
+  const PagedPush paged{args.n_heads, args.n_kv_heads, hd, args.layout.page_tokens, args.layout.n_layers,
+                        args.layer, args.split_size, splits, args.q_stride ? args.q_stride : width, scale};
+  rec.dispatch(k.pipeline("attention", "paged"),
+               {vk::read(args.q), vk::read(args.kv_pages), vk::read(args.page_table), vk::read(args.token_info),
+                vk::write(args.scratch)},
+               paged, splits, args.n_heads, args.tokens);
 
   const CombinePush combine{args.n_heads, hd, args.split_size, splits, args.out_stride ? args.out_stride : width};
-  const uint32_t cwg = std::clamp<uint32_t>(ctx.device().subgroup_size(), 32, 128);
-  recorder.dispatch(ctx.pipelines().get("attention_combine", {cwg}),
-                    {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine, args.n_heads,
-                    args.tokens);
+  rec.dispatch(k.pipeline("attention", "combine"),
+               {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine, args.n_heads,
+               args.tokens);
 }
 
-}  // namespace kvtrie::ops
+}  // namespace kvtrie::kernels

@@ -1,8 +1,8 @@
 // Contract: paged causal attention with grouped-query heads, for a batch of query tokens that may belong to
 // several sequences. Query token t reads its sequence's KV pages through the page table starting at
 // page_table[token_info[t].x] and attends to positions 0 .. token_info[t].y (its own position; its K/V must
-// already be written). KV pages follow kernels/ops/kv_layout.h: page p, layer l holds K [page_size][kv_dim]
-// then V [page_size][kv_dim] in f16, kv_dim = n_kv_heads * head_dim, the layers of a page contiguous.
+// already be written). KV pages follow kernels/ops/kv_layout.h: page p, layer l holds K [page_tokens][kv_dim]
+// then V [page_tokens][kv_dim] in f16, kv_dim = n_kv_heads * head_dim, the layers of a page contiguous.
 // Two passes: attention_paged splits each token's context into chunks of `split_size` positions (one work
 // group per chunk, head and token, online softmax) writing partial (max, sum, acc) to scratch, and
 // attention_combine merges them in chunk order. The split size is fixed, not the split count, so a token's
@@ -11,13 +11,12 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/ops/kernels.h"
+#include "kernels/ops/kv_layout.h"
 #include "kernels/vk/buffer.h"
+#include "kernels/vk/command_recorder.h"
 
-namespace kvtrie::vk {
-class CommandRecorder;
-}
-
-namespace kvtrie::ops {
+namespace kvtrie::kernels {
 
 struct AttentionArgs {
   vk::BufferView q;           // f32 [tokens][n_heads * head_dim], token stride q_stride floats
@@ -30,8 +29,7 @@ struct AttentionArgs {
   uint32_t n_heads = 0;
   uint32_t n_kv_heads = 0;    // divides n_heads
   uint32_t head_dim = 0;      // even, at most 256
-  uint32_t page_size = 0;     // positions per page
-  uint32_t n_layers = 0;      // layers in a page
+  KvLayout layout;            // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
   uint32_t layer = 0;
   uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)
   uint32_t split_size = 256;  // positions per split; keep it fixed for a model run (determinism)
@@ -40,9 +38,12 @@ struct AttentionArgs {
   float scale = 0;            // 0: 1 / sqrt(head_dim)
 };
 
+// The work-group size of both attention passes on a device (2 subgroups, 32..256 threads).
+uint32_t attention_workgroup_size(const vk::Device& device);
+
 // Scratch bytes attention needs for these tokens, heads, head_dim, max_position and split_size.
 uint64_t attention_scratch_bytes(const AttentionArgs& args);
 
-void attention(vk::CommandRecorder& recorder, const AttentionArgs& args);
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);
 
-}  // namespace kvtrie::ops
+}  // namespace kvtrie::kernels

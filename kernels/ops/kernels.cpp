@@ -9,8 +9,10 @@ namespace kvtrie::kernels {
 
 Kernels::Kernels(vk::Context& context, Prewarm prewarm) : context_(&context) {
   if (prewarm == Prewarm::No) return;
-  for (const OpRegistration& row : registered_ops())
+  for (const OpRegistration& row : registered_ops()) {
+    if (row.available && !row.available(context.device())) continue;  // e.g. cooperative matrices
     for (std::string_view variant : row.variants) pipeline(row.op, variant);
+  }
 }
 
 const OpRegistration& Kernels::find(std::string_view op) const {

@@ -22,6 +22,8 @@ struct OpRegistration {
   std::string_view op;
   std::span<const std::string_view> variants;
   vk::SpecConstants (*spec)(const vk::Device& device);
+  // Whether the device can run this op (nullptr: every device); rows it cannot run are not prewarmed.
+  bool (*available)(const vk::Device& device) = nullptr;
 };
 
 // The table (defined in op_registry.cpp).

@@ -12,18 +12,18 @@
 
 #include "kernels/ops/matvec.h"
 
-namespace kvtrie::ops {
+namespace kvtrie::kernels {
 
 enum class MatmulPath { Auto, Deterministic, Tiled, CoopMat };
 
 // True when the device can run the CoopMat path (VK_NV_cooperative_matrix enabled, f16 arithmetic,
 // subgroups of 32).
-bool coopmat_supported(const vk::Context& context);
+bool coopmat_supported(const vk::Device& device);
 
 // The path `requested` resolves to on this device for `tokens` tokens (throws kvtrie::Error when CoopMat is
 // requested on a device without it).
-MatmulPath resolve_matmul_path(const vk::Context& context, MatmulPath requested, uint32_t tokens);
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens);
 
-void matmul(vk::CommandRecorder& recorder, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
+void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
 
-}  // namespace kvtrie::ops
+}  // namespace kvtrie::kernels

@@ -7,18 +7,14 @@
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "kernels/ops/kernels.h"
 #include "kernels/tensor_type.h"
 #include "kernels/vk/buffer.h"
+#include "kernels/vk/command_recorder.h"
 
-namespace kvtrie::vk {
-class CommandRecorder;
-class Context;
-}  // namespace kvtrie::vk
-
-namespace kvtrie::ops {
+namespace kvtrie::kernels {
 
 // A weight matrix: `rows` rows of `cols` values of `type` (cols a multiple of the type's block size).
 struct WeightMatrix {
@@ -38,27 +34,31 @@ struct MatmulArgs {
   uint32_t y_stride = 0;  // 0: w.rows
 };
 
-// Shader variant suffix of a type ("q4_k", "bf16", ...).
-std::string type_variant_suffix(TensorType type);
-
-// The work-group size matvec uses on this device (fixed per device, so its reduction order is fixed).
-uint32_t matvec_workgroup_size(const vk::Context& context);
+// The work-group size matvec uses on a device: 4 subgroups, 32..256 threads. Fixed per device, so its
+// reduction order is fixed (registered as matvec's spec constant 0 in op_registry.cpp).
+uint32_t matvec_workgroup_size(const vk::Device& device);
 
 // A block of consecutive weight rows bound as one view: rows [first_row, first_row + rows).
 struct RowChunk {
   uint32_t first_row = 0;
   uint32_t rows = 0;
 };
-// Splits W into chunks whose bytes fit `max_range` and start at multiples of `alignment` (a power of two).
-// One chunk when the whole matrix fits. Throws kvtrie::Error when a single row cannot be bound.
+// Splits W into chunks of whole rows whose bytes, plus up to `alignment` bytes of slack in front (the
+// binding is aligned down, see op_util.h) and rounding to words, fit `max_range`. One chunk when the whole
+// matrix fits. Throws kvtrie::Error when a single row cannot be bound.
 std::vector<RowChunk> split_rows(const WeightMatrix& w, uint64_t max_range, uint64_t alignment);
 
 // Push constants of matvec/matmul shaders (the layout of their `Push` block).
 struct MatmulPush {
-  uint32_t rows, k, ntok, row_bytes, x_stride, y_stride, y_row0;
+  uint32_t rows, k, ntok, row_bytes, x_stride, y_stride, y_row0, w_offset;
 };
 
-// Records y = W x for args.tokens tokens.
-void matvec(vk::CommandRecorder& recorder, const MatmulArgs& args);
+// Shared by matvec and matmul: records one dispatch per row chunk of `pipeline` (a matvec/matmul shader
+// with the MatmulPush block) over row groups of rows_per_group along x/y and token groups along z.
+void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
+                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group);
 
-}  // namespace kvtrie::ops
+// Records y = W x for args.tokens tokens.
+void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
+
+}  // namespace kvtrie::kernels

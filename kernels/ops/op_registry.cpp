@@ -5,7 +5,10 @@
 #include <array>
 #include <string_view>
 
+#include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
+#include "kernels/ops/matmul.h"
+#include "kernels/ops/matvec.h"
 #include "kernels/vk/device.h"
 
 namespace kvtrie::kernels {
@@ -24,8 +27,15 @@ vk::SpecConstants spec_row_reduce(const vk::Device& d) {
   return {size};
 }
 
+// Matrix ops (owner: mm): matvec's and attention's reduction order follows the work-group size, fixed per
+// device; matmul tiles have a fixed size.
+vk::SpecConstants spec_matvec(const vk::Device& d) { return {matvec_workgroup_size(d)}; }
+vk::SpecConstants spec_attention(const vk::Device& d) { return {attention_workgroup_size(d)}; }
+vk::SpecConstants spec_none(const vk::Device&) { return {}; }
+
 constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
+constexpr std::array kAttention = {"paged"sv, "combine"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
                                   "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
 
@@ -38,6 +48,10 @@ const OpRegistration kOps[] = {
     {"add_bias", kF32, spec_elementwise},
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kF16, spec_elementwise},
+    {"matvec", kAllTypes, spec_matvec},
+    {"matmul", kAllTypes, spec_none},
+    {"matmul_coopmat", kAllTypes, spec_none, coopmat_supported},
+    {"attention", kAttention, spec_attention},
 };
 
 }  // namespace

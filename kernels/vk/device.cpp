@@ -55,6 +55,31 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
   std::vector<const char*> extensions;
   if (info_.has_memory_budget) extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
 
+  // VK_NV_cooperative_matrix for the matmul_coopmat shaders (owner: mm), which also use the Vulkan memory
+  // model; enabled only when the device has both.
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  if (info_.nv_cooperative_matrix) {
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_query{};
+    coop_query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    VkPhysicalDeviceVulkan12Features f12_query{};
+    f12_query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    f12_query.pNext = &coop_query;
+    VkPhysicalDeviceFeatures2 query{};
+    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    query.pNext = &f12_query;
+    vkGetPhysicalDeviceFeatures2(info_.handle, &query);
+    if (coop_query.cooperativeMatrix && f12_query.vulkanMemoryModel && info_.shader_float16) {
+      coop.cooperativeMatrix = VK_TRUE;
+      coop.pNext = features.pNext;
+      features.pNext = &coop;
+      f12.vulkanMemoryModel = VK_TRUE;
+      f12.vulkanMemoryModelDeviceScope = f12_query.vulkanMemoryModelDeviceScope;
+      extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+      coopmat_enabled_ = true;
+    }
+  }
+
   VkDeviceCreateInfo create{};
   create.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   create.pNext = &features;
@@ -75,7 +100,8 @@ Device::Device(Device&& other) noexcept
       compute_queue_(std::exchange(other.compute_queue_, VK_NULL_HANDLE)),
       compute_family_(other.compute_family_),
       transfer_family_(other.transfer_family_),
-      transfer_queue_(std::exchange(other.transfer_queue_, VK_NULL_HANDLE)) {}
+      transfer_queue_(std::exchange(other.transfer_queue_, VK_NULL_HANDLE)),
+      coopmat_enabled_(other.coopmat_enabled_) {}
 
 Device& Device::operator=(Device&& other) noexcept {
   if (this != &other) {
@@ -86,6 +112,7 @@ Device& Device::operator=(Device&& other) noexcept {
     compute_family_ = other.compute_family_;
     transfer_family_ = other.transfer_family_;
     transfer_queue_ = std::exchange(other.transfer_queue_, VK_NULL_HANDLE);
+    coopmat_enabled_ = other.coopmat_enabled_;
   }
   return *this;
 }

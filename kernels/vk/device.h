@@ -1,7 +1,7 @@
 // Contract: Device owns the VkDevice created on one physical device, with one compute queue and, when the
 // device has a separate transfer-only queue family, one transfer queue. It enables 16-bit and 8-bit storage,
-// shaderFloat16, shaderInt8 and shaderInt16 when the device offers them (see the `has_*` flags), and never
-// enables VK_NV_cooperative_matrix (it is only reported in info()). The Instance it was created from must
+// shaderFloat16, shaderInt8 and shaderInt16 when the device offers them (see the `has_*` flags), and
+// VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()). The Instance it was created from must
 // outlive it. Queue submission is not thread-safe: one thread (the engine's owner thread) submits.
 #pragma once
 #include <vulkan/vulkan.h>
@@ -37,6 +37,8 @@ class Device {
   bool has_float16() const { return info_.shader_float16; }
   bool has_int8() const { return info_.shader_int8 && info_.storage_buffer_8bit; }
   bool has_16bit_storage() const { return info_.storage_buffer_16bit; }
+  // VK_NV_cooperative_matrix is enabled (matmul's CoopMat path may run).
+  bool coopmat_enabled() const { return coopmat_enabled_; }
 
   // Waits until the device is idle (teardown, tests).
   void wait_idle() const;
@@ -50,6 +52,7 @@ class Device {
   uint32_t compute_family_ = 0;
   std::optional<uint32_t> transfer_family_;
   VkQueue transfer_queue_ = VK_NULL_HANDLE;
+  bool coopmat_enabled_ = false;
 };
 
 }  // namespace kvtrie::vk

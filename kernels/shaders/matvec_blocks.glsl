@@ -1,0 +1,178 @@
+// Weight decoding shared by matvec*.comp and matmul*.comp: eight consecutive values of one weight row.
+// The includer declares `readonly buffer { uint wq[]; }` (the weights, GGUF row layout) and defines WTYPE as
+// a GGML type id. Rows and blocks are only 2-byte aligned (Q4_0 blocks are 18 bytes), so every read goes
+// through 32-bit words with shifts: portable, needs no 8/16-bit storage feature.
+
+#define T_F32 0
+#define T_F16 1
+#define T_Q4_0 2
+#define T_Q4_1 3
+#define T_Q5_0 6
+#define T_Q5_1 7
+#define T_Q8_0 8
+#define T_Q4_K 12
+#define T_Q5_K 13
+#define T_Q6_K 14
+#define T_BF16 30
+
+uint w_u8(uint o) { return (wq[o >> 2] >> ((o & 3u) << 3)) & 0xFFu; }
+uint w_u16(uint o) { return (wq[o >> 2] >> ((o & 2u) << 3)) & 0xFFFFu; }
+// 32 bits at an even byte offset.
+uint w_u32(uint o) {
+  uint i = o >> 2;
+  if ((o & 2u) == 0u) return wq[i];
+  return (wq[i] >> 16) | (wq[i + 1u] << 16);
+}
+float w_f16(uint o) { return unpackHalf2x16(w_u16(o)).x; }
+
+// K-quant 6-bit scale and min number j (0..7) from the 12 packed bytes at `o`.
+void kq_scale_min(uint o, uint j, out float sc, out float mn) {
+  if (j < 4u) {
+    sc = float(w_u8(o + j) & 63u);
+    mn = float(w_u8(o + j + 4u) & 63u);
+  } else {
+    uint b = w_u8(o + j + 4u);
+    sc = float((b & 0xFu) | ((w_u8(o + j - 4u) >> 6) << 4));
+    mn = float((b >> 4) | ((w_u8(o + j) >> 6) << 4));
+  }
+}
+
+// Values 8g .. 8g+7 of the row starting at byte `rb`; `k` is the row length (only float types have tails).
+void decode8(uint rb, uint g, uint k, out float v[8]) {
+#if WTYPE == T_F32
+  uint e0 = 8u * g;
+  for (uint i = 0u; i < 8u; ++i) v[i] = (e0 + i < k) ? uintBitsToFloat(w_u32(rb + 4u * (e0 + i))) : 0.0;
+#elif WTYPE == T_F16 || WTYPE == T_BF16
+  uint e0 = 8u * g;
+  for (uint i = 0u; i < 8u; i += 2u) {
+    uint e = e0 + i;
+    // Two halves per word when the pair is word aligned and inside the row; else one at a time.
+    uint lo = (e < k) ? w_u16(rb + 2u * e) : 0u;
+    uint hi = (e + 1u < k) ? w_u16(rb + 2u * e + 2u) : 0u;
+#if WTYPE == T_F16
+    vec2 f = unpackHalf2x16(lo | (hi << 16));
+    v[i] = f.x;
+    v[i + 1u] = f.y;
+#else
+    v[i] = uintBitsToFloat(lo << 16);
+    v[i + 1u] = uintBitsToFloat(hi << 16);
+#endif
+  }
+#elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+  // 32 values per block: d (, m), 16 bytes; value e < 16 is the low nibble of byte e, e >= 16 the high one.
+#if WTYPE == T_Q4_0
+  const uint BB = 18u, QS = 2u;
+#else
+  const uint BB = 20u, QS = 4u;
+#endif
+  uint bo = rb + (g >> 2) * BB;
+  uint sub = g & 3u;
+  float d = w_f16(bo);
+  uint qo = bo + QS + (sub & 1u) * 8u;
+  uint w0 = w_u32(qo), w1 = w_u32(qo + 4u);
+  uint sh = (sub >> 1) * 4u;
+#if WTYPE == T_Q4_0
+  for (uint i = 0u; i < 4u; ++i) {
+    v[i] = float(int((w0 >> (8u * i + sh)) & 0xFu) - 8) * d;
+    v[i + 4u] = float(int((w1 >> (8u * i + sh)) & 0xFu) - 8) * d;
+  }
+#else
+  float m = w_f16(bo + 2u);
+  for (uint i = 0u; i < 4u; ++i) {
+    v[i] = float((w0 >> (8u * i + sh)) & 0xFu) * d + m;
+    v[i + 4u] = float((w1 >> (8u * i + sh)) & 0xFu) * d + m;
+  }
+#endif
+#elif WTYPE == T_Q5_0 || WTYPE == T_Q5_1
+  // d (, m), 32 high bits (bit e for value e), 16 nibble bytes as in Q4.
+#if WTYPE == T_Q5_0
+  const uint BB = 22u, QH = 2u, QS = 6u;
+#else
+  const uint BB = 24u, QH = 4u, QS = 8u;
+#endif
+  uint bo = rb + (g >> 2) * BB;
+  uint sub = g & 3u;
+  float d = w_f16(bo);
+  uint qh = w_u32(bo + QH) >> (8u * sub);
+  uint qo = bo + QS + (sub & 1u) * 8u;
+  uint w0 = w_u32(qo), w1 = w_u32(qo + 4u);
+  uint sh = (sub >> 1) * 4u;
+#if WTYPE == T_Q5_1
+  float m = w_f16(bo + 2u);
+#endif
+  for (uint i = 0u; i < 4u; ++i) {
+    uint q0 = ((w0 >> (8u * i + sh)) & 0xFu) | (((qh >> i) & 1u) << 4);
+    uint q1 = ((w1 >> (8u * i + sh)) & 0xFu) | (((qh >> (i + 4u)) & 1u) << 4);
+#if WTYPE == T_Q5_0
+    v[i] = float(int(q0) - 16) * d;
+    v[i + 4u] = float(int(q1) - 16) * d;
+#else
+    v[i] = float(q0) * d + m;
+    v[i + 4u] = float(q1) * d + m;
+#endif
+  }
+#elif WTYPE == T_Q8_0
+  uint bo = rb + (g >> 2) * 34u;
+  float d = w_f16(bo);
+  uint qo = bo + 2u + (g & 3u) * 8u;
+  int w0 = int(w_u32(qo)), w1 = int(w_u32(qo + 4u));
+  for (int i = 0; i < 4; ++i) {
+    v[i] = float(bitfieldExtract(w0, 8 * i, 8)) * d;
+    v[i + 4] = float(bitfieldExtract(w1, 8 * i, 8)) * d;
+  }
+#elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
+  // 256 values: d, dmin, 12 scale bytes, (Q5_K: 32 high-bit bytes), 128 nibble bytes. Chunk j of 64 values
+  // uses bytes 32j..32j+31: low nibbles for its first 32 values (scale 2j), high nibbles for the rest.
+#if WTYPE == T_Q4_K
+  const uint BB = 144u, QS = 16u;
+#else
+  const uint BB = 176u, QS = 48u;
+#endif
+  uint bo = rb + (g >> 5) * BB;
+  uint e0 = (g & 31u) * 8u;
+  uint j = e0 >> 6, hi = (e0 >> 5) & 1u, l0 = e0 & 31u;
+  float sc, mn;
+  kq_scale_min(bo + 4u, 2u * j + hi, sc, mn);
+  float d = w_f16(bo) * sc;
+  float m = w_f16(bo + 2u) * mn;
+  uint qo = bo + QS + 32u * j + l0;
+  uint w0 = w_u32(qo), w1 = w_u32(qo + 4u);
+  uint sh = hi * 4u;
+#if WTYPE == T_Q5_K
+  uint h0 = w_u32(bo + 16u + l0), h1 = w_u32(bo + 20u + l0);
+  uint hb = 2u * j + hi;
+#endif
+  for (uint i = 0u; i < 4u; ++i) {
+    uint q0 = (w0 >> (8u * i + sh)) & 0xFu;
+    uint q1 = (w1 >> (8u * i + sh)) & 0xFu;
+#if WTYPE == T_Q5_K
+    q0 |= ((h0 >> (8u * i + hb)) & 1u) << 4;
+    q1 |= ((h1 >> (8u * i + hb)) & 1u) << 4;
+#endif
+    v[i] = d * float(q0) - m;
+    v[i + 4u] = d * float(q1) - m;
+  }
+#elif WTYPE == T_Q6_K
+  // 256 values: 128 low-nibble bytes, 64 high-2-bit bytes, 16 int8 scales, d. Half n (128 values), quarter
+  // q (32 values), lane l: low bits from byte 64n + 32(q&1) + l (nibble q>>1), high bits from byte
+  // 128 + 32n + l (bits 2q, 2q+1), scale 8n + 2q + l/16.
+  uint bo = rb + (g >> 5) * 210u;
+  uint e0 = (g & 31u) * 8u;
+  uint n = e0 >> 7, q = (e0 >> 5) & 3u, l0 = e0 & 31u;
+  uint lo = bo + 64u * n + 32u * (q & 1u) + l0;
+  uint w0 = w_u32(lo), w1 = w_u32(lo + 4u);
+  uint ho = bo + 128u + 32u * n + l0;
+  uint h0 = w_u32(ho), h1 = w_u32(ho + 4u);
+  uint sh = (q >> 1) * 4u, hs = 2u * q;
+  int scb = int(w_u8(bo + 192u + 8u * n + 2u * q + (l0 >> 4)));
+  float d = w_f16(bo + 208u) * float(bitfieldExtract(scb, 0, 8));
+  for (uint i = 0u; i < 4u; ++i) {
+    int q0 = int(((w0 >> (8u * i + sh)) & 0xFu) | (((h0 >> (8u * i + hs)) & 3u) << 4)) - 32;
+    int q1 = int(((w1 >> (8u * i + sh)) & 0xFu) | (((h1 >> (8u * i + hs)) & 3u) << 4)) - 32;
+    v[i] = d * float(q0);
+    v[i + 4u] = d * float(q1);
+  }
+#else
+#error "WTYPE is not a supported type"
+#endif
+}

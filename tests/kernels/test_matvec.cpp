@@ -1,0 +1,158 @@
+// matvec against a plain C++ reference for every weight type, on random inputs with odd sizes, plus the
+// batch-invariance contract (a token alone and in a batch give bit-identical results).
+//
+// Tolerance: the reference multiplies the exactly dequantized weights (dequantize_row, the CPU decoder) in
+// double, so the only error left is the GPU's f32 accumulation order: |gpu - ref| <= 2e-5 * sum |w * x|
+// for every type (F32, F16, BF16 and the block types alike; the weight precision is not part of it).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/ops/matvec.h"
+#include "kernels/vk/command_recorder.h"
+#include "kernels/vk/staging.h"
+#include "runner/model/quantization.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+constexpr double kTolerance = 2e-5;
+
+// Row length for a type: an odd number of blocks, and for the float types a length that is not a multiple
+// of 8 (the shader's decode group) so the tail path runs; F16/BF16 rows are then not 4-byte aligned.
+uint32_t test_cols(TensorType type) {
+  const uint32_t block = tensor_type_info(type).block_elements;
+  if (block == 1) return 203;
+  return block == 256 ? 3 * 256 : 7 * 32;
+}
+
+struct HostMatrix {
+  std::vector<uint8_t> bytes;   // GGUF rows
+  std::vector<float> values;    // the same rows dequantized: what the reference multiplies
+};
+
+HostMatrix random_matrix(TensorType type, uint32_t rows, uint32_t cols, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const uint64_t rb = row_bytes(type, cols);
+  HostMatrix m{std::vector<uint8_t>(rb * rows), std::vector<float>(uint64_t{rows} * cols)};
+  std::vector<float> src(cols);
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (float& v : src) v = dist(rng);
+    quantize_row(type, src.data(), m.bytes.data() + r * rb, cols);
+    dequantize_row(type, m.bytes.data() + r * rb, m.values.data() + uint64_t{r} * cols, cols);
+  }
+  return m;
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// The reference: y[t][r] = sum_k w[r][k] x[t][k] in double, and the scale sum_k |w x| for the tolerance.
+void reference(const HostMatrix& w, uint32_t rows, uint32_t cols, const std::vector<float>& x, uint32_t tokens,
+               std::vector<double>& y, std::vector<double>& scale) {
+  y.assign(uint64_t{tokens} * rows, 0.0);
+  scale.assign(y.size(), 0.0);
+  for (uint32_t t = 0; t < tokens; ++t)
+    for (uint32_t r = 0; r < rows; ++r) {
+      double s = 0, a = 0;
+      for (uint32_t k = 0; k < cols; ++k) {
+        const double p = double{w.values[uint64_t{r} * cols + k]} * x[uint64_t{t} * cols + k];
+        s += p;
+        a += std::abs(p);
+      }
+      y[uint64_t{t} * rows + r] = s;
+      scale[uint64_t{t} * rows + r] = a;
+    }
+}
+
+class MatvecTest : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {
+ protected:
+  // Runs matvec on the device for `tokens` vectors of x and returns y.
+  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                         uint32_t tokens) {
+    Kernels k(context(), Prewarm::No);
+    vk::Buffer xb = device_buffer(x);
+    vk::Buffer yb(context().device(), uint64_t{tokens} * rows * sizeof(float), vk::MemoryKind::DeviceLocal);
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    matvec(rec, k, {{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens});
+    rec.end();
+    rec.submit_and_wait();
+    return vk::download<float>(context(), yb, uint64_t{tokens} * rows);
+  }
+};
+
+TEST_P(MatvecTest, MatchesReferenceForOneAndSeveralTokens) {
+  const TensorType type = GetParam();
+  const uint32_t rows = 37, cols = test_cols(type);
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  vk::Buffer w = device_buffer(m.bytes);
+  for (uint32_t tokens : {1u, 3u, 8u, 11u}) {
+    SCOPED_TRACE(std::string(tensor_type_info(type).name) + " tokens " + std::to_string(tokens));
+    const std::vector<float> x = random_vector(uint64_t{tokens} * cols, rng());
+    const std::vector<float> y = run(w, type, rows, cols, x, tokens);
+    std::vector<double> ref, scale;
+    reference(m, rows, cols, x, tokens, ref, scale);
+    int bad = 0;
+    for (size_t i = 0; i < y.size() && bad < 5; ++i)
+      if (!(std::abs(y[i] - ref[i]) <= kTolerance * scale[i] + 1e-7)) {
+        ADD_FAILURE() << "y[" << i / rows << "][" << i % rows << "] = " << y[i] << ", reference " << ref[i];
+        ++bad;
+      }
+  }
+}
+
+TEST_P(MatvecTest, TokenAloneAndInBatchAreBitIdentical) {
+  const TensorType type = GetParam();
+  const uint32_t rows = 29, cols = test_cols(type), tokens = 11;
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  vk::Buffer w = device_buffer(m.bytes);
+  const std::vector<float> x = random_vector(uint64_t{tokens} * cols, rng());
+  const std::vector<float> batch = run(w, type, rows, cols, x, tokens);
+  // Token 5 sits in the first group of 8 at slot 5, token 9 in the second group at slot 1.
+  for (uint32_t t : {0u, 5u, 9u}) {
+    const std::vector<float> one(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
+    const std::vector<float> alone = run(w, type, rows, cols, one, 1);
+    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
+        << "token " << t << " differs alone vs in a batch of " << tokens;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                                           TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                           TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
+                         [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
+
+// split_rows: chunks cover every row once, in order, and each (plus the alignment slack in front of an
+// aligned-down binding and word rounding) fits the binding range.
+TEST(MatvecSplitRows, ChunksCoverAllRowsAndFitTheRange) {
+  for (TensorType type : {TensorType::Q4_0, TensorType::Q6_K, TensorType::F16}) {
+    const uint32_t cols = tensor_type_info(type).block_elements == 256 ? 512 : 64;
+    const WeightMatrix w{{}, type, 1001, cols};
+    const uint64_t rb = row_bytes(type, cols);
+    const uint64_t max_range = rb * 100 + 7;
+    const std::vector<RowChunk> chunks = split_rows(w, max_range, 64);
+    EXPECT_GT(chunks.size(), 10u);
+    uint32_t next = 0;
+    for (const RowChunk& c : chunks) {
+      EXPECT_EQ(c.first_row, next);
+      EXPECT_GT(c.rows, 0u);
+      EXPECT_LE(c.rows * rb + 64 + 4, max_range);
+      next += c.rows;
+    }
+    EXPECT_EQ(next, 1001u);
+    EXPECT_EQ(split_rows(w, rb * 1001 + 68, 64).size(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace kvtrie::kernels
