@@ -288,6 +288,40 @@ TEST(ReferenceSynthetic, HeadDimFromKeyLengthMayDifferFromWidthOverHeads) {
   EXPECT_EQ(seq.keys(0).size(), kTokens.size() * model.config().n_kv_heads * shape.head_dim);
 }
 
+TEST(ReferenceSynthetic, SequenceHoldsRopedKeysAndValuesInTheDocumentedLayout) {
+  // Layer 0 of a qwen2 model, rebuilt from the ops: K = rope(Wk h + bk, pos), V = Wv h + bv with
+  // h = rms_norm(embedding, attn_norm); stored [pos][kv_head][head_dim]. The GPU KV cache is checked
+  // against exactly these values.
+  const fs::path path = write("qwen2.gguf", shape_of("tiny-qwen2"));
+  const GgufFile file = GgufFile::open(path);
+  const ReferenceModel model(file);
+  const ModelConfig& c = model.config();
+  ReferenceModel::Sequence seq = model.new_sequence();
+  const std::vector<int32_t> tokens{17, 250};
+  model.forward_batch(seq, tokens);
+
+  auto tensor = [&](const std::string& name) { return dequantize_tensor(*file.find_tensor(name)); };
+  const std::vector<float> wk = tensor("blk.0.attn_k.weight"), bk = tensor("blk.0.attn_k.bias");
+  const std::vector<float> wv = tensor("blk.0.attn_v.weight"), bv = tensor("blk.0.attn_v.bias");
+  const std::vector<float> norm = tensor("blk.0.attn_norm.weight");
+  const size_t kv_k = static_cast<size_t>(c.n_kv_heads) * c.head_dim_k;
+  const size_t kv_v = static_cast<size_t>(c.n_kv_heads) * c.head_dim_v;
+  ASSERT_EQ(seq.keys(0).size(), tokens.size() * kv_k);
+  ASSERT_EQ(seq.values(0).size(), tokens.size() * kv_v);
+  for (uint32_t pos = 0; pos < tokens.size(); ++pos) {
+    std::vector<float> h = dequantize_tensor_row(*file.find_tensor("token_embd.weight"), tokens[pos]);
+    rms_norm(h, norm, c.rms_eps, h);
+    std::vector<float> k(kv_k), v(kv_v);
+    matvec(wk, h, k);
+    add(k, bk);
+    rope_heads(k, c.head_dim_k, pos, c.rope_dims, c.rope_freq_base, RopeType::Neox);
+    matvec(wv, h, v);
+    add(v, bv);
+    for (size_t i = 0; i < kv_k; ++i) EXPECT_FLOAT_EQ(seq.keys(0)[pos * kv_k + i], k[i]) << pos << " " << i;
+    for (size_t i = 0; i < kv_v; ++i) EXPECT_FLOAT_EQ(seq.values(0)[pos * kv_v + i], v[i]) << pos << " " << i;
+  }
+}
+
 TEST(ReferenceSynthetic, BatchForkAndTokenByTokenAgree) {
   const fs::path path = write("qwen3.gguf", shape_of("tiny-qwen3"));
   const GgufFile file = GgufFile::open(path);
