@@ -1,0 +1,199 @@
+// Paged causal GQA attention against a plain C++ reference: several sequences of different lengths in one
+// batch, page tables out of order, a page shared by two sequences, GQA ratios 1, 2 and 4, head dims 8, 64
+// and 128, splits of the context (split-K) and a single split; and batch invariance (a token alone gives
+// the same bits as in the batch).
+//
+// Tolerance: K and V are f16 values read exactly by both sides; the reference computes the softmax in
+// double, so the GPU's f32 exp/accumulation error remains: |gpu - ref| <= 2e-5 + 2e-4 * max |ref| per
+// head (outputs are convex combinations of values in [-1, 1]).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/ops/attention.h"
+#include "kernels/vk/command_recorder.h"
+#include "runner/model/quantization.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+struct Shape {
+  uint32_t n_heads, n_kv_heads, head_dim;
+};
+
+struct Sequence {
+  std::vector<uint32_t> pages;  // its page table
+  uint32_t length;              // positions written
+};
+
+struct Batch {
+  std::vector<uint32_t> page_table;  // all sequences' tables, concatenated
+  std::vector<uint32_t> token_info;  // (offset in page_table, position) per token
+  std::vector<float> q;
+  uint32_t tokens = 0;
+  uint32_t max_position = 0;
+};
+
+constexpr uint32_t kPageTokens = 16;
+constexpr uint32_t kLayers = 2;
+constexpr uint32_t kLayer = 1;  // not layer 0: the layer offset inside a page is exercised
+constexpr uint32_t kPages = 12;
+
+class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
+ protected:
+  KvLayout layout() const { return {kLayers, kPageTokens, GetParam().n_kv_heads * GetParam().head_dim}; }
+
+  // out[t][h][d] = sum_j softmax_j(q . k_j / sqrt(hd)) v_j[d] over positions j <= pos of t's sequence.
+  std::vector<double> reference(const Batch& b, const std::vector<uint16_t>& pool) const {
+    const Shape s = GetParam();
+    const KvLayout l = layout();
+    const uint32_t width = s.n_heads * s.head_dim;
+    std::vector<double> out(uint64_t{b.tokens} * width);
+    for (uint32_t t = 0; t < b.tokens; ++t) {
+      const uint32_t off = b.token_info[2 * t], pos = b.token_info[2 * t + 1];
+      for (uint32_t h = 0; h < s.n_heads; ++h) {
+        const uint32_t kh = h / (s.n_heads / s.n_kv_heads);
+        auto at = [&](uint32_t j, bool value, uint32_t d) {
+          const uint32_t page = b.page_table[off + j / kPageTokens];
+          return double{fp16_to_fp32(pool[l.offset_elements(page, kLayer, value, j % kPageTokens, kh * s.head_dim + d)])};
+        };
+        std::vector<double> score(pos + 1);
+        for (uint32_t j = 0; j <= pos; ++j) {
+          double dot = 0;
+          for (uint32_t d = 0; d < s.head_dim; ++d) dot += double{b.q[uint64_t{t} * width + h * s.head_dim + d]} * at(j, false, d);
+          score[j] = dot / std::sqrt(double(s.head_dim));
+        }
+        const double mx = *std::max_element(score.begin(), score.end());
+        double sum = 0;
+        for (double& v : score) sum += (v = std::exp(v - mx));
+        for (uint32_t d = 0; d < s.head_dim; ++d) {
+          double acc = 0;
+          for (uint32_t j = 0; j <= pos; ++j) acc += score[j] * at(j, true, d);
+          out[uint64_t{t} * width + h * s.head_dim + d] = acc / sum;
+        }
+      }
+    }
+    return out;
+  }
+
+  std::vector<float> run(const Batch& b, const vk::Buffer& pool, uint32_t split_size) {
+    const Shape s = GetParam();
+    Kernels k(context(), Prewarm::No);
+    vk::Buffer qb = device_buffer(b.q);
+    vk::Buffer pt = device_buffer(b.page_table);
+    vk::Buffer ti = device_buffer(b.token_info);
+    AttentionArgs a;
+    a.tokens = b.tokens;
+    a.n_heads = s.n_heads;
+    a.n_kv_heads = s.n_kv_heads;
+    a.head_dim = s.head_dim;
+    a.layout = layout();
+    a.layer = kLayer;
+    a.max_position = b.max_position;
+    a.split_size = split_size;
+    vk::Buffer scratch(context().device(), attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
+    const uint64_t out_count = uint64_t{b.tokens} * s.n_heads * s.head_dim;
+    vk::Buffer out(context().device(), out_count * sizeof(float), vk::MemoryKind::DeviceLocal);
+    a.q = qb.view();
+    a.kv_pages = pool.view();
+    a.page_table = pt.view();
+    a.token_info = ti.view();
+    a.scratch = scratch.view();
+    a.out = out.view();
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    attention(rec, k, a);
+    rec.end();
+    rec.submit_and_wait();
+    return read_back<float>(out, out_count);
+  }
+
+  // Three sequences: A (40 positions, pages 7 2 9), B (23 positions, pages 7 4: it shares A's first page,
+  // as a common prefix does), C (5 positions, page 11). Query tokens from all three, interleaved.
+  Batch make_batch() {
+    const std::vector<Sequence> seqs = {{{7, 2, 9}, 40}, {{7, 4}, 23}, {{11}, 5}};
+    const std::vector<std::pair<uint32_t, uint32_t>> queries = {{0, 39}, {1, 22}, {2, 4}, {0, 20},
+                                                                {1, 16}, {0, 0},  {2, 0}, {0, 31}};
+    Batch b;
+    std::vector<uint32_t> offsets;
+    for (const Sequence& s : seqs) {
+      offsets.push_back(static_cast<uint32_t>(b.page_table.size()));
+      b.page_table.insert(b.page_table.end(), s.pages.begin(), s.pages.end());
+    }
+    for (auto [seq, pos] : queries) {
+      b.token_info.push_back(offsets[seq]);
+      b.token_info.push_back(pos);
+      b.max_position = std::max(b.max_position, pos);
+    }
+    b.tokens = static_cast<uint32_t>(queries.size());
+    b.q = random_floats(uint64_t{b.tokens} * GetParam().n_heads * GetParam().head_dim);
+    return b;
+  }
+
+  std::vector<uint16_t> make_pool() {
+    const std::vector<float> values = random_floats(layout().page_elements() * kPages);
+    std::vector<uint16_t> pool(values.size());
+    std::transform(values.begin(), values.end(), pool.begin(), fp32_to_fp16);
+    return pool;
+  }
+};
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& ref, uint32_t head_dim) {
+  ASSERT_EQ(got.size(), ref.size());
+  int bad = 0;
+  for (size_t h0 = 0; h0 < ref.size() && bad < 5; h0 += head_dim) {
+    double mx = 0;
+    for (size_t i = h0; i < h0 + head_dim; ++i) mx = std::max(mx, std::abs(ref[i]));
+    for (size_t i = h0; i < h0 + head_dim && bad < 5; ++i)
+      if (!(std::abs(got[i] - ref[i]) <= 2e-5 + 2e-4 * mx)) {
+        ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", reference " << ref[i];
+        ++bad;
+      }
+  }
+}
+
+TEST_P(AttentionTest, MatchesReferenceWithAndWithoutSplits) {
+  const Batch b = make_batch();
+  const std::vector<uint16_t> pool_host = make_pool();
+  vk::Buffer pool = device_buffer(pool_host);
+  const std::vector<double> ref = reference(b, pool_host);
+  for (uint32_t split : {7u, 16u, 256u}) {  // 7: splits that cut pages; 256: one split per token
+    SCOPED_TRACE("split_size " + std::to_string(split));
+    expect_close(run(b, pool, split), ref, GetParam().head_dim);
+  }
+}
+
+TEST_P(AttentionTest, TokenAloneGivesTheSameBitsAsInTheBatch) {
+  const Batch b = make_batch();
+  vk::Buffer pool = device_buffer(make_pool());
+  const uint32_t split = 16;
+  const std::vector<float> batch = run(b, pool, split);
+  const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+  for (uint32_t t : {0u, 1u, 6u}) {
+    Batch one;
+    one.page_table = b.page_table;
+    one.token_info = {b.token_info[2 * t], b.token_info[2 * t + 1]};
+    one.q.assign(b.q.begin() + uint64_t{t} * width, b.q.begin() + uint64_t{t + 1} * width);
+    one.tokens = 1;
+    one.max_position = one.token_info[1];
+    const std::vector<float> alone = run(one, pool, split);
+    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * width, width * sizeof(float)), 0)
+        << "token " << t << " differs alone vs in the batch";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128}, Shape{4, 1, 128}),
+                         [](const auto& p) {
+                           return "heads" + std::to_string(p.param.n_heads) + "_kv" + std::to_string(p.param.n_kv_heads) +
+                                  "_dim" + std::to_string(p.param.head_dim);
+                         });
+
+}  // namespace
+}  // namespace kvtrie::kernels
