@@ -1,18 +1,154 @@
 #include "server/cli.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+
+#include "server/config_file.h"
+#include "server/daemon.h"
+#include "server/devices.h"
+#include "server/llama_server_args.h"
 
 namespace kvtrie::server {
 
+namespace {
+
+std::string env_name(const std::string& option) {
+  std::string name = "KVTRIE_";
+  for (char c : option) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// The options shared by `serve` and `runner`. Each also reads KVTRIE_<NAME> from the environment; the config
+// file's values are inserted before the user's arguments, and the last value of an option wins, so the order
+// of precedence is: command line, environment, config file, default.
+void add_serve_options(CLI::App& app, ServeOptions& o) {
+  auto opt = [&](CLI::Option* option, const std::string& name) {
+    option->envname(env_name(name))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  };
+  opt(app.add_option("--model,-m", o.model, "GGUF model file")->check(CLI::ExistingFile), "model");
+  opt(app.add_option("--host", o.host, "address to listen on (loopback by default)")->capture_default_str(), "host");
+  opt(app.add_option("--port", o.port, "TCP port")->capture_default_str(), "port");
+  opt(app.add_option("--ctx-size,-c", o.ctx_size, "tokens per sequence (0: the model's training context)")
+          ->capture_default_str()->check(CLI::Range(0u, 1u << 24)), "ctx-size");
+  opt(app.add_option("--parallel", o.parallel, "sequences decoded together")->capture_default_str()
+          ->check(CLI::Range(1u, 1024u)), "parallel");
+  opt(app.add_option("--queue", o.queue, "requests that may wait for a slot before 503")->capture_default_str(), "queue");
+  opt(app.add_option("--kv-device-mb", o.kv_device_mb, "KV cache budget in device memory (0: from free memory)")
+          ->capture_default_str(), "kv-device-mb");
+  opt(app.add_option("--kv-host-mb", o.kv_host_mb, "KV cache budget in host memory (0: from free memory)")
+          ->capture_default_str(), "kv-host-mb");
+  opt(app.add_option("--device", o.device, "Vulkan device index (see --list-devices)"), "device");
+  opt(app.add_flag("--deterministic", o.deterministic, "batch-invariant kernels: cached and cold runs agree exactly"),
+      "deterministic");
+  opt(app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, off")->capture_default_str()
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"})), "log-level");
+  opt(app.add_flag("--cpu-reference", o.cpu_reference, "serve with the slow CPU reference engine (tests)"),
+      "cpu-reference");
+  opt(app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms, "time in-flight requests get to finish on SIGTERM")
+          ->capture_default_str(), "shutdown-grace-ms");
+  opt(app.add_option("--max-body-mb", o.max_body_mb, "largest request body accepted")->capture_default_str()
+          ->check(CLI::Range(1u, 1024u)), "max-body-mb");
+}
+
+// Finds --config FILE (or --config=FILE) in argv, else KVTRIE_CONFIG, else the default file when it exists.
+std::optional<std::string> config_path(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) return std::string(argv[i + 1]);
+    if (a.rfind("--config=", 0) == 0) return a.substr(9);
+  }
+  if (const char* env = std::getenv("KVTRIE_CONFIG"); env && *env) return std::string(env);
+  if (std::filesystem::exists(kDefaultConfigPath)) return std::string(kDefaultConfigPath);
+  return std::nullopt;
+}
+
+}  // namespace
+
+void setup_logging(const std::string& level, bool with_prefix) {
+  auto logger = spdlog::stderr_color_mt("kvtrie");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern(with_prefix ? "%Y-%m-%d %H:%M:%S.%e %^%l%$ %v" : "%v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
 int run_cli(int argc, char** argv) {
+  const std::string program = std::filesystem::path(argc > 0 ? argv[0] : "kvtrie").filename().string();
+  if (program == "llama-server") return run_llama_server(argc, argv);
+
   CLI::App app{"kvtrie: an LLM inference daemon with a prefix-trie KV cache shared by all conversations"};
   app.set_version_flag("--version", std::string("kvtrie ") + KVTRIE_VERSION);
   app.require_subcommand(0, 1);
-  CLI11_PARSE(app, argc, argv);
-  if (app.get_subcommands().empty()) {
-    std::cout << app.help();
+  bool list = false;
+  app.add_flag("--list-devices", list, "print the Vulkan devices and exit");
+
+  ServeOptions serve_opts;
+  std::string config_unused;
+  CLI::App* serve = app.add_subcommand("serve", "run the daemon (native HTTP API)");
+  add_serve_options(*serve, serve_opts);
+  serve->add_option("--config", config_unused, std::string("config file of key = value lines (default ") +
+                                                    kDefaultConfigPath + " when it exists; env KVTRIE_CONFIG)");
+
+  ServeOptions runner_opts;
+  runner_opts.mode = ApiMode::OllamaRunner;
+  bool ollama_engine = false;
+  CLI::App* runner = app.add_subcommand("runner", "serve Ollama's older runner protocol (ollama runner)");
+  add_serve_options(*runner, runner_opts);
+  runner->add_flag("--ollama-engine", ollama_engine, "accepted for compatibility (kvtrie always uses its own engine)");
+
+  // The config file applies to serve only: insert its values right after the subcommand name, where the
+  // user's own arguments (and the environment) override them.
+  std::vector<std::string> args(argv, argv + argc);
+  auto sub_it = std::find(args.begin() + 1, args.end(), std::string("serve"));
+  if (sub_it != args.end()) {
+    if (auto path = config_path(argc, argv)) {
+      auto entries = read_config_file(*path);
+      if (auto* err = std::get_if<std::string>(&entries)) {
+        std::cerr << "kvtrie: " << *err << '\n';
+        return 2;
+      }
+      std::vector<std::string> inserted;
+      for (const auto& [key, value] : std::get<ConfigEntries>(entries)) {
+        if (key == "config" || !serve->get_option_no_throw("--" + key)) {
+          std::cerr << "kvtrie: " << *path << ": unknown key \"" << key << "\"\n";
+          return 2;
+        }
+        if (std::getenv(env_name(key).c_str())) continue;  // the environment overrides the file
+        inserted.push_back("--" + key + "=" + value);
+      }
+      args.insert(sub_it + 1, inserted.begin(), inserted.end());
+    }
   }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(cargs.size()), cargs.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (list) return list_devices();
+  if (serve->parsed()) {
+    setup_logging(serve_opts.log_level, true);
+    if (serve_opts.model.empty()) {
+      std::cerr << "kvtrie serve: --model PATH is required (or KVTRIE_MODEL, or model = PATH in the config file)\n";
+      return 2;
+    }
+    return run_daemon(serve_opts);
+  }
+  if (runner->parsed()) {
+    setup_logging(runner_opts.log_level, true);
+    if (runner_opts.model.empty()) {
+      std::cerr << "kvtrie runner: --model PATH is required\n";
+      return 2;
+    }
+    if (ollama_engine) spdlog::info("--ollama-engine: accepted; kvtrie serves with its own engine");
+    return run_daemon(runner_opts);
+  }
+  std::cout << app.help();
   return 0;
 }
 

@@ -1,0 +1,103 @@
+#include "server/api_admin.h"
+
+#include <sstream>
+
+#include "server/generate_common.h"
+#include "server/http_server.h"
+
+namespace kvtrie::server {
+
+namespace {
+
+class Prometheus {
+ public:
+  template <typename T>
+  void metric(const char* name, const char* type, const char* help, T value, const std::string& labels = "") {
+    if (declared_ != name) {
+      out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+      declared_ = name;
+    }
+    out_ << name;
+    if (!labels.empty()) out_ << '{' << labels << '}';
+    out_ << ' ' << value << '\n';
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::string declared_;
+};
+
+Json tier_json(const engine::CacheTierStats& t) {
+  return {{"pages_total", t.pages_total}, {"pages_used", t.pages_used}, {"bytes_budget", t.bytes_budget},
+          {"bytes_used", t.bytes_used}, {"hit_tokens", t.hit_tokens}};
+}
+
+HttpResponse metrics(ModelHost& host) {
+  Prometheus p;
+  LoadedModel* model = host.model();
+  p.metric("kvtrie_ready", "gauge", "1 once the model is loaded", model ? 1 : 0);
+  if (!model) return HttpResponse::text(p.str(), "text/plain; version=0.0.4");
+  const engine::EngineCounters c = model->engine->counters();
+  const engine::CacheStats s = model->engine->cache_stats();
+  p.metric("kvtrie_requests_total", "counter", "Generation requests by outcome", c.requests_completed, "result=\"completed\"");
+  p.metric("kvtrie_requests_total", "counter", "", c.requests_cancelled, "result=\"cancelled\"");
+  p.metric("kvtrie_requests_total", "counter", "", c.requests_rejected, "result=\"rejected\"");
+  p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted", c.requests_submitted);
+  p.metric("kvtrie_requests_active", "gauge", "Requests holding a slot", c.active);
+  p.metric("kvtrie_requests_queued", "gauge", "Requests waiting for a slot", c.queued);
+  p.metric("kvtrie_prompt_tokens_total", "counter", "Prompt tokens of finished requests", c.prompt_tokens);
+  p.metric("kvtrie_prompt_tokens_computed_total", "counter", "Prompt tokens computed (not from the cache)", c.prompt_tokens_computed);
+  p.metric("kvtrie_completion_tokens_total", "counter", "Tokens generated", c.completion_tokens);
+  p.metric("kvtrie_cache_enabled", "gauge", "1 when the engine has a prefix cache", s.enabled ? 1 : 0);
+  p.metric("kvtrie_cache_hit_tokens_total", "counter", "Prompt tokens served from the cache, by tier", s.device.hit_tokens, "tier=\"device\"");
+  p.metric("kvtrie_cache_hit_tokens_total", "counter", "", s.host.hit_tokens, "tier=\"host\"");
+  p.metric("kvtrie_cache_miss_tokens_total", "counter", "Prompt tokens computed for lack of a cached prefix", s.miss_tokens);
+  p.metric("kvtrie_cache_pages", "gauge", "KV pages in use, by tier", s.device.pages_used, "tier=\"device\"");
+  p.metric("kvtrie_cache_pages", "gauge", "", s.host.pages_used, "tier=\"host\"");
+  p.metric("kvtrie_cache_pages_capacity", "gauge", "KV pages available, by tier", s.device.pages_total, "tier=\"device\"");
+  p.metric("kvtrie_cache_pages_capacity", "gauge", "", s.host.pages_total, "tier=\"host\"");
+  p.metric("kvtrie_cache_bytes", "gauge", "KV bytes in use, by tier", s.device.bytes_used, "tier=\"device\"");
+  p.metric("kvtrie_cache_bytes", "gauge", "", s.host.bytes_used, "tier=\"host\"");
+  p.metric("kvtrie_cache_bytes_budget", "gauge", "KV byte budget, by tier", s.device.bytes_budget, "tier=\"device\"");
+  p.metric("kvtrie_cache_bytes_budget", "gauge", "", s.host.bytes_budget, "tier=\"host\"");
+  p.metric("kvtrie_cache_demotions_total", "counter", "Pages moved from device to host memory", s.demotions);
+  p.metric("kvtrie_cache_promotions_total", "counter", "Pages moved from host to device memory", s.promotions);
+  p.metric("kvtrie_cache_evictions_total", "counter", "Pages dropped", s.evictions);
+  p.metric("kvtrie_cache_copy_bytes_total", "counter", "Bytes copied between tiers", s.copy_bytes_to_host, "direction=\"to_host\"");
+  p.metric("kvtrie_cache_copy_bytes_total", "counter", "", s.copy_bytes_to_device, "direction=\"to_device\"");
+  p.metric("kvtrie_cache_copy_seconds_total", "counter", "Time spent copying between tiers", s.copy_seconds);
+  p.metric("kvtrie_cache_trie_nodes", "gauge", "Nodes of the prefix trie", s.trie_nodes);
+  p.metric("kvtrie_cache_trie_tokens", "gauge", "Tokens held by the prefix trie", s.trie_tokens);
+  return HttpResponse::text(p.str(), "text/plain; version=0.0.4");
+}
+
+HttpResponse cache(ModelHost& host) {
+  LoadedModel& model = host.require();
+  const engine::CacheStats s = model.engine->cache_stats();
+  return HttpResponse::json({{"enabled", s.enabled},
+                             {"engine", model.engine->info().name},
+                             {"page_tokens", s.page_tokens},
+                             {"trie", {{"nodes", s.trie_nodes}, {"tokens", s.trie_tokens}}},
+                             {"tiers", {{"device", tier_json(s.device)}, {"host", tier_json(s.host)}}},
+                             {"miss_tokens", s.miss_tokens},
+                             {"demotions", s.demotions},
+                             {"promotions", s.promotions},
+                             {"evictions", s.evictions}});
+}
+
+HttpResponse flush(ModelHost& host) {
+  LoadedModel& model = host.require();
+  const engine::FlushResult r = model.engine->flush_cache();
+  return HttpResponse::json({{"flushed", true}, {"pages_freed", r.pages_freed}, {"pages_pinned", r.pages_pinned}});
+}
+
+}  // namespace
+
+void register_admin_api(HttpServer& server, ModelHost& host) {
+  server.route("GET", "/metrics", [&host](const HttpRequest&) { return metrics(host); });
+  server.route("GET", "/cache", [&host](const HttpRequest&) { return cache(host); });
+  server.route("POST", "/cache/flush", [&host](const HttpRequest&) { return flush(host); });
+}
+
+}  // namespace kvtrie::server

@@ -1,0 +1,165 @@
+#include "server/api_llama.h"
+
+#include "server/generate_common.h"
+#include "server/http_server.h"
+
+namespace kvtrie::server {
+
+namespace {
+
+using engine::Chunk;
+using engine::StopKind;
+
+const char* stop_type(StopKind k) {
+  switch (k) {
+    case StopKind::Eos: return "eos";
+    case StopKind::StopString: return "word";
+    case StopKind::Length: return "limit";
+    case StopKind::Cancelled: return "none";
+  }
+  return "none";
+}
+
+Json timings_json(const engine::GenerationStats& s) {
+  const uint32_t prompt_n = s.prompt_tokens - s.cached_tokens;
+  const double predicted_ms = s.decode_ms;
+  return {{"cache_n", s.cached_tokens},
+          {"prompt_n", prompt_n},
+          {"prompt_ms", s.prompt_ms},
+          {"prompt_per_token_ms", prompt_n ? s.prompt_ms / prompt_n : 0.0},
+          {"prompt_per_second", s.prompt_ms > 0 ? prompt_n * 1000.0 / s.prompt_ms : 0.0},
+          {"predicted_n", s.completion_tokens},
+          {"predicted_ms", predicted_ms},
+          {"predicted_per_token_ms", s.completion_tokens ? predicted_ms / s.completion_tokens : 0.0},
+          {"predicted_per_second", s.tokens_per_second}};
+}
+
+Json probs_json(const Tokenizer& tok, const std::vector<engine::TokenLogprob>& lps) {
+  Json arr = Json::array();
+  for (const auto& lp : lps) {
+    Json top = Json::array();
+    for (const auto& t : lp.top) top.push_back({{"id", t.token}, {"token", tok.token_piece(t.token)}, {"logprob", t.logprob}});
+    arr.push_back({{"id", lp.token}, {"token", tok.token_piece(lp.token)}, {"logprob", lp.logprob}, {"top_logprobs", top}});
+  }
+  return arr;
+}
+
+Json final_json(const LoadedModel& m, const engine::GenerationStats& s) {
+  return {{"stop", true},
+          {"stop_type", stop_type(s.stop_kind)},
+          {"stopping_word", s.stop_string},
+          {"tokens_predicted", s.completion_tokens},
+          {"tokens_evaluated", s.prompt_tokens},
+          {"tokens_cached", s.cached_tokens},
+          {"truncated", false},
+          {"model", m.name},
+          {"id_slot", 0},
+          {"timings", timings_json(s)}};
+}
+
+HttpResponse completion(ModelHost& host, const HttpRequest& http) {
+  LoadedModel& model = host.require();
+  const Json body = parse_object(http.body);
+  if (!body.contains("prompt") || body["prompt"].is_null()) throw_invalid("\"prompt\" is required");
+  engine::GenerateRequest req;
+  req.prompt = tokenize_prompt(model, body["prompt"], "prompt", std::nullopt, /*parse_special=*/true);
+  const uint32_t n_ctx = model.engine->info().n_ctx;
+  // n_predict -1 (and llama.cpp's -2) mean "until the context is full".
+  int64_t n_predict = read_int(body, "n_predict", -2, INT32_MAX).value_or(-1);
+  req.max_tokens = n_predict < 0 ? -1 : static_cast<int32_t>(std::min<int64_t>(n_predict, n_ctx));
+  read_sampling(body, req.sampling);
+  req.stop = read_strings(body, "stop", 16).value_or(std::vector<std::string>{});
+  req.logprobs = static_cast<uint32_t>(read_int(body, "n_probs", 0, 20).value_or(0));
+  read_int(body, "n_keep", -1, INT32_MAX);          // context shift is not needed: prompts must fit
+  read_bool(body, "cache_prompt");                  // the prefix cache is always on
+  req.ignore_eos = read_bool(body, "ignore_eos").value_or(false);
+  check_fits(model, req);
+  const bool stream = read_bool(body, "stream").value_or(false);
+  const bool probs = req.logprobs > 0;
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
+
+  if (!stream) {
+    Chunk all = collect(gen);
+    Json out = final_json(model, *all.final);
+    out["content"] = all.text;
+    out["tokens"] = all.tokens;
+    if (probs) out["completion_probabilities"] = probs_json(*model.tokenizer, all.logprobs);
+    return HttpResponse::json(out);
+  }
+  const LoadedModel* m = &model;
+  auto format = [m, probs](const Chunk& c, bool last) {
+    std::string out;
+    if (!c.text.empty() || !c.tokens.empty()) {
+      Json line = {{"content", c.text}, {"tokens", c.tokens}, {"stop", false}, {"id_slot", 0}, {"index", 0}};
+      if (probs) line["completion_probabilities"] = probs_json(*m->tokenizer, c.logprobs);
+      out += "data: " + line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+    }
+    if (last) {
+      Json done = final_json(*m, *c.final);
+      done["content"] = "";
+      done["tokens"] = Json::array();
+      out += "data: " + done.dump() + "\n\n";
+    }
+    return out;
+  };
+  return HttpResponse::streaming(make_stream_body(std::move(gen), format), "text/event-stream");
+}
+
+HttpResponse health(ModelHost& host) {
+  switch (host.phase()) {
+    case ModelHost::Phase::Loading: return HttpResponse::json({{"status", "loading model"}}, 503);
+    case ModelHost::Phase::Failed:
+      return HttpResponse::json({{"error", {{"code", 500}, {"message", host.failure()}, {"type", "server_error"}}}}, 500);
+    case ModelHost::Phase::Ready: break;
+  }
+  if (!host.model()->engine->has_free_slot()) return HttpResponse::json({{"status", "no slot available"}}, 503);
+  return HttpResponse::json({{"status", "ok"}});
+}
+
+HttpResponse tokenize(ModelHost& host, const HttpRequest& http) {
+  LoadedModel& model = host.require();
+  const Json body = parse_object(http.body);
+  auto content = read_string(body, "content");
+  if (!content) throw_invalid("\"content\" (a string) is required");
+  if (!valid_utf8(*content)) throw_invalid("\"content\" is not valid UTF-8");
+  const bool add_special = read_bool(body, "add_special").value_or(false);
+  const bool parse_special = read_bool(body, "parse_special").value_or(true);
+  const bool with_pieces = read_bool(body, "with_pieces").value_or(false);
+  const auto ids = model.tokenizer->encode(*content, add_special, parse_special);
+  if (!with_pieces) return HttpResponse::json({{"tokens", ids}});
+  Json arr = Json::array();
+  for (int32_t id : ids) arr.push_back({{"id", id}, {"piece", model.tokenizer->token_piece(id)}});
+  return HttpResponse::json({{"tokens", arr}});
+}
+
+HttpResponse detokenize(ModelHost& host, const HttpRequest& http) {
+  LoadedModel& model = host.require();
+  const Json body = parse_object(http.body);
+  auto tokens = read_tokens(body, "tokens", static_cast<uint32_t>(model.tokenizer->n_vocab()));
+  if (!tokens) throw_invalid("\"tokens\" (an array of token ids) is required");
+  return HttpResponse::json({{"content", model.tokenizer->decode(*tokens)}});
+}
+
+HttpResponse props(ModelHost& host) {
+  LoadedModel& model = host.require();
+  const auto& info = model.engine->info();
+  return HttpResponse::json({{"total_slots", info.parallel},
+                             {"model_path", host.options().model},
+                             {"chat_template", model.chat_template},
+                             {"default_generation_settings", {{"n_ctx", info.n_ctx}}},
+                             {"build_info", std::string("kvtrie ") + KVTRIE_VERSION}});
+}
+
+}  // namespace
+
+void register_llama_api(HttpServer& server, ModelHost& host) {
+  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); });
+  server.route("POST", "/completion", [&host](const HttpRequest& r) { return completion(host, r); });
+  server.route("POST", "/completions", [&host](const HttpRequest& r) { return completion(host, r); });
+  server.route("POST", "/tokenize", [&host](const HttpRequest& r) { return tokenize(host, r); });
+  server.route("POST", "/detokenize", [&host](const HttpRequest& r) { return detokenize(host, r); });
+  server.route("GET", "/props", [&host](const HttpRequest&) { return props(host); });
+  register_chat_api(server, host);
+}
+
+}  // namespace kvtrie::server

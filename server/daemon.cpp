@@ -1,0 +1,129 @@
+#include "server/daemon.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "server/api_admin.h"
+#include "server/api_llama.h"
+#include "server/api_native.h"
+#include "server/api_ollama_runner.h"
+#include "server/devices.h"
+#include "server/http_server.h"
+#include "server/model_host.h"
+
+namespace kvtrie::server {
+
+namespace {
+
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+const char* mode_name(ApiMode mode) {
+  switch (mode) {
+    case ApiMode::Native: return "native";
+    case ApiMode::LlamaServer: return "llama-server compatible";
+    case ApiMode::OllamaRunner: return "Ollama runner (legacy)";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int run_daemon(const ServeOptions& options) {
+  // Block the shutdown signals before any thread starts, so every thread inherits the mask and the main
+  // thread alone collects them with sigtimedwait. A client that vanishes must not kill us with SIGPIPE.
+  sigset_t signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (options.mode == ApiMode::LlamaServer && (options.verbose || options.model.empty())) {
+    // Ollama's device discovery reads these from stderr (one line per device, then system_info:).
+    print_discovery_lines();
+  }
+
+  ModelHost host(options);
+  HttpServerOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  http.threads = std::max<size_t>(32, size_t{options.parallel} + options.queue + 8);
+  http.max_body_bytes = size_t{options.max_body_mb} << 20;
+  HttpServer server(http);
+  switch (options.mode) {
+    case ApiMode::Native: register_native_api(server, host); break;
+    case ApiMode::LlamaServer: register_llama_api(server, host); break;
+    case ApiMode::OllamaRunner: register_ollama_runner_api(server, host); break;
+  }
+  register_admin_api(server, host);
+
+  std::string error;
+  if (!server.start(error)) {
+    spdlog::error("{}", error);
+    return 1;
+  }
+  spdlog::info("kvtrie {} listening on http://{}:{} ({} API)", KVTRIE_VERSION, options.host, server.port(),
+               mode_name(options.mode));
+
+  std::atomic<bool> load_finished{false};
+  std::atomic<bool> load_failed{false};
+  std::thread loader;
+  if (!options.model.empty()) {
+    loader = std::thread([&] {
+      if (host.load()) {
+        spdlog::info("model loaded; ready to serve");
+        sd_notify(0, "READY=1\nSTATUS=serving");
+      } else {
+        load_failed = true;
+      }
+      load_finished = true;
+    });
+  } else {
+    spdlog::warn("no model given: answering /health only");
+    sd_notify(0, "READY=1\nSTATUS=no model");
+  }
+
+  int exit_code = 0;
+  for (;;) {
+    timespec tick{0, 200'000'000};
+    int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig > 0) {
+      spdlog::info("received {}, shutting down (grace period {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                   options.shutdown_grace_ms);
+      break;
+    }
+    if (load_failed) {
+      exit_code = 1;
+      break;
+    }
+  }
+  sd_notify(0, "STOPPING=1");
+
+  if (!load_finished && !options.model.empty()) {
+    // Interrupting a load half-way is not supported by the engines; nothing is in flight, so just leave.
+    server.stop();
+    spdlog::info("stopped while loading the model");
+    std::_Exit(exit_code);
+  }
+  if (loader.joinable()) loader.join();
+
+  // Stop the engine (finishing in-flight work within the grace period) while the server closes its listener
+  // and waits for the responses to end: the two meet when the last stream delivers its final chunk.
+  std::thread engine_stop;
+  if (LoadedModel* model = host.model())
+    engine_stop = std::thread([&, model] { model->engine->shutdown(std::chrono::milliseconds(options.shutdown_grace_ms)); });
+  server.stop();
+  if (engine_stop.joinable()) engine_stop.join();
+  spdlog::info("shutdown complete");
+  return exit_code;
+}
+
+}  // namespace kvtrie::server

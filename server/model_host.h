@@ -1,0 +1,61 @@
+// Contract: the loaded model and its engine, and the daemon's readiness. The daemon creates one ModelHost,
+// calls load() once on a background thread, and the HTTP handlers (any thread) read phase() and, once Ready,
+// model(), which stays valid until the ModelHost is destroyed (after the HTTP server has stopped).
+// make_engine() is the single place that chooses the engine (the CPU reference now; the Vulkan scheduler when
+// it exists), so the HTTP layer never names an engine type.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runner/engine/engine.h"
+#include "runner/model/gguf_file.h"
+#include "runner/model/model_config.h"
+#include "runner/tokenizer/tokenizer.h"
+#include "server/options.h"
+
+namespace kvtrie::server {
+
+struct LoadedModel {
+  LoadedModel(GgufFile f, ModelConfig c) : file(std::move(f)), config(std::move(c)) {}
+  GgufFile file;
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<engine::Engine> engine;  // declared last: destroyed first, it uses the tokenizer
+  std::string name;           // general.name, else the file name
+  std::string chat_template;  // tokenizer.chat_template metadata ("" when absent)
+};
+
+// Chooses and builds the engine for these options; throws InputError when the model cannot be served.
+std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, const LoadedModel& model);
+
+class ModelHost {
+ public:
+  enum class Phase { Loading, Ready, Failed };
+
+  explicit ModelHost(ServeOptions options) : options_(std::move(options)) {}
+
+  // Loads the GGUF, tokenizer and engine; logs the memory-accounting lines. Returns false (phase Failed,
+  // failure() set) when the model cannot be served. Call once.
+  bool load();
+
+  Phase phase() const { return phase_.load(); }
+  float progress() const { return progress_.load(); }
+  std::string failure() const;
+  const ServeOptions& options() const { return options_; }
+  // The model, or nullptr before it is Ready.
+  LoadedModel* model() { return phase_.load() == Phase::Ready ? model_.get() : nullptr; }
+  // The model, or ApiError(Unavailable, "loading model").
+  LoadedModel& require();
+
+ private:
+  ServeOptions options_;
+  std::unique_ptr<LoadedModel> model_;
+  std::atomic<Phase> phase_{Phase::Loading};
+  std::atomic<float> progress_{0};
+  mutable std::mutex mutex_;
+  std::string failure_;
+};
+
+}  // namespace kvtrie::server
