@@ -76,6 +76,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
     fail(file, "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
                    std::to_string(c.n_kv_heads));
   const uint32_t default_head_dim = c.n_embd / c.n_heads;
+  if (c.n_embd % c.n_heads != 0 && (!file.find(p + "attention.key_length") || !file.find(p + "attention.value_length")))
+    fail(file, "embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
+                   std::to_string(c.n_heads) + " and attention.key_length/value_length are not given");
   c.head_dim_k = get_dim(file, p + "attention.key_length", false).value_or(default_head_dim);
   c.head_dim_v = get_dim(file, p + "attention.value_length", false).value_or(default_head_dim);
   if (c.head_dim_k == 0 || c.head_dim_v == 0)

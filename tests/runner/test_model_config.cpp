@@ -127,6 +127,12 @@ TEST(ModelConfig, InconsistentHyperParametersAreRefused) {
   w.set_i32_array("llama.attention.head_count", {4, 4});
   EXPECT_NE(message(w).find("per-layer"), std::string::npos) << message(w);
   w = synth::make_writer(tiny("tiny"));
+  w.set_u32("llama.attention.head_count", 3);
+  w.set_u32("llama.attention.head_count_kv", 3);
+  ASSERT_TRUE(w.erase("llama.attention.key_length"));
+  EXPECT_NE(message(w).find("embedding_length 64 is not a multiple of head_count 3"), std::string::npos)
+      << message(w);
+  w = synth::make_writer(tiny("tiny"));
   w.set_u32("llama.block_count", 0);
   EXPECT_NE(message(w).find("llama.block_count = 0 is out of range"), std::string::npos) << message(w);
   w = synth::make_writer(tiny("tiny"));
