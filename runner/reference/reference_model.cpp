@@ -63,7 +63,7 @@ ReferenceModel::Sequence ReferenceModel::new_sequence() const {
   return seq;
 }
 
-std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token) const {
+std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token, Trace* trace) const {
   const ModelConfig& c = config_;
   KVTRIE_CHECK(token >= 0 && static_cast<uint32_t>(token) < c.n_vocab,
                "token id " + std::to_string(token) + " is outside the vocabulary");
@@ -79,6 +79,10 @@ std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token) const {
                        token_embd_.begin() + static_cast<ptrdiff_t>((token + 1) * n_embd));
   std::vector<float> h(n_embd), q(q_size), k(seq.kv_k_), v(seq.kv_v_), attn(attn_size), proj(n_embd);
   std::vector<float> gate(c.n_ff), up(c.n_ff);
+  if (trace) {
+    trace->embedding = x;
+    trace->layers.assign(c.n_layers, LayerTrace{});
+  }
 
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const Layer& layer = layers_[l];
@@ -103,6 +107,15 @@ std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token) const {
     attention(q, seq.keys_[l], seq.values_[l], pos + 1, shape, attn);
     matvec(layer.wo, attn, proj);
     add(x, proj);
+    if (trace) {
+      LayerTrace& t = trace->layers[l];
+      t.attn_in = h;
+      t.q = q;
+      t.k = k;
+      t.v = v;
+      t.attn_out = attn;
+      t.x_after_attn = x;
+    }
 
     // Feed-forward block: x += Wdown · (silu(Wgate h) * Wup h).
     rms_norm(x, layer.ffn_norm, c.rms_eps, h);
@@ -111,27 +124,38 @@ std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token) const {
     swiglu(gate, up, gate);
     matvec(layer.w_down, gate, proj);
     add(x, proj);
+    if (trace) {
+      LayerTrace& t = trace->layers[l];
+      t.ffn_in = h;
+      t.ffn_act = gate;
+      t.x_after_ffn = x;
+    }
   }
   seq.length_ = pos + 1;
   return x;
 }
 
-std::vector<float> ReferenceModel::logits(std::span<const float> hidden_state) const {
+std::vector<float> ReferenceModel::logits(std::span<const float> hidden_state, Trace* trace) const {
   std::vector<float> normed(config_.n_embd);
   rms_norm(hidden_state, output_norm_, config_.rms_eps, normed);
+  if (trace) trace->final_norm = normed;
   std::vector<float> out(config_.n_vocab);
   matvec(output_.empty() ? token_embd_ : output_, normed, out);
   return out;
 }
 
 std::vector<float> ReferenceModel::forward(Sequence& seq, int32_t token) const {
-  return logits(hidden(seq, token));
+  return logits(hidden(seq, token, nullptr), nullptr);
+}
+
+std::vector<float> ReferenceModel::forward(Sequence& seq, int32_t token, Trace& trace) const {
+  return logits(hidden(seq, token, &trace), &trace);
 }
 
 std::vector<float> ReferenceModel::forward_batch(Sequence& seq, std::span<const int32_t> tokens) const {
   KVTRIE_CHECK(!tokens.empty(), "forward_batch of no tokens");
   // Only the last token's logits are wanted; the others need just their K/V.
-  for (size_t i = 0; i + 1 < tokens.size(); ++i) hidden(seq, tokens[i]);
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) hidden(seq, tokens[i], nullptr);
   return forward(seq, tokens.back());
 }
 

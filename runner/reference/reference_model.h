@@ -37,6 +37,23 @@ class ReferenceModel {
     size_t kv_v_ = 0;
   };
 
+  // Every intermediate of one token's forward pass, for finding the first op where a GPU model departs from
+  // the reference. Vectors are exactly what the forward pass computed at that point.
+  struct LayerTrace {
+    std::vector<float> attn_in;       // rms_norm(x, attn_norm)
+    std::vector<float> q, k, v;       // after bias, q/k norm and rope (k, v are what the sequence stored)
+    std::vector<float> attn_out;      // attention output, before Wo: n_heads * head_dim_v
+    std::vector<float> x_after_attn;  // residual stream after the attention block
+    std::vector<float> ffn_in;        // rms_norm(x, ffn_norm)
+    std::vector<float> ffn_act;       // silu(gate) * up
+    std::vector<float> x_after_ffn;   // residual stream after the layer
+  };
+  struct Trace {
+    std::vector<float> embedding;  // the token's embedding row
+    std::vector<LayerTrace> layers;
+    std::vector<float> final_norm;  // rms_norm(x, output_norm)
+  };
+
   explicit ReferenceModel(const GgufFile& file);  // throws InputError for unsupported/ill-formed models
 
   const ModelConfig& config() const { return config_; }
@@ -45,6 +62,8 @@ class ReferenceModel {
 
   // Runs `token` at position seq.length(), appends its K/V to seq, returns its n_vocab logits.
   std::vector<float> forward(Sequence& seq, int32_t token) const;
+  // The same, recording every intermediate into `trace` (overwritten).
+  std::vector<float> forward(Sequence& seq, int32_t token, Trace& trace) const;
   // Runs the tokens in order (tokens must not be empty); returns the logits of the last one.
   std::vector<float> forward_batch(Sequence& seq, std::span<const int32_t> tokens) const;
   // Runs the tokens in order; returns every token's logits, row-major: tokens.size() x n_vocab.
@@ -63,8 +82,9 @@ class ReferenceModel {
     std::vector<float> ffn_norm, w_gate, w_up, w_down;
   };
   // The final hidden state of `token` at position seq.length() (before the output norm); appends K/V.
-  std::vector<float> hidden(Sequence& seq, int32_t token) const;
-  std::vector<float> logits(std::span<const float> hidden_state) const;
+  // trace may be null.
+  std::vector<float> hidden(Sequence& seq, int32_t token, Trace* trace) const;
+  std::vector<float> logits(std::span<const float> hidden_state, Trace* trace) const;
 
   ModelConfig config_;
   std::vector<float> token_embd_;

@@ -4,6 +4,7 @@
 // for edits that should be invisible, that they do not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -320,6 +321,54 @@ TEST(ReferenceSynthetic, SequenceHoldsRopedKeysAndValuesInTheDocumentedLayout) {
     for (size_t i = 0; i < kv_k; ++i) EXPECT_FLOAT_EQ(seq.keys(0)[pos * kv_k + i], k[i]) << pos << " " << i;
     for (size_t i = 0; i < kv_v; ++i) EXPECT_FLOAT_EQ(seq.values(0)[pos * kv_v + i], v[i]) << pos << " " << i;
   }
+}
+
+TEST(ReferenceSynthetic, TraceRecordsEveryIntermediateOfTheForwardPass) {
+  const fs::path path = write("qwen3.gguf", shape_of("tiny-qwen3"));
+  const GgufFile file = GgufFile::open(path);
+  const ReferenceModel model(file);
+  const ModelConfig& c = model.config();
+  ReferenceModel::Sequence seq = model.new_sequence();
+  model.forward_batch(seq, std::vector<int32_t>{1, 40, 41});
+  ReferenceModel::Sequence plain = seq;
+  const int32_t token = 99;
+  ReferenceModel::Trace trace;
+  const std::vector<float> logits = model.forward(seq, token, trace);
+  EXPECT_EQ(logits, model.forward(plain, token));  // tracing changes nothing
+
+  auto tensor = [&](const std::string& name) { return dequantize_tensor(*file.find_tensor(name)); };
+  EXPECT_EQ(trace.embedding, dequantize_tensor_row(*file.find_tensor("token_embd.weight"), token));
+  ASSERT_EQ(trace.layers.size(), c.n_layers);
+  std::vector<float> x = trace.embedding;
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    const ReferenceModel::LayerTrace& t = trace.layers[l];
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    std::vector<float> want(x.size());
+    rms_norm(x, tensor(blk + "attn_norm.weight"), c.rms_eps, want);
+    EXPECT_EQ(t.attn_in, want);
+    const size_t kv_k = static_cast<size_t>(c.n_kv_heads) * c.head_dim_k;
+    const size_t kv_v = static_cast<size_t>(c.n_kv_heads) * c.head_dim_v;
+    EXPECT_TRUE(std::ranges::equal(t.k, seq.keys(l).subspan(3 * kv_k, kv_k)));
+    EXPECT_TRUE(std::ranges::equal(t.v, seq.values(l).subspan(3 * kv_v, kv_v)));
+    matvec(tensor(blk + "attn_output.weight"), t.attn_out, want);
+    add(want, x);
+    EXPECT_EQ(t.x_after_attn, want);
+    std::vector<float> normed(x.size());
+    rms_norm(t.x_after_attn, tensor(blk + "ffn_norm.weight"), c.rms_eps, normed);
+    EXPECT_EQ(t.ffn_in, normed);
+    ASSERT_EQ(t.ffn_act.size(), c.n_ff);
+    matvec(tensor(blk + "ffn_down.weight"), t.ffn_act, want);
+    add(want, t.x_after_attn);
+    EXPECT_EQ(t.x_after_ffn, want);
+    x = t.x_after_ffn;
+  }
+  std::vector<float> normed(x.size());
+  rms_norm(x, tensor("output_norm.weight"), c.rms_eps, normed);
+  EXPECT_EQ(trace.final_norm, normed);
+  std::vector<float> want_logits(c.n_vocab);
+  matvec(tensor(c.tied_output ? "token_embd.weight" : "output.weight"), trace.final_norm, want_logits);
+  EXPECT_EQ(logits, want_logits);
 }
 
 TEST(ReferenceSynthetic, BatchForkAndTokenByTokenAgree) {
