@@ -1,0 +1,293 @@
+// Policy of the KV cache: what to reuse on acquire, when to promote, demote, drop and copy on write.
+// The trie keeps structure and references; the pools keep capacity; this file decides.
+#include "cache/kv_cache.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "kernels/error.h"
+
+namespace kvtrie {
+namespace {
+
+// Allocates n pages or none: a partial batch is handed back, so a failure leaks nothing.
+std::optional<std::vector<PageId>> allocate_all(PagePool& pool, std::uint32_t n) {
+  std::vector<PageId> pages;
+  pages.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    std::optional<PageId> page = pool.allocate();
+    if (!page) {
+      for (PageId p : pages) pool.release(p);
+      return std::nullopt;
+    }
+    pages.push_back(*page);
+  }
+  return pages;
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvCacheConfig& config, PageCopier& copier)
+    : config_(config),
+      copier_(copier),
+      device_(Tier::Device, config.page_bytes, config.device_budget_bytes),
+      host_(Tier::Host, config.page_bytes, config.host_budget_bytes),
+      trie_(device_, host_, config.page_tokens) {}
+
+KvCache::~KvCache() = default;
+
+KvCache::Sequence& KvCache::sequence(SeqId seq) {
+  auto it = sequences_.find(static_cast<std::uint64_t>(seq));
+  KVTRIE_CHECK(it != sequences_.end(), "unknown sequence " + std::to_string(static_cast<std::uint64_t>(seq)));
+  return it->second;
+}
+
+const KvCache::Sequence& KvCache::sequence(SeqId seq) const {
+  auto it = sequences_.find(static_cast<std::uint64_t>(seq));
+  KVTRIE_CHECK(it != sequences_.end(), "unknown sequence " + std::to_string(static_cast<std::uint64_t>(seq)));
+  return it->second;
+}
+
+AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt) {
+  KVTRIE_CHECK(!prompt.empty(), "acquire of an empty prompt");
+  const std::uint32_t P = config_.page_tokens;
+  // The last prompt token is always computed: its logits are needed to sample.
+  const auto usable = prompt.first(prompt.size() - 1);
+  const MatchResult match = trie_.match(ns, usable);
+  Sequence s;
+  s.ns = ns;
+  std::uint32_t reuse = match.matched_tokens;
+  s.lease = trie_.pin(ns, usable, reuse);
+
+  bool promoted = false;
+  if (const std::uint32_t host_pages = trie_.host_only_pages_on_path(s.lease); host_pages > 0) {
+    std::optional<std::vector<PageId>> fresh;
+    if (make_device_room(host_pages)) fresh = allocate_all(device_, host_pages);
+    if (fresh) {
+      queue(trie_.begin_promotion(s.lease, *fresh));
+      stats_.promoted_pages += host_pages;
+      promoted = true;
+    } else {
+      // Recomputing the host part is the only option left; the device part is still reused.
+      ++stats_.failed_promotions;
+      reuse = std::min(reuse, trie_.device_tokens_on_path(s.lease));
+      Lease narrower = trie_.pin(ns, usable, reuse);
+      s.lease = std::move(narrower);
+    }
+  }
+
+  const std::vector<PageRef> path = trie_.path_pages(s.lease);
+  const std::uint32_t table_pages = (reuse + P - 1) / P;
+  KVTRIE_CHECK(path.size() >= table_pages, "pinned path shorter than the reused prefix");
+  for (std::uint32_t i = 0; i < table_pages; ++i) {
+    KVTRIE_CHECK(path[i].tier == Tier::Device, "reused page not resident on device");
+    device_.retain(path[i].page);
+    s.pages.push_back(path[i].page);
+  }
+  bool cow = false;
+  if (reuse % P != 0) {
+    // The next token lands inside a page the trie shares: give the sequence its own copy.
+    std::optional<PageId> own;
+    if (make_device_room(1)) own = device_.allocate();
+    const PageId shared = s.pages.back();
+    if (own) {
+      queue({PageCopy{Tier::Device, shared, Tier::Device, *own}});
+      s.pages.back() = *own;
+      ++stats_.cow_pages;
+      cow = true;
+    } else {
+      s.pages.pop_back();
+      reuse = reuse / P * P;
+    }
+    device_.release(shared);
+  }
+  s.tokens.assign(prompt.begin(), prompt.begin() + reuse);
+
+  AcquireResult result;
+  result.cached_tokens = reuse;
+  result.device_hit_tokens = promoted ? std::min(reuse, match.device_tokens) : reuse;
+  result.host_hit_tokens = reuse - result.device_hit_tokens;
+  result.copied_on_write = cow;
+  stats_.hit_tokens_device += result.device_hit_tokens;
+  stats_.hit_tokens_host += result.host_hit_tokens;
+  stats_.miss_tokens += prompt.size() - reuse;
+  result.seq = SeqId{next_seq_++};
+  sequences_.emplace(static_cast<std::uint64_t>(result.seq), std::move(s));
+  return result;
+}
+
+ReserveStatus KvCache::reserve(SeqId seq, std::uint32_t total_tokens) {
+  Sequence& s = sequence(seq);
+  const std::uint32_t P = config_.page_tokens;
+  const std::uint32_t needed = (total_tokens + P - 1) / P;
+  if (needed <= s.pages.size()) return ReserveStatus::Ok;
+  const auto missing = static_cast<std::uint32_t>(needed - s.pages.size());
+  if (!make_device_room(missing)) return ReserveStatus::NoRoom;
+  std::optional<std::vector<PageId>> fresh = allocate_all(device_, missing);
+  if (!fresh) return ReserveStatus::NoRoom;
+  s.pages.insert(s.pages.end(), fresh->begin(), fresh->end());
+  return ReserveStatus::Ok;
+}
+
+void KvCache::commit(SeqId seq, std::span<const TokenId> tokens) {
+  Sequence& s = sequence(seq);
+  const std::uint32_t P = config_.page_tokens;
+  const std::size_t total = s.tokens.size() + tokens.size();
+  KVTRIE_CHECK((total + P - 1) / P <= s.pages.size(), "commit of tokens beyond the reserved pages");
+  s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
+  const std::span<const PageId> pages(s.pages.data(), (total + P - 1) / P);
+  // Pin the new path before unpinning the old one, so nothing of it is evictable in between.
+  Lease fresh = trie_.insert(s.ns, s.tokens, pages);
+  s.lease = std::move(fresh);
+}
+
+void KvCache::release(SeqId seq) {
+  Sequence& s = sequence(seq);
+  if (in_flight_.empty()) {
+    drop_sequence(s);
+  } else {
+    // Its copy-on-write copy may still be reading a pinned page or writing one of its pages: keep both
+    // until the copy is done, or a new owner could write a page the copier then overwrites.
+    retired_.push_back(std::move(s));
+  }
+  sequences_.erase(static_cast<std::uint64_t>(seq));
+}
+
+void KvCache::drop_sequence(Sequence& s) {
+  for (PageId page : s.pages) device_.release(page);
+  s.pages.clear();
+  s.lease.reset();
+}
+
+void KvCache::sync() { wait_for_copies(); }
+
+void KvCache::wait_for_copies() {
+  if (in_flight_.empty()) return;
+  copier_.wait();
+  in_flight_.clear();
+  trie_.finish_transfers();
+  for (Sequence& s : retired_) drop_sequence(s);
+  retired_.clear();
+}
+
+std::span<const PageId> KvCache::page_table(SeqId seq) const { return sequence(seq).pages; }
+
+std::span<const TokenId> KvCache::committed_tokens(SeqId seq) const { return sequence(seq).tokens; }
+
+void KvCache::queue(std::vector<PageCopy> copies) {
+  if (copies.empty()) return;
+  stats_.copy_bytes += copies.size() * config_.page_bytes;
+  in_flight_.insert(in_flight_.end(), copies.begin(), copies.end());
+  copier_.copy(copies);
+}
+
+bool KvCache::make_host_room(std::uint32_t pages) {
+  while (host_.free_pages() < pages) {
+    TrieNode* victim = trie_.coldest_host_evictable();
+    if (victim == nullptr) return false;
+    const std::uint32_t want = pages - host_.free_pages();
+    victim = trie_.split_tail(victim, std::min(want, trie_.node_pages(victim)));
+    stats_.evicted_host_pages += trie_.drop(victim).host;
+  }
+  return true;
+}
+
+bool KvCache::make_device_room(std::uint32_t pages) {
+  if (device_.capacity() < pages) return false;
+  // Demoted pages are copied before they are reused: collect them, copy in one batch, wait once.
+  std::vector<PageId> retiring;
+  std::vector<PageCopy> copies;
+  while (device_.free_pages() + retiring.size() < pages) {
+    TrieNode* victim = trie_.coldest_device_evictable();
+    if (victim == nullptr) break;
+    const auto want = static_cast<std::uint32_t>(pages - device_.free_pages() - retiring.size());
+    victim = trie_.split_tail(victim, std::min(want, trie_.node_pages(victim)));
+    const std::uint32_t n = trie_.node_pages(victim);
+    // Every unlocked host-only page can be dropped (leaves first), so this predicts make_host_room.
+    const bool host_fits = host_.free_pages() + trie_.totals().host_droppable >= n;
+    if (host_fits && host_.free_pages() < n) {
+      // Dropping host leaves can merge the victim into its parent: choose again afterwards.
+      make_host_room(n);
+      continue;
+    }
+    if (host_fits) {
+      if (std::optional<std::vector<PageId>> host_pages = allocate_all(host_, n)) {
+        std::vector<PageId> device_pages = trie_.demote(victim, *host_pages);  // victim may be merged away
+        for (std::uint32_t i = 0; i < n; ++i)
+          copies.push_back({Tier::Device, device_pages[i], Tier::Host, (*host_pages)[i]});
+        retiring.insert(retiring.end(), device_pages.begin(), device_pages.end());
+        stats_.demoted_pages += n;
+        continue;
+      }
+    }
+    const DroppedPages dropped = trie_.drop(victim);
+    stats_.evicted_device_pages += dropped.device;
+    stats_.evicted_host_pages += dropped.host;
+  }
+  if (!copies.empty()) {
+    queue(std::move(copies));
+    wait_for_copies();  // also completes promotions in flight and frees retired sequences
+  }
+  for (PageId page : retiring) device_.release(page);
+  return device_.free_pages() >= pages;
+}
+
+KvCacheStats KvCache::stats() const {
+  KvCacheStats s = stats_;
+  s.device_pages_used = device_.used_pages();
+  s.device_pages_capacity = device_.capacity();
+  s.host_pages_used = host_.used_pages();
+  s.host_pages_capacity = host_.capacity();
+  s.device_bytes_used = device_.used_bytes();
+  s.device_bytes_budget = device_.budget_bytes();
+  s.host_bytes_used = host_.used_bytes();
+  s.host_bytes_budget = host_.budget_bytes();
+  const TrieTotals& t = trie_.totals();
+  s.trie_nodes = t.nodes;
+  s.device_pages_cached = t.device_pages;
+  s.host_pages_cached = t.host_pages;
+  s.device_pages_evictable = t.device_evictable;
+  s.device_pages_pinned = t.device_protected;
+  s.sequences = static_cast<std::uint32_t>(sequences_.size());
+  return s;
+}
+
+void KvCache::check_invariants() const {
+  trie_.check_invariants();
+  device_.check_invariants();
+  host_.check_invariants();
+  std::vector<std::uint32_t> device_refs(device_.capacity(), 0), host_refs(host_.capacity(), 0);
+  trie_.count_page_refs(Tier::Device, device_refs);
+  trie_.count_page_refs(Tier::Host, host_refs);
+  const std::vector<bool> pinned = trie_.pinned_device_pages();
+  for (const auto& [id, s] : sequences_) {
+    KVTRIE_CHECK(!s.lease.empty(), "a running sequence holds no lease");
+    KVTRIE_CHECK(s.pages.size() * config_.page_tokens >= s.tokens.size(), "committed tokens without pages");
+    for (PageId page : s.pages) {
+      KVTRIE_CHECK(page < device_.capacity(), "page table entry out of range");
+      KVTRIE_CHECK(device_refs[page] == 0 || pinned[page], "a page table holds a cached page that is not pinned");
+    }
+  }
+  for (const auto& [id, s] : sequences_)
+    for (PageId page : s.pages) ++device_refs[page];
+  for (const Sequence& s : retired_)
+    for (PageId page : s.pages) ++device_refs[page];
+  KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(), "a retired sequence outlived the copies it waited for");
+  for (const PageCopy& c : in_flight_) {
+    const PagePool& from = c.from_tier == Tier::Device ? device_ : host_;
+    const PagePool& to = c.to_tier == Tier::Device ? device_ : host_;
+    KVTRIE_CHECK(from.refcount(c.from) > 0 && to.refcount(c.to) > 0, "a page of a copy in flight was freed");
+  }
+  for (PageId page = 0; page < device_.capacity(); ++page)
+    KVTRIE_CHECK(device_refs[page] == device_.refcount(page),
+                 "device page " + std::to_string(page) + " refcount differs from trie + page tables");
+  for (PageId page = 0; page < host_.capacity(); ++page)
+    KVTRIE_CHECK(host_refs[page] == host_.refcount(page),
+                 "host page " + std::to_string(page) + " refcount differs from the trie's references");
+  const TrieTotals& t = trie_.totals();
+  KVTRIE_CHECK(t.device_pages <= device_.used_pages() && t.host_pages <= host_.used_pages(),
+               "the trie stores more pages than the pools hold");
+}
+
+}  // namespace kvtrie

@@ -1,0 +1,148 @@
+// Contract: KvCache is the façade the scheduler calls. It owns the device and host page pools and the
+// prefix trie, borrows a PageCopier, and holds the state of every running sequence: its pinned prefix
+// (a Lease), its page table and its references. It applies the policy: under device pressure the coldest
+// device-evictable pages are demoted to host (host pressure first drops the coldest host-only leaves; a
+// cold node is dropped outright when the host tier cannot take it); a match that hits host pages promotes
+// them back in one batch of copies. Budgets are never exceeded: pools have fixed capacities.
+//
+// Sequence lifecycle (scheduler):
+//   acquire(ns, prompt)      -> reuse of the longest cached prefix (at most prompt.size() - 1 tokens, so at
+//                               least one token is computed); page table holds the reused pages
+//   sync()                   -> before the first forward pass that reads the page table (promotions and
+//                               copy-on-write copies must be complete); a no-op when nothing is queued
+//   reserve(seq, n)          -> page table covers positions [0, n); may evict, demote, or fail
+//   (run the model: write KV of positions [cached, n) into page_table(seq))
+//   commit(seq, tokens)      -> those tokens' KV is written: cache them (callable after each step)
+//   release(seq)             -> unpin; committed tokens stay cached (a cancelled request keeps its prefix)
+// Writes: a sequence writes only positions at or after its committed length; the pages it writes there
+// are its own (a shared partial page is copied on acquire), so sharing needs no further copies.
+//
+// Copies in flight: a page that is the source or destination of a queued copy is never freed before the
+// copy completes (a sequence released meanwhile keeps its pages and pins until the next sync()), so pages
+// handed out by reserve() may be written at once.
+// Reference rule: each pool page's refcount = (1 if the trie stores it) + (number of page tables holding
+// it, including released sequences waiting for copies). check_invariants() verifies it together with the trie's and pools' invariants, and that every
+// page of a page table that the trie stores is pinned (so eviction never takes a page in use).
+// Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier must
+// outlive the KvCache.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/page_copier.h"
+#include "cache/page_pool.h"
+#include "cache/prefix_trie.h"
+
+namespace kvtrie {
+
+struct KvCacheConfig {
+  std::uint32_t page_tokens = 16;       // P: tokens per page
+  std::size_t page_bytes = 0;           // bytes of one page: P tokens of every layer's K and V
+  std::size_t device_budget_bytes = 0;  // --kv-device-mb
+  std::size_t host_budget_bytes = 0;    // --kv-host-mb (0: no host tier; cold pages are dropped)
+};
+
+enum class SeqId : std::uint64_t {};
+
+struct AcquireResult {
+  SeqId seq;
+  std::uint32_t cached_tokens = 0;  // prompt tokens whose KV is reused: compute from this position on
+  std::uint32_t device_hit_tokens = 0;  // of cached_tokens, found on device
+  std::uint32_t host_hit_tokens = 0;    // of cached_tokens, promoted from host
+  bool copied_on_write = false;         // the last reused page was copied into a private page
+};
+
+enum class ReserveStatus {
+  Ok,
+  NoRoom,  // every device page is pinned or reserved by running sequences: preempt one and retry
+};
+
+struct KvCacheStats {
+  std::uint64_t hit_tokens_device = 0;  // prompt tokens reused from device pages
+  std::uint64_t hit_tokens_host = 0;    // prompt tokens reused from host pages (promoted)
+  std::uint64_t miss_tokens = 0;        // prompt tokens that had to be computed
+  std::uint64_t promoted_pages = 0;
+  std::uint64_t demoted_pages = 0;
+  std::uint64_t evicted_device_pages = 0;  // dropped from device without a host copy
+  std::uint64_t evicted_host_pages = 0;    // dropped from host
+  std::uint64_t cow_pages = 0;             // partial pages copied on write
+  std::uint64_t copy_bytes = 0;            // bytes queued to the copier, all directions
+  std::uint64_t failed_promotions = 0;     // host hits recomputed for lack of device room
+  std::uint32_t device_pages_used = 0, device_pages_capacity = 0;
+  std::uint32_t host_pages_used = 0, host_pages_capacity = 0;
+  std::size_t device_bytes_used = 0, device_bytes_budget = 0;
+  std::size_t host_bytes_used = 0, host_bytes_budget = 0;
+  std::uint32_t trie_nodes = 0;
+  std::uint32_t device_pages_cached = 0, host_pages_cached = 0;  // stored in the trie
+  std::uint32_t device_pages_evictable = 0, device_pages_pinned = 0;
+  std::uint32_t sequences = 0;
+};
+
+class KvCache {
+ public:
+  KvCache(const KvCacheConfig& config, PageCopier& copier);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  std::uint32_t page_tokens() const { return config_.page_tokens; }
+
+  // Starts a sequence for prompt (non-empty) in namespace ns. Never fails: when promotion or the
+  // copy-on-write page finds no room it reuses less. Queues copies: call sync() before reading pages.
+  AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt);
+  // Grows the sequence's page table to cover positions [0, total_tokens). NoRoom leaves it unchanged.
+  [[nodiscard]] ReserveStatus reserve(SeqId seq, std::uint32_t total_tokens);
+  // Declares that the KV of `tokens` (following the sequence's committed tokens) is written; caches the
+  // sequence's whole committed prefix. Positions must be reserved.
+  void commit(SeqId seq, std::span<const TokenId> tokens);
+  // Ends the sequence: unpins its prefix and drops its page references.
+  void release(SeqId seq);
+  // Waits for queued copies and completes promotions (their host copies are freed).
+  void sync();
+
+  // The sequence's page table: device page of each page-sized block of positions, in order.
+  std::span<const PageId> page_table(SeqId seq) const;
+  std::span<const TokenId> committed_tokens(SeqId seq) const;
+  // Reuse the cache would offer now (no side effects): for admission decisions and tests.
+  MatchResult peek(NamespaceId ns, std::span<const TokenId> tokens) const { return trie_.match(ns, tokens); }
+
+  KvCacheStats stats() const;
+  std::size_t live_sequences() const { return sequences_.size(); }
+  std::uint64_t leases_outstanding() const { return trie_.leases_outstanding(); }
+  // Failure injection (tests): forwarded to the pools.
+  PagePool& device_pool() { return device_; }
+  PagePool& host_pool() { return host_; }
+  void check_invariants() const;
+
+ private:
+  struct Sequence {
+    NamespaceId ns = 0;
+    std::vector<TokenId> tokens;  // committed (or reused) tokens: their KV is in pages
+    std::vector<PageId> pages;    // page table; one reference each
+    Lease lease;                  // pins the trie path of the shared prefix
+  };
+
+  Sequence& sequence(SeqId seq);
+  const Sequence& sequence(SeqId seq) const;
+  bool make_device_room(std::uint32_t pages);
+  bool make_host_room(std::uint32_t pages);
+  void queue(std::vector<PageCopy> copies);
+  void wait_for_copies();
+  void drop_sequence(Sequence& s);
+
+  KvCacheConfig config_;
+  PageCopier& copier_;
+  PagePool device_;
+  PagePool host_;
+  PrefixTrie trie_;  // after the pools: releases its references into them when destroyed
+  std::unordered_map<std::uint64_t, Sequence> sequences_;  // after the trie: leases go first
+  std::vector<PageCopy> in_flight_;  // queued since the last wait
+  std::vector<Sequence> retired_;    // released while copies were in flight; freed after the wait
+  std::uint64_t next_seq_ = 1;
+  KvCacheStats stats_;
+};
+
+}  // namespace kvtrie

@@ -1,0 +1,81 @@
+// Test support for the cache tests: a PageCopier that moves simulated page contents, so tests can check
+// that every reused position holds the KV its prefix should have (through sharing, copy-on-write,
+// demotion and promotion). A page slot holds a 64-bit "KV value": a hash of the namespace and all tokens
+// up to that position, so reusing a page of another prefix or namespace is caught. Copies take effect at
+// wait(), in order, like a real transfer queue; reading before sync() sees stale data.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cache/page_copier.h"
+
+namespace kvtrie::test {
+
+inline std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdULL;
+  return h ^ (h >> 33);
+}
+
+// KV value of every position of tokens in namespace ns.
+inline std::vector<std::uint64_t> kv_values(std::uint64_t ns, std::span<const std::int32_t> tokens) {
+  std::vector<std::uint64_t> values;
+  std::uint64_t h = mix(0x1234, ns);
+  for (std::int32_t t : tokens) {
+    h = mix(h, static_cast<std::uint64_t>(static_cast<std::uint32_t>(t)));
+    values.push_back(h);
+  }
+  return values;
+}
+
+class SimulatedCopier final : public PageCopier {
+ public:
+  SimulatedCopier(std::uint32_t page_tokens, std::uint32_t device_pages, std::uint32_t host_pages)
+      : page_tokens_(page_tokens),
+        device_(device_pages, std::vector<std::uint64_t>(page_tokens, 0)),
+        host_(host_pages, std::vector<std::uint64_t>(page_tokens, 0)) {}
+
+  void copy(std::span<const PageCopy> batch) override {
+    pending_.insert(pending_.end(), batch.begin(), batch.end());
+    log_.insert(log_.end(), batch.begin(), batch.end());
+  }
+  void wait() override {
+    for (const PageCopy& c : pending_) memory(c.to_tier)[c.to] = memory(c.from_tier)[c.from];
+    pending_.clear();
+    ++waits_;
+  }
+
+  // The model "computes" positions [from, to) of a sequence: writes their KV values into its pages.
+  void write(std::span<const PageId> table, std::span<const std::uint64_t> values, std::size_t from,
+             std::size_t to) {
+    for (std::size_t pos = from; pos < to; ++pos) device_[table[pos / page_tokens_]][pos % page_tokens_] = values[pos];
+  }
+  // Number of positions in [0, n) whose page holds a wrong value (0 when the reuse is correct).
+  std::size_t wrong_positions(std::span<const PageId> table, std::span<const std::uint64_t> values,
+                              std::size_t n) const {
+    std::size_t wrong = 0;
+    for (std::size_t pos = 0; pos < n; ++pos)
+      if (device_[table[pos / page_tokens_]][pos % page_tokens_] != values[pos]) ++wrong;
+    return wrong;
+  }
+
+  const std::vector<PageCopy>& log() const { return log_; }
+  std::size_t pending() const { return pending_.size(); }
+  int waits() const { return waits_; }
+  std::size_t count(Tier from, Tier to) const {
+    std::size_t n = 0;
+    for (const PageCopy& c : log_) n += c.from_tier == from && c.to_tier == to;
+    return n;
+  }
+
+ private:
+  std::vector<std::vector<std::uint64_t>>& memory(Tier tier) { return tier == Tier::Device ? device_ : host_; }
+
+  std::uint32_t page_tokens_;
+  std::vector<std::vector<std::uint64_t>> device_, host_;
+  std::vector<PageCopy> pending_, log_;
+  int waits_ = 0;
+};
+
+}  // namespace kvtrie::test

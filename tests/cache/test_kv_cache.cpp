@@ -1,0 +1,283 @@
+// KvCache, the façade the scheduler calls: reuse, copy-on-write, sharing between running sequences,
+// demotion and promotion through the copier, host pressure, pinned sets larger than the budget, and
+// injected allocation failures. Page contents are simulated (simulated_kv.h), so every test also checks
+// that the reused positions hold the right KV.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "cache/kv_cache.h"
+#include "kernels/error.h"
+#include "tests/cache/simulated_kv.h"
+
+namespace kvtrie {
+namespace {
+
+using test::kv_values;
+using test::SimulatedCopier;
+
+constexpr std::uint32_t kP = 4;
+constexpr std::size_t kPageBytes = 256;
+
+std::vector<TokenId> range(TokenId first, int n) {
+  std::vector<TokenId> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+class KvCacheTest : public ::testing::Test {
+ protected:
+  void make(std::uint32_t device_pages, std::uint32_t host_pages) {
+    cache_.reset();  // before its copier
+    copier_ = std::make_unique<SimulatedCopier>(kP, device_pages, host_pages);
+    cache_ = std::make_unique<KvCache>(
+        KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes}, *copier_);
+  }
+
+  // Acquire + sync, and check that every reused position holds the KV of this prompt.
+  AcquireResult start(NamespaceId ns, const std::vector<TokenId>& prompt) {
+    const AcquireResult r = cache_->acquire(ns, prompt);
+    cache_->check_invariants();
+    cache_->sync();
+    cache_->check_invariants();
+    EXPECT_EQ(copier_->wrong_positions(cache_->page_table(r.seq), kv_values(ns, prompt), r.cached_tokens), 0u);
+    return r;
+  }
+  // The model computes the rest of the prompt; its KV is committed.
+  void compute(NamespaceId ns, const AcquireResult& r, const std::vector<TokenId>& prompt) {
+    ASSERT_EQ(cache_->reserve(r.seq, static_cast<std::uint32_t>(prompt.size())), ReserveStatus::Ok);
+    copier_->write(cache_->page_table(r.seq), kv_values(ns, prompt), r.cached_tokens, prompt.size());
+    cache_->commit(r.seq, std::span(prompt).subspan(r.cached_tokens));
+    cache_->check_invariants();
+  }
+  // A whole request: start, compute, release.
+  AcquireResult request(NamespaceId ns, const std::vector<TokenId>& prompt) {
+    const AcquireResult r = start(ns, prompt);
+    compute(ns, r, prompt);
+    cache_->release(r.seq);
+    cache_->check_invariants();
+    return r;
+  }
+
+  void TearDown() override {
+    if (!cache_) return;
+    EXPECT_EQ(cache_->live_sequences(), 0u) << "a test left a sequence running";
+    cache_->sync();
+    cache_->check_invariants();
+    EXPECT_EQ(cache_->leases_outstanding(), 0u) << "a test left pages leased";
+    const KvCacheStats s = cache_->stats();
+    EXPECT_EQ(s.device_pages_used, s.device_pages_cached) << "device pages held outside the trie";
+    EXPECT_EQ(s.host_pages_used, s.host_pages_cached) << "host pages held outside the trie";
+    EXPECT_LE(s.device_bytes_used, s.device_bytes_budget);
+    EXPECT_LE(s.host_bytes_used, s.host_bytes_budget);
+  }
+
+  std::unique_ptr<SimulatedCopier> copier_;
+  std::unique_ptr<KvCache> cache_;
+};
+
+TEST_F(KvCacheTest, SecondRequestReusesAllButTheLastTokenWithCopyOnWrite) {
+  make(32, 0);
+  const auto prompt = range(10, 20);
+  const AcquireResult cold = request(1, prompt);
+  EXPECT_EQ(cold.cached_tokens, 0u);
+  const AcquireResult warm = request(1, prompt);
+  EXPECT_EQ(warm.cached_tokens, 19u);  // the last prompt token is always computed
+  EXPECT_EQ(warm.device_hit_tokens, 19u);
+  EXPECT_TRUE(warm.copied_on_write);   // 19 % 4 != 0: the shared last page was copied first
+  EXPECT_EQ(copier_->count(Tier::Device, Tier::Device), 1u);
+  const KvCacheStats s = cache_->stats();
+  EXPECT_EQ(s.hit_tokens_device, 19u);
+  EXPECT_EQ(s.miss_tokens, 20u + 1u);
+  EXPECT_EQ(s.cow_pages, 1u);
+  EXPECT_EQ(s.copy_bytes, kPageBytes);
+}
+
+TEST_F(KvCacheTest, PageAlignedReuseNeedsNoCopy) {
+  make(32, 0);
+  request(1, range(10, 8));
+  auto longer = range(10, 8);
+  longer.insert(longer.end(), {70, 71, 72});
+  const AcquireResult r = request(1, longer);
+  EXPECT_EQ(r.cached_tokens, 8u);
+  EXPECT_FALSE(r.copied_on_write);
+  EXPECT_TRUE(copier_->log().empty());
+}
+
+TEST_F(KvCacheTest, RunningSequencesSharePrefixPagesWithoutCopies) {
+  make(32, 0);
+  const auto system = range(10, 8);
+  request(1, system);  // caches the system prompt
+  auto a = system, b = system;
+  a.insert(a.end(), {50, 51, 52});
+  b.insert(b.end(), {60, 61});
+  const AcquireResult ra = start(1, a);
+  const AcquireResult rb = start(1, b);
+  EXPECT_EQ(ra.cached_tokens, 8u);
+  EXPECT_EQ(rb.cached_tokens, 8u);
+  const auto ta = cache_->page_table(ra.seq), tb = cache_->page_table(rb.seq);
+  ASSERT_EQ(ta.size(), 2u);
+  EXPECT_TRUE(std::equal(ta.begin(), ta.end(), tb.begin(), tb.end()));
+  compute(1, ra, a);
+  compute(1, rb, b);
+  EXPECT_NE(cache_->page_table(ra.seq)[2], cache_->page_table(rb.seq)[2]);
+  cache_->release(ra.seq);
+  cache_->release(rb.seq);
+  EXPECT_TRUE(copier_->log().empty());
+  EXPECT_EQ(cache_->peek(1, a).matched_tokens, a.size());
+  EXPECT_EQ(cache_->peek(1, b).matched_tokens, b.size());
+}
+
+TEST_F(KvCacheTest, DivergenceInsideACachedPageCopiesThatPageOnly) {
+  make(32, 0);
+  request(1, range(10, 12));
+  auto other = range(10, 6);
+  other.insert(other.end(), {99, 98, 97});
+  const AcquireResult r = request(1, other);
+  EXPECT_EQ(r.cached_tokens, 6u);
+  EXPECT_TRUE(r.copied_on_write);
+  ASSERT_EQ(copier_->log().size(), 1u);
+  EXPECT_EQ(copier_->log()[0].from, cache_->peek(1, range(10, 12)).pages[1].page);
+  // Both branches stay cached, each with its own second page.
+  EXPECT_EQ(cache_->peek(1, range(10, 12)).matched_tokens, 12u);
+  EXPECT_EQ(cache_->peek(1, other).matched_tokens, other.size());
+}
+
+TEST_F(KvCacheTest, CommittingDecodeStepsExtendsTheCachedSequence) {
+  make(32, 0);
+  const auto prompt = range(10, 5);
+  const AcquireResult r = start(1, prompt);
+  compute(1, r, prompt);
+  std::vector<TokenId> all = prompt;
+  for (TokenId t = 200; t < 207; ++t) {  // seven decode steps, one token each
+    all.push_back(t);
+    ASSERT_EQ(cache_->reserve(r.seq, static_cast<std::uint32_t>(all.size())), ReserveStatus::Ok);
+    copier_->write(cache_->page_table(r.seq), kv_values(1, all), all.size() - 1, all.size());
+    cache_->commit(r.seq, std::span(all).last(1));
+    cache_->check_invariants();
+  }
+  cache_->release(r.seq);
+  EXPECT_EQ(cache_->peek(1, all).matched_tokens, all.size());
+  EXPECT_EQ(cache_->stats().trie_nodes, 1u);
+  all.push_back(300);
+  EXPECT_EQ(request(1, all).cached_tokens, all.size() - 1);
+}
+
+TEST_F(KvCacheTest, NamespacesDoNotShare) {
+  make(32, 0);
+  request(1, range(10, 9));
+  EXPECT_EQ(request(2, range(10, 9)).cached_tokens, 0u);
+  EXPECT_EQ(request(1, range(10, 9)).cached_tokens, 8u);
+}
+
+TEST_F(KvCacheTest, DevicePressureDemotesColdPagesAndAHitPromotesThem) {
+  make(6, 16);
+  const auto a = range(10, 16), b = range(500, 16);  // 4 pages each; the device holds 6
+  request(1, a);
+  request(1, b);  // needs 4 pages: 2 free, so a's 2 coldest pages go to host
+  KvCacheStats s = cache_->stats();
+  EXPECT_EQ(s.demoted_pages, 2u);
+  EXPECT_EQ(s.evicted_device_pages, 0u);
+  EXPECT_EQ(copier_->count(Tier::Device, Tier::Host), 2u);
+  const MatchResult before = cache_->peek(1, a);
+  EXPECT_EQ(before.matched_tokens, 16u);
+  EXPECT_EQ(before.host_tokens, 8u);  // the tail of a went to host; its head stays on device
+
+  const AcquireResult r = start(1, a);  // start() checks the promoted pages' contents after sync
+  EXPECT_EQ(r.cached_tokens, 15u);
+  EXPECT_EQ(r.host_hit_tokens, 7u);
+  EXPECT_EQ(r.device_hit_tokens, 8u);
+  s = cache_->stats();
+  EXPECT_EQ(s.promoted_pages, 2u);
+  EXPECT_EQ(copier_->count(Tier::Host, Tier::Device), 2u);
+  EXPECT_EQ(s.hit_tokens_host, 7u);
+  compute(1, r, a);
+  cache_->release(r.seq);
+  EXPECT_EQ(cache_->peek(1, a).device_tokens, 16u);
+  EXPECT_EQ(cache_->peek(1, b).matched_tokens, 16u);  // b was demoted, not lost
+}
+
+TEST_F(KvCacheTest, HostPressureDropsTheColdestHostPages) {
+  make(4, 4);
+  const auto a = range(10, 16), b = range(500, 16), c = range(900, 16);  // 4 pages each
+  request(1, a);
+  request(1, b);  // a -> host
+  EXPECT_EQ(cache_->peek(1, a).host_tokens, 16u);
+  request(1, c);  // b -> host, which is full: a, the coldest, is dropped
+  EXPECT_EQ(cache_->peek(1, a).matched_tokens, 0u);
+  EXPECT_EQ(cache_->peek(1, b).host_tokens, 16u);
+  EXPECT_EQ(cache_->peek(1, c).device_tokens, 16u);
+  EXPECT_EQ(cache_->stats().evicted_host_pages, 4u);
+}
+
+TEST_F(KvCacheTest, WithoutAHostTierColdPagesAreDropped) {
+  make(4, 0);
+  request(1, range(10, 16));
+  request(1, range(500, 16));
+  EXPECT_EQ(cache_->peek(1, range(10, 16)).matched_tokens, 0u);
+  EXPECT_EQ(cache_->stats().evicted_device_pages, 4u);
+  EXPECT_EQ(cache_->stats().demoted_pages, 0u);
+}
+
+TEST_F(KvCacheTest, PinnedPagesAreNeverEvictedAndABudgetTooSmallFailsCleanly) {
+  make(4, 4);
+  const auto a = range(10, 16);
+  const AcquireResult ra = start(1, a);
+  compute(1, ra, a);  // a holds every device page, pinned
+  const AcquireResult rb = start(1, range(500, 8));
+  EXPECT_EQ(cache_->reserve(rb.seq, 8), ReserveStatus::NoRoom);
+  cache_->check_invariants();
+  EXPECT_EQ(cache_->page_table(rb.seq).size(), 0u);
+  EXPECT_EQ(cache_->peek(1, a).device_tokens, 16u);
+  EXPECT_EQ(copier_->wrong_positions(cache_->page_table(ra.seq), kv_values(1, a), a.size()), 0u);
+  cache_->release(ra.seq);
+  EXPECT_EQ(cache_->reserve(rb.seq, 8), ReserveStatus::Ok);  // a is unpinned now: demoted to make room
+  cache_->release(rb.seq);
+  EXPECT_EQ(cache_->stats().demoted_pages, 2u);
+}
+
+TEST_F(KvCacheTest, PromotionWithoutDeviceRoomFallsBackToTheDevicePart) {
+  make(4, 8);
+  const auto a = range(10, 16);
+  request(1, a);
+  request(1, range(500, 16));  // a -> host entirely
+  const auto other = range(900, 16);
+  const AcquireResult pin = start(1, other);
+  compute(1, pin, other);  // pins all 4 device pages
+  const AcquireResult r = start(1, a);
+  EXPECT_EQ(r.cached_tokens, 0u);
+  EXPECT_EQ(cache_->stats().failed_promotions, 1u);
+  cache_->release(r.seq);
+  cache_->release(pin.seq);
+}
+
+TEST_F(KvCacheTest, InjectedAllocationFailuresNeverLeakOrBreakInvariants) {
+  // Fail the Nth device allocation of a scripted workload, for every N that the workload reaches.
+  for (std::uint64_t n = 1; n <= 12; ++n) {
+    make(6, 6);
+    cache_->device_pool().fail_nth_allocation(n);
+    for (const auto& prompt : {range(10, 10), range(10, 14), range(500, 9), range(10, 10)}) {
+      const AcquireResult r = start(1, prompt);
+      if (cache_->reserve(r.seq, static_cast<std::uint32_t>(prompt.size())) == ReserveStatus::Ok) {
+        copier_->write(cache_->page_table(r.seq), kv_values(1, prompt), r.cached_tokens, prompt.size());
+        cache_->commit(r.seq, std::span(prompt).subspan(r.cached_tokens));
+      }
+      cache_->check_invariants();
+      cache_->release(r.seq);
+      cache_->check_invariants();
+    }
+    TearDown();
+  }
+}
+
+TEST_F(KvCacheTest, CheckInvariantsCatchesAPageHeldOutsideTheBooks) {
+  make(8, 0);
+  request(1, range(10, 9));
+  const PageId stray = *cache_->device_pool().allocate();  // a reference nobody accounts for
+  EXPECT_THROW(cache_->check_invariants(), Error);
+  cache_->device_pool().release(stray);
+  cache_->check_invariants();
+}
+
+}  // namespace
+}  // namespace kvtrie
