@@ -13,7 +13,9 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // A NaN logit would break the strict ordering the selection algorithms rely on; it can never be chosen.
-float sanitize(float logit) { return std::isnan(logit) ? kNegInf : logit; }
+float sanitize(float logit) {
+  return std::isnan(logit) ? kNegInf : logit;
+}
 
 // Strict total order "a ranks before b": higher logit first, the lower id on ties. Because it is total,
 // nth_element/sort give the same result with any standard library.
@@ -64,7 +66,8 @@ void Sampler::for_each_logit(std::span<const float> logits, Fn&& fn) const {
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   KVTRIE_CHECK(!logits.empty(), "sample() needs at least one logit");
-  KVTRIE_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()), "vocabulary too large");
+  KVTRIE_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
+               "vocabulary too large");
   collect_penalties(logits, recent_tokens);
   if (params_.temperature <= 0.0f) return greedy(logits);
 
@@ -76,7 +79,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   } else {
     // resize() keeps the capacity, so only the first call (or a larger vocabulary) allocates.
     candidates_.resize(logits.size());
-    for_each_logit(logits, [this](size_t i, float v) { candidates_[i] = {static_cast<int32_t>(i), v, 0.0f}; });
+    for_each_logit(logits, [this](size_t i, float v) {
+      candidates_[i] = {static_cast<int32_t>(i), v, 0.0f};
+    });
     count = logits.size();
     sorted = false;
   }
@@ -98,8 +103,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 void Sampler::collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   overrides_.clear();
-  const bool any_penalty = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                           params_.frequency_penalty != 0.0f;
+  const bool any_penalty =
+      params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
   if (!any_penalty || params_.repeat_last_n == 0 || recent_tokens.empty()) return;
   const size_t window = params_.repeat_last_n < 0
                             ? recent_tokens.size()
@@ -115,7 +120,8 @@ void Sampler::collect_penalties(std::span<const float> logits, std::span<const i
     i = run;
     if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
     float logit = sanitize(logits[static_cast<size_t>(token)]);
-    if (params_.repeat_penalty != 1.0f) logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
+    if (params_.repeat_penalty != 1.0f)
+      logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
     logit -= occurrences * params_.frequency_penalty + params_.presence_penalty;
     overrides_.push_back({token, logit});  // ascending token order, as for_each_logit needs
   }
@@ -148,13 +154,17 @@ size_t Sampler::select_top_k(std::span<const float> logits, size_t k) {
       filling = candidates_.size() < k;
     }
   });
-  auto before = [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return ranks_before(a.logit, a.id, b.logit, b.id);
+  };
   std::sort(candidates_.begin(), candidates_.end(), before);
   return candidates_.size();
 }
 
 float Sampler::offer_top_k(int32_t id, float logit, size_t k) {
-  auto before = [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return ranks_before(a.logit, a.id, b.logit, b.id);
+  };
   if (candidates_.size() < k) {
     candidates_.push_back({id, logit, 0.0f});
     std::push_heap(candidates_.begin(), candidates_.end(), before);
@@ -169,7 +179,9 @@ float Sampler::offer_top_k(int32_t id, float logit, size_t k) {
 size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
   if (params_.top_p >= 1.0f) return count;
   const double target = static_cast<double>(params_.top_p) * total;
-  auto before = [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return ranks_before(a.logit, a.id, b.logit, b.id);
+  };
   auto at = [this](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
   // Without top-k the candidates are unsorted, and sorting the whole vocabulary is wasteful when a few
   // tokens hold the mass: select a growing top prefix (O(vocab) per step) until it holds the target mass,
@@ -244,7 +256,8 @@ double log_sum_exp(std::span<const float> logits) {
 
 float token_logprob(std::span<const float> logits, int32_t token) {
   KVTRIE_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size(), "token outside the logits");
-  return static_cast<float>(static_cast<double>(sanitize(logits[static_cast<size_t>(token)])) - log_sum_exp(logits));
+  return static_cast<float>(static_cast<double>(sanitize(logits[static_cast<size_t>(token)])) -
+                            log_sum_exp(logits));
 }
 
 std::vector<TokenProb> top_logprobs(std::span<const float> logits, size_t n) {
@@ -252,7 +265,9 @@ std::vector<TokenProb> top_logprobs(std::span<const float> logits, size_t n) {
   std::vector<TokenProb> best;  // holds raw logits until the end; a heap whose front is the worst kept
   if (n == 0) return best;
   best.reserve(n);
-  auto before = [](const TokenProb& a, const TokenProb& b) { return ranks_before(a.logprob, a.token, b.logprob, b.token); };
+  auto before = [](const TokenProb& a, const TokenProb& b) {
+    return ranks_before(a.logprob, a.token, b.logprob, b.token);
+  };
   for (size_t i = 0; i < logits.size(); ++i) {
     const TokenProb entry{static_cast<int32_t>(i), sanitize(logits[i])};
     if (best.size() < n) {
@@ -266,7 +281,8 @@ std::vector<TokenProb> top_logprobs(std::span<const float> logits, size_t n) {
   }
   std::sort(best.begin(), best.end(), before);
   const double log_z = log_sum_exp(logits);
-  for (TokenProb& entry : best) entry.logprob = static_cast<float>(static_cast<double>(entry.logprob) - log_z);
+  for (TokenProb& entry : best)
+    entry.logprob = static_cast<float>(static_cast<double>(entry.logprob) - log_z);
   return best;
 }
 

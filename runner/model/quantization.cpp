@@ -60,7 +60,9 @@ uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | shift_round_even(mant, 126u - exp));
 }
 
-float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+float bf16_to_fp32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 uint16_t fp32_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -69,7 +71,8 @@ uint16_t fp32_to_bf16(float f) {
   return static_cast<uint16_t>(shift_round_even(x, 16));
 }
 
-// ---- dispatch -----------------------------------------------------------------------------------------------
+// ---- dispatch
+// -----------------------------------------------------------------------------------------------
 
 namespace {
 
@@ -101,15 +104,32 @@ void dequantize_row(TensorType type, const uint8_t* src, float* dst, uint64_t n)
   }
   void (*block_fn)(const uint8_t*, float*) = nullptr;
   switch (type) {
-    case TensorType::Q8_0: block_fn = dequantize_q8_0; break;
-    case TensorType::Q4_0: block_fn = dequantize_q4_0; break;
-    case TensorType::Q4_1: block_fn = dequantize_q4_1; break;
-    case TensorType::Q5_0: block_fn = dequantize_q5_0; break;
-    case TensorType::Q5_1: block_fn = dequantize_q5_1; break;
-    case TensorType::Q4_K: block_fn = dequantize_q4_k; break;
-    case TensorType::Q5_K: block_fn = dequantize_q5_k; break;
-    case TensorType::Q6_K: block_fn = dequantize_q6_k; break;
-    default: break;
+    case TensorType::Q8_0:
+      block_fn = dequantize_q8_0;
+      break;
+    case TensorType::Q4_0:
+      block_fn = dequantize_q4_0;
+      break;
+    case TensorType::Q4_1:
+      block_fn = dequantize_q4_1;
+      break;
+    case TensorType::Q5_0:
+      block_fn = dequantize_q5_0;
+      break;
+    case TensorType::Q5_1:
+      block_fn = dequantize_q5_1;
+      break;
+    case TensorType::Q4_K:
+      block_fn = dequantize_q4_k;
+      break;
+    case TensorType::Q5_K:
+      block_fn = dequantize_q5_k;
+      break;
+    case TensorType::Q6_K:
+      block_fn = dequantize_q6_k;
+      break;
+    default:
+      break;
   }
   KVTRIE_CHECK(block_fn != nullptr, "dequantize_row: unsupported type");
   const uint32_t per_block = tensor_type_info(type).block_elements;
@@ -136,15 +156,32 @@ void quantize_row(TensorType type, const float* src, uint8_t* dst, uint64_t n) {
   }
   void (*block_fn)(const float*, uint8_t*) = nullptr;
   switch (type) {
-    case TensorType::Q8_0: block_fn = quantize_q8_0; break;
-    case TensorType::Q4_0: block_fn = quantize_q4_0; break;
-    case TensorType::Q4_1: block_fn = quantize_q4_1; break;
-    case TensorType::Q5_0: block_fn = quantize_q5_0; break;
-    case TensorType::Q5_1: block_fn = quantize_q5_1; break;
-    case TensorType::Q4_K: block_fn = quantize_q4_k; break;
-    case TensorType::Q5_K: block_fn = quantize_q5_k; break;
-    case TensorType::Q6_K: block_fn = quantize_q6_k; break;
-    default: break;
+    case TensorType::Q8_0:
+      block_fn = quantize_q8_0;
+      break;
+    case TensorType::Q4_0:
+      block_fn = quantize_q4_0;
+      break;
+    case TensorType::Q4_1:
+      block_fn = quantize_q4_1;
+      break;
+    case TensorType::Q5_0:
+      block_fn = quantize_q5_0;
+      break;
+    case TensorType::Q5_1:
+      block_fn = quantize_q5_1;
+      break;
+    case TensorType::Q4_K:
+      block_fn = quantize_q4_k;
+      break;
+    case TensorType::Q5_K:
+      block_fn = quantize_q5_k;
+      break;
+    case TensorType::Q6_K:
+      block_fn = quantize_q6_k;
+      break;
+    default:
+      break;
   }
   KVTRIE_CHECK(block_fn != nullptr, "quantize_row: unsupported type");
   const uint32_t per_block = tensor_type_info(type).block_elements;

@@ -6,10 +6,10 @@
 //   Q5_1: fp16 d, fp16 m, u32 qh, u8 qs[16]       value = (nibble | bit << 4) * d + m
 // qs[j] holds element j in its low nibble and element j + 16 in its high nibble; bit j of qh is the fifth
 // bit of element j.
+#include "runner/model/quantization_blocks.h"
+
 #include <algorithm>
 #include <cmath>
-
-#include "runner/model/quantization_blocks.h"
 
 namespace kvtrie::quant_detail {
 
@@ -52,7 +52,9 @@ uint32_t load_u32(const uint8_t* p) {
   return v;
 }
 
-void store_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, sizeof v); }
+void store_u32(uint8_t* p, uint32_t v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // Packs 32 values of 0..15 into 16 bytes: element j low nibble, element j + 16 high nibble.
 void pack_nibbles(const uint8_t* q, uint8_t* qs) {
@@ -80,7 +82,8 @@ void unpack(const uint8_t* qh, const uint8_t* qs, int* q) {
 void quantize_symmetric(const float* x, int offset, uint8_t* d_at, uint8_t* q) {
   const float d = store_half(d_at, signed_abs_max(x, kBlock) / static_cast<float>(-offset));
   const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < kBlock; ++j) q[j] = static_cast<uint8_t>(round_clamp(x[j] * inv, -offset, offset - 1) + offset);
+  for (int j = 0; j < kBlock; ++j)
+    q[j] = static_cast<uint8_t>(round_clamp(x[j] * inv, -offset, offset - 1) + offset);
 }
 
 // Affine types: value = q * d + m, levels 0..levels.

@@ -14,8 +14,12 @@ inline uint16_t load_u16(const uint8_t* p) {
   std::memcpy(&v, p, sizeof v);  // GGUF is little-endian, as are all hosts kvtrie targets
   return v;
 }
-inline void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
-inline float load_half(const uint8_t* p) { return fp16_to_fp32(load_u16(p)); }
+inline void store_u16(uint8_t* p, uint16_t v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline float load_half(const uint8_t* p) {
+  return fp16_to_fp32(load_u16(p));
+}
 // Stores `v` as fp16 and returns the value actually stored, so quantizers divide by the scale the
 // dequantizer will multiply by.
 inline float store_half(uint8_t* p, float v) {

@@ -2,16 +2,15 @@
 //   Q4_K (144 B): fp16 d, fp16 dmin, u8 scales[12], u8 qs[128]
 //   Q5_K (176 B): fp16 d, fp16 dmin, u8 scales[12], u8 qh[32], u8 qs[128]
 //   Q6_K (210 B): u8 ql[128], u8 qh[64], int8 scales[16], fp16 d
-// Q4_K/Q5_K: 8 sub-blocks of 32 with 6-bit scale sc[s] and min mn[s]; value = d*sc*q - dmin*mn. Each 64-element
-// chunk c uses qs[32c .. 32c+31]: low nibbles are elements 64c..64c+31 (sub-block 2c), high nibbles are
-// elements 64c+32.. (sub-block 2c+1). Q5_K's fifth bit of element 64c+l is bit 2c of qh[l], of element
-// 64c+32+l bit 2c+1.
-// The 12 scale bytes: for s < 4, bytes s and s+4 hold sc[s] and mn[s] in their low 6 bits; for s >= 4,
-// byte s+4 holds sc[s] & 15 (low nibble) and mn[s] & 15 (high nibble), and the top 2 bits of sc[s] / mn[s]
-// go to the top 2 bits of bytes s-4 / s.
-// Q6_K: 16 sub-blocks of 16 with int8 scales; value = d*scale[e/16]*(q - 32), q in 0..63. Element
-// e = 128h + 32k + l (h < 2, k < 4, l < 32) keeps its low 4 bits in ql[64h + 32(k&1) + l] (low nibble for
-// k < 2, high nibble otherwise) and its top 2 bits in bits 2k..2k+1 of qh[32h + l].
+// Q4_K/Q5_K: 8 sub-blocks of 32 with 6-bit scale sc[s] and min mn[s]; value = d*sc*q - dmin*mn. Each
+// 64-element chunk c uses qs[32c .. 32c+31]: low nibbles are elements 64c..64c+31 (sub-block 2c), high
+// nibbles are elements 64c+32.. (sub-block 2c+1). Q5_K's fifth bit of element 64c+l is bit 2c of qh[l], of
+// element 64c+32+l bit 2c+1. The 12 scale bytes: for s < 4, bytes s and s+4 hold sc[s] and mn[s] in their low
+// 6 bits; for s >= 4, byte s+4 holds sc[s] & 15 (low nibble) and mn[s] & 15 (high nibble), and the top 2 bits
+// of sc[s] / mn[s] go to the top 2 bits of bytes s-4 / s. Q6_K: 16 sub-blocks of 16 with int8 scales; value =
+// d*scale[e/16]*(q - 32), q in 0..63. Element e = 128h + 32k + l (h < 2, k < 4, l < 32) keeps its low 4 bits
+// in ql[64h + 32(k&1) + l] (low nibble for k < 2, high nibble otherwise) and its top 2 bits in bits 2k..2k+1
+// of qh[32h + l].
 #include <algorithm>
 #include <cmath>
 
@@ -23,7 +22,9 @@ namespace {
 
 constexpr int kSuper = 256;
 
-int round_clamp(float v, int lo, int hi) { return std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi); }
+int round_clamp(float v, int lo, int hi) {
+  return std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi);
+}
 
 void unpack_scale_min(const uint8_t* s, int sub, int& scale, int& min) {
   if (sub < 4) {
@@ -115,7 +116,8 @@ void quantize_q4_k(const float* in, uint8_t* block) {
   quantize_k_affine(in, 15, block, q);
   uint8_t* qs = block + 16;
   for (int c = 0; c < 4; ++c)
-    for (int l = 0; l < 32; ++l) qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+    for (int l = 0; l < 32; ++l)
+      qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
 }
 
 void dequantize_q5_k(const uint8_t* block, float* out) {
@@ -184,7 +186,8 @@ void quantize_q6_k(const float* in, uint8_t* block) {
     scales[sub] = static_cast<int8_t>(round_clamp(sub_scale[sub] * inv_d, -128, 127));
     const float eff = d * static_cast<float>(scales[sub]);
     const float inv = eff != 0.0f ? 1.0f / eff : 0.0f;
-    for (int i = 0; i < 16; ++i) q[16 * sub + i] = static_cast<uint8_t>(round_clamp(in[16 * sub + i] * inv, -32, 31) + 32);
+    for (int i = 0; i < 16; ++i)
+      q[16 * sub + i] = static_cast<uint8_t>(round_clamp(in[16 * sub + i] * inv, -32, 31) + 32);
   }
   for (int h = 0; h < 2; ++h)
     for (int k = 0; k < 4; ++k)

@@ -15,11 +15,11 @@ namespace kvtrie {
 namespace {
 
 // fp16 bit patterns of the scales used below (sign | exponent | mantissa, worked out by hand).
-constexpr uint16_t kHalfOne = 0x3c00;        // 1.0
-constexpr uint16_t kHalfHalf = 0x3800;       // 0.5
-constexpr uint16_t kHalfQuarter = 0x3400;    // 0.25
-constexpr uint16_t kHalfEighth = 0x3000;     // 0.125
-constexpr uint16_t kHalfMinus1_5 = 0xbe00;   // -1.5
+constexpr uint16_t kHalfOne = 0x3c00;       // 1.0
+constexpr uint16_t kHalfHalf = 0x3800;      // 0.5
+constexpr uint16_t kHalfQuarter = 0x3400;   // 0.25
+constexpr uint16_t kHalfEighth = 0x3000;    // 0.125
+constexpr uint16_t kHalfMinus1_5 = 0xbe00;  // -1.5
 
 void put16(std::vector<uint8_t>& b, size_t at, uint16_t v) {
   b[at] = static_cast<uint8_t>(v & 0xff);

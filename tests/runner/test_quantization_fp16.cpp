@@ -12,8 +12,12 @@
 namespace kvtrie {
 namespace {
 
-bool half_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
-bool bf16_is_nan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0; }
+bool half_is_nan(uint16_t h) {
+  return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+}
+bool bf16_is_nan(uint16_t h) {
+  return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+}
 
 TEST(Fp16, EncodesSpecialValues) {
   EXPECT_EQ(fp32_to_fp16(0.0f), 0x0000);
@@ -42,20 +46,20 @@ TEST(Fp16, OverflowRoundsToInfinity) {
 }
 
 TEST(Fp16, RoundsToNearestEven) {
-  const float ulp = std::ldexp(1.0f, -10);  // spacing of halves in [1, 2)
-  EXPECT_EQ(fp32_to_fp16(1.0f + 0.5f * ulp), 0x3c00);              // tie, 0x3c00 is even
-  EXPECT_EQ(fp32_to_fp16(1.0f + 1.5f * ulp), 0x3c02);              // tie, 0x3c02 is even
+  const float ulp = std::ldexp(1.0f, -10);                          // spacing of halves in [1, 2)
+  EXPECT_EQ(fp32_to_fp16(1.0f + 0.5f * ulp), 0x3c00);               // tie, 0x3c00 is even
+  EXPECT_EQ(fp32_to_fp16(1.0f + 1.5f * ulp), 0x3c02);               // tie, 0x3c02 is even
   EXPECT_EQ(fp32_to_fp16(1.0f + 0.5f * ulp + ulp / 1024), 0x3c01);  // just above the tie
   EXPECT_EQ(fp32_to_fp16(1.0f + 0.5f * ulp - ulp / 1024), 0x3c00);  // just below
-  EXPECT_EQ(fp32_to_fp16(2.0f - 0.5f * ulp), 0x4000);              // tie carries into the exponent
+  EXPECT_EQ(fp32_to_fp16(2.0f - 0.5f * ulp), 0x4000);               // tie carries into the exponent
   // Subnormal range, unit 2^-24.
   const float unit = std::ldexp(1.0f, -24);
-  EXPECT_EQ(fp32_to_fp16(0.5f * unit), 0x0000);                  // tie with 0
+  EXPECT_EQ(fp32_to_fp16(0.5f * unit), 0x0000);  // tie with 0
   EXPECT_EQ(fp32_to_fp16(0.5f * unit * 1.001f), 0x0001);
-  EXPECT_EQ(fp32_to_fp16(1.5f * unit), 0x0002);                  // tie between 1 and 2
-  EXPECT_EQ(fp32_to_fp16(2.5f * unit), 0x0002);                  // tie between 2 and 3
+  EXPECT_EQ(fp32_to_fp16(1.5f * unit), 0x0002);  // tie between 1 and 2
+  EXPECT_EQ(fp32_to_fp16(2.5f * unit), 0x0002);  // tie between 2 and 3
   EXPECT_EQ(fp32_to_fp16(-2.5f * unit), 0x8002);
-  EXPECT_EQ(fp32_to_fp16(1023.5f * unit), 0x0400);               // tie rounds up into the smallest normal
+  EXPECT_EQ(fp32_to_fp16(1023.5f * unit), 0x0400);  // tie rounds up into the smallest normal
 }
 
 TEST(Fp16, DecodesEveryBitPatternPerFormula) {
@@ -85,7 +89,7 @@ TEST(Bf16, EncodesAndRounds) {
   EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(fp32_to_bf16(-0.0f), 0x8000);
   EXPECT_EQ(fp32_to_bf16(0.0f), 0x0000);
-  const float ulp = std::ldexp(1.0f, -7);  // spacing of bf16 in [1, 2)
+  const float ulp = std::ldexp(1.0f, -7);              // spacing of bf16 in [1, 2)
   EXPECT_EQ(fp32_to_bf16(1.0f + 0.5f * ulp), 0x3f80);  // tie to even
   EXPECT_EQ(fp32_to_bf16(1.0f + 1.5f * ulp), 0x3f82);  // tie to even
   EXPECT_EQ(fp32_to_bf16(1.0f + 0.5f * ulp + ulp / 256), 0x3f81);

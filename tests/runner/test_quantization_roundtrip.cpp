@@ -23,13 +23,15 @@ struct Bound {
 // Q5_0 .042, Q5_1 .038, Q4_K .079, Q5_K .039, Q6_K .019) vary by a few percent between seeds; the bounds
 // leave about 30% headroom.
 constexpr Bound kBounds[] = {
-    {TensorType::F32, 0.0},     {TensorType::F16, 3e-4},    {TensorType::BF16, 2.5e-3},
-    {TensorType::Q8_0, 0.0075}, {TensorType::Q4_0, 0.110},  {TensorType::Q4_1, 0.100},
-    {TensorType::Q5_0, 0.055},  {TensorType::Q5_1, 0.050},  {TensorType::Q4_K, 0.105},
+    {TensorType::F32, 0.0},     {TensorType::F16, 3e-4},   {TensorType::BF16, 2.5e-3},
+    {TensorType::Q8_0, 0.0075}, {TensorType::Q4_0, 0.110}, {TensorType::Q4_1, 0.100},
+    {TensorType::Q5_0, 0.055},  {TensorType::Q5_1, 0.050}, {TensorType::Q4_K, 0.105},
     {TensorType::Q5_K, 0.052},  {TensorType::Q6_K, 0.026},
 };
 
-uint64_t fresh_seed() { return std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32); }
+uint64_t fresh_seed() {
+  return std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+}
 
 // Gaussian values whose scale changes per 256-element super-block (x 1/4 .. x 4) and, more mildly, per
 // 32-element sub-block (x 1 .. x 2.5, as real weight rows do), so a block written to the wrong place or

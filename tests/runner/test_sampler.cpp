@@ -188,8 +188,8 @@ TEST(Sampler, FrequencyPenaltyScalesWithCountPresenceDoesNot) {
   p.frequency_penalty = 0.05f;
   Sampler freq(p);
   const std::vector<float> logits{2.0f, 1.9f};
-  EXPECT_EQ(freq.sample(logits, std::vector<int32_t>{0}), 0);           // 2.0 - 0.05 = 1.95
-  EXPECT_EQ(freq.sample(logits, std::vector<int32_t>{0, 0, 0}), 1);     // 2.0 - 0.15 = 1.85 < 1.9
+  EXPECT_EQ(freq.sample(logits, std::vector<int32_t>{0}), 0);        // 2.0 - 0.05 = 1.95
+  EXPECT_EQ(freq.sample(logits, std::vector<int32_t>{0, 0, 0}), 1);  // 2.0 - 0.15 = 1.85 < 1.9
   p.frequency_penalty = 0.0f;
   p.presence_penalty = 0.15f;
   Sampler pres(p);
