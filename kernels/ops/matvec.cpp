@@ -10,6 +10,7 @@ namespace kvtrie::kernels {
 
 namespace {
 constexpr uint32_t kMaxCols = 8;  // tokens per work group, MAX_COLS in matvec.comp
+constexpr uint32_t kRows = 4;     // rows per work group, NUM_ROWS in matvec.comp
 }  // namespace
 
 uint32_t matvec_workgroup_size(const vk::Device& device) {
@@ -53,7 +54,11 @@ void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const M
 }
 
 void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) {
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), 1, kMaxCols);
+  // Block types read x as vec4: token starts must be 16-byte aligned.
+  const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
+  KVTRIE_CHECK(tensor_type_info(args.w.type).block_elements == 1 || x_stride % 4 == 0,
+               "matvec: x_stride must be a multiple of 4 floats for block types");
+  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), kRows, kMaxCols);
 }
 
 }  // namespace kvtrie::kernels

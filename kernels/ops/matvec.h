@@ -1,5 +1,5 @@
 // Contract: matvec, the matrix-vector product of decode: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens
-// (any count; each work group reuses one weight row for up to 8 tokens) and every weight type of
+// (any count; each work group reuses 4 weight rows for up to 8 tokens) and every weight type of
 // kernels/tensor_type.h. W is in GGUF layout (row r at byte r * row_bytes(type, cols)), x and y are f32.
 // Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size, on
 // one device (this is also what matmul's Deterministic path dispatches). Weight matrices larger than one
@@ -27,7 +27,8 @@ struct WeightMatrix {
 // Arguments shared by matvec and matmul: Y[t][r] = dot(W[r, :], X[t, :]) for t < tokens.
 struct MatmulArgs {
   WeightMatrix w;
-  vk::BufferView x;       // f32, token t at float t * x_stride, cols values each
+  vk::BufferView x;       // f32, token t at float t * x_stride, cols values each (matvec of block types:
+                          // x_stride a multiple of 4)
   vk::BufferView y;       // f32, token t at float t * y_stride, rows values each
   uint32_t tokens = 1;
   uint32_t x_stride = 0;  // 0: w.cols

@@ -1,6 +1,7 @@
 #version 450
-// matvec_<type>: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens t. One work group per weight row; each
-// thread decodes 32-value units of the row (strided by the group size) once and applies them to every token.
+// matvec_<type>: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens t. One work group per 4 weight rows; each
+// thread takes 32-value units of the rows (strided by the group size), loads the x values of every token
+// once and applies them to the decoded values of all 4 rows.
 // Batch invariance (the --deterministic contract): a token's sum is built by the same instruction sequence
 // whatever the token count (per-token accumulators, explicit fma, all tokens reduced by the same subgroup +
 // shared-memory tree, tokens grouped MAX_COLS per work group along z), so a token alone and in any batch
@@ -10,11 +11,18 @@
 
 layout(local_size_x_id = 0) in;
 
+// F32, F16, BF16 rows have any length (scalar x loads with a tail); block types use vec4 loads.
+#define FLOAT_WEIGHTS (WTYPE == 0 || WTYPE == 1 || WTYPE == 30)
 #define MAX_COLS 8u
+#define NUM_ROWS 4u  // rows per work group: each x load serves all of them
 #define MAX_SUBGROUPS 64u
 
 layout(set = 0, binding = 0) readonly buffer W { uint wq[]; };
+#if FLOAT_WEIGHTS
 layout(set = 0, binding = 1) readonly buffer X { float x[]; };
+#else
+layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+#endif
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {
@@ -30,51 +38,63 @@ layout(push_constant) uniform Push {
 
 #include "matvec_blocks.glsl"
 
-shared float partial[MAX_SUBGROUPS * MAX_COLS];
+shared float partial[MAX_SUBGROUPS * NUM_ROWS * MAX_COLS];
 
 void main() {
-  uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  if (row >= pc.rows) return;  // uniform across the work group
+  uint row0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * NUM_ROWS;
+  if (row0 >= pc.rows) return;  // uniform across the work group
   uint tok0 = gl_WorkGroupID.z * MAX_COLS;
   uint ncols = min(MAX_COLS, pc.ntok - tok0);
+  uint nrows = min(NUM_ROWS, pc.rows - row0);
   uint tid = gl_LocalInvocationID.x;
-  uint rb = pc.w_offset + row * pc.row_bytes;
   uint groups = (pc.k + 7u) / 8u;
   uint units = (groups + 3u) / 4u;
 
-  precise float acc[MAX_COLS];
-  for (uint t = 0u; t < MAX_COLS; ++t) acc[t] = 0.0;
+  precise float acc[NUM_ROWS][MAX_COLS];
+  for (uint r = 0u; r < NUM_ROWS; ++r)
+    for (uint t = 0u; t < MAX_COLS; ++t) acc[r][t] = 0.0;
 
   for (uint u = tid; u < units; u += gl_WorkGroupSize.x) {
     for (uint gg = 0u; gg < 4u; ++gg) {
       uint g = 4u * u + gg;
       if (g >= groups) break;
-      float v[8];
-      decode8(rb, g, pc.k, v);
       uint e0 = 8u * g;
+      // The 8 x values of every token, loaded once and applied to all rows of the group.
+      float xv[MAX_COLS][8];
       for (uint t = 0u; t < MAX_COLS; ++t) {
         if (t >= ncols) break;
         uint xo = (tok0 + t) * pc.x_stride + e0;
-        for (uint i = 0u; i < 8u; ++i) {
-#if WTYPE == T_F32 || WTYPE == T_F16 || WTYPE == T_BF16
-          float xv = (e0 + i < pc.k) ? x[xo + i] : 0.0;
+#if FLOAT_WEIGHTS
+        for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? x[xo + i] : 0.0;
 #else
-          float xv = x[xo + i];
+        // Quantized rows are whole blocks of 32 and x_stride % 4 == 0 (checked on the host): vec4 loads.
+        vec4 a = x4[xo / 4u], b = x4[xo / 4u + 1u];
+        xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
+        xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
 #endif
-          acc[t] = fma(v[i], xv, acc[t]);
+      }
+      for (uint r = 0u; r < NUM_ROWS; ++r) {
+        if (r >= nrows) break;
+        float v[8];
+        decode8(pc.w_offset + (row0 + r) * pc.row_bytes, g, pc.k, v);
+        for (uint t = 0u; t < MAX_COLS; ++t) {
+          if (t >= ncols) break;
+          for (uint i = 0u; i < 8u; ++i) acc[r][t] = fma(v[i], xv[t][i], acc[r][t]);
         }
       }
     }
   }
 
-  for (uint t = 0u; t < MAX_COLS; ++t) {
-    float s = subgroupAdd(acc[t]);
-    if (subgroupElect()) partial[gl_SubgroupID * MAX_COLS + t] = s;
-  }
+  for (uint r = 0u; r < NUM_ROWS; ++r)
+    for (uint t = 0u; t < MAX_COLS; ++t) {
+      float s = subgroupAdd(acc[r][t]);
+      if (subgroupElect()) partial[(gl_SubgroupID * NUM_ROWS + r) * MAX_COLS + t] = s;
+    }
   barrier();
-  if (tid < ncols) {
+  uint r = tid / MAX_COLS, t = tid % MAX_COLS;
+  if (r < nrows && t < ncols) {
     precise float s = 0.0;
-    for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) s += partial[sg * MAX_COLS + tid];
-    y[(tok0 + tid) * pc.y_stride + pc.y_row0 + row] = s;
+    for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) s += partial[(sg * NUM_ROWS + r) * MAX_COLS + t];
+    y[(tok0 + t) * pc.y_stride + pc.y_row0 + row0 + r] = s;
   }
 }
