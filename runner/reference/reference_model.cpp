@@ -67,8 +67,9 @@ std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token, Trace* t
   const ModelConfig& c = config_;
   KVTRIE_CHECK(token >= 0 && static_cast<uint32_t>(token) < c.n_vocab,
                "token id " + std::to_string(token) + " is outside the vocabulary");
-  KVTRIE_CHECK(seq.keys_.size() == c.n_layers && seq.kv_k_ == static_cast<size_t>(c.n_kv_heads) * c.head_dim_k,
-               "the sequence was not made by this model");
+  KVTRIE_CHECK(
+      seq.keys_.size() == c.n_layers && seq.kv_k_ == static_cast<size_t>(c.n_kv_heads) * c.head_dim_k,
+      "the sequence was not made by this model");
   const uint32_t pos = seq.length_;
   const size_t n_embd = c.n_embd;
   const size_t q_size = static_cast<size_t>(c.n_heads) * c.head_dim_k;
@@ -170,7 +171,8 @@ std::vector<float> ReferenceModel::forward_all(Sequence& seq, std::span<const in
 }
 
 std::vector<int32_t> ReferenceModel::generate_greedy(Sequence& seq, std::span<const int32_t> prompt,
-                                                     uint32_t max_tokens, std::span<const int32_t> stop) const {
+                                                     uint32_t max_tokens,
+                                                     std::span<const int32_t> stop) const {
   std::vector<int32_t> generated;
   if (max_tokens == 0) return generated;
   std::vector<float> row = forward_batch(seq, prompt);

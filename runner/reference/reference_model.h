@@ -89,7 +89,7 @@ class ReferenceModel {
   ModelConfig config_;
   std::vector<float> token_embd_;
   std::vector<float> output_norm_;
-  std::vector<float> output_;  // empty when tied: logits use token_embd_
+  std::vector<float> output_;      // empty when tied: logits use token_embd_
   std::vector<float> rope_freqs_;  // empty when the model has none
   std::vector<Layer> layers_;
 };

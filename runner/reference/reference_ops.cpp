@@ -49,9 +49,11 @@ double rope_angle(uint32_t pos, uint32_t pair, uint32_t rope_dims, float freq_ba
 
 void rope(std::span<float> head, uint32_t pos, uint32_t rope_dims, float freq_base, RopeType type,
           std::span<const float> freq_factors) {
-  KVTRIE_CHECK(rope_dims % 2 == 0 && rope_dims <= head.size(), "rope: rope_dims must be even and fit the head");
+  KVTRIE_CHECK(rope_dims % 2 == 0 && rope_dims <= head.size(),
+               "rope: rope_dims must be even and fit the head");
   const uint32_t half = rope_dims / 2;
-  KVTRIE_CHECK(freq_factors.empty() || freq_factors.size() == half, "rope: need rope_dims/2 frequency factors");
+  KVTRIE_CHECK(freq_factors.empty() || freq_factors.size() == half,
+               "rope: need rope_dims/2 frequency factors");
   for (uint32_t pair = 0; pair < half; ++pair) {
     const double angle = rope_angle(pos, pair, rope_dims, freq_base, freq_factors);
     const double c = std::cos(angle);
@@ -96,8 +98,7 @@ void matmul(std::span<const float> w, std::span<const float> x, uint32_t n_token
   KVTRIE_CHECK(n_tokens > 0 && x.size() % n_tokens == 0 && y.size() % n_tokens == 0, "matmul: batch sizes");
   const size_t cols = x.size() / n_tokens;
   const size_t rows = y.size() / n_tokens;
-  for (uint32_t t = 0; t < n_tokens; ++t)
-    matvec(w, x.subspan(t * cols, cols), y.subspan(t * rows, rows));
+  for (uint32_t t = 0; t < n_tokens; ++t) matvec(w, x.subspan(t * cols, cols), y.subspan(t * rows, rows));
 }
 
 void add(std::span<float> dst, std::span<const float> src) {
@@ -105,11 +106,14 @@ void add(std::span<float> dst, std::span<const float> src) {
   for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
 }
 
-float silu(float x) { return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x)))); }
+float silu(float x) {
+  return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x))));
+}
 
 void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   KVTRIE_CHECK(gate.size() == up.size() && out.size() == up.size(), "swiglu: sizes differ");
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(static_cast<double>(silu(gate[i])) * up[i]);
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<float>(static_cast<double>(silu(gate[i])) * up[i]);
 }
 
 void softmax(std::span<float> x) {
@@ -164,8 +168,8 @@ void attention(std::span<const float> q, std::span<const float> keys, std::span<
 }
 
 void attention_causal(std::span<const float> q, std::span<const float> keys, std::span<const float> values,
-                      uint32_t first_pos, uint32_t n_tokens, const AttentionShape& shape, std::span<float> out,
-                      float scale) {
+                      uint32_t first_pos, uint32_t n_tokens, const AttentionShape& shape,
+                      std::span<float> out, float scale) {
   const size_t q_row = static_cast<size_t>(shape.n_heads) * shape.head_dim_k;
   const size_t out_row = static_cast<size_t>(shape.n_heads) * shape.head_dim_v;
   KVTRIE_CHECK(q.size() == n_tokens * q_row && out.size() == n_tokens * out_row, "attention_causal: sizes");

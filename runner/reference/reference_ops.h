@@ -84,8 +84,8 @@ void attention(std::span<const float> q, std::span<const float> keys, std::span<
 // (n_heads * head_dim_k, n_heads * head_dim_v values each); keys/values hold at least first_pos + n_tokens
 // positions. Row t equals attention() of that token alone with n_pos = first_pos + t + 1.
 void attention_causal(std::span<const float> q, std::span<const float> keys, std::span<const float> values,
-                      uint32_t first_pos, uint32_t n_tokens, const AttentionShape& shape, std::span<float> out,
-                      float scale = 0.0f);
+                      uint32_t first_pos, uint32_t n_tokens, const AttentionShape& shape,
+                      std::span<float> out, float scale = 0.0f);
 
 // Index of the largest value; the lowest index wins ties (the greedy sampling rule of the golden tests).
 int32_t argmax(std::span<const float> x);

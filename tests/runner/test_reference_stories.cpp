@@ -70,7 +70,8 @@ TEST_F(ReferenceStories, GreedyContinuationMatchesGoldenText) {
   const std::vector<int32_t> prompt = prompt_tokens();
   ASSERT_EQ(prompt.front(), bos_);
   const std::vector<int32_t> generated = model_->generate_greedy(seq, prompt, 256, stop);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   RecordProperty("generate_ms", std::to_string(ms));
 
   EXPECT_EQ(generated.size(), 256u);

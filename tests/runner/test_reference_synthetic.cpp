@@ -141,10 +141,11 @@ TEST(ReferenceSynthetic, QuantizedWeightsGiveLogitsCloseToF32) {
 
 TEST(ReferenceSynthetic, QkvBiasChangesTheLogits) {
   const fs::path base = write("qwen2.gguf", shape_of("tiny-qwen2"));
-  const fs::path unbiased = rewrite(base, "qwen2-nobias.gguf", [](const std::string& name, std::vector<float>& v) {
-    if (name.ends_with(".bias")) std::fill(v.begin(), v.end(), 0.0f);
-    return true;
-  });
+  const fs::path unbiased =
+      rewrite(base, "qwen2-nobias.gguf", [](const std::string& name, std::vector<float>& v) {
+        if (name.ends_with(".bias")) std::fill(v.begin(), v.end(), 0.0f);
+        return true;
+      });
   EXPECT_GT(max_abs_diff(run(base), run(unbiased)), 1e-4f);
 }
 
@@ -177,11 +178,12 @@ TEST(ReferenceSynthetic, QkNormMakesAttentionIndependentOfTheScaleOfWqAndWk) {
   EXPECT_GT(max_abs_diff(run(llama), run(rewrite(llama, "llama-scaled.gguf", scale_qk))), 1e-4f);
 
   // And the norms' own weights act.
-  const fs::path renormed = rewrite(qwen3, "qwen3-norm.gguf", [](const std::string& name, std::vector<float>& v) {
-    if (is_attn(name, "attn_q_norm") || is_attn(name, "attn_k_norm"))
-      for (float& x : v) x *= 8.0f;
-    return true;
-  });
+  const fs::path renormed =
+      rewrite(qwen3, "qwen3-norm.gguf", [](const std::string& name, std::vector<float>& v) {
+        if (is_attn(name, "attn_q_norm") || is_attn(name, "attn_k_norm"))
+          for (float& x : v) x *= 8.0f;
+        return true;
+      });
   EXPECT_GT(max_abs_diff(qwen3_logits, run(renormed)), 1e-4f);
 }
 
