@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/synthetic/synthetic_model.h"
@@ -371,6 +372,24 @@ TEST(ReferenceSynthetic, TraceRecordsEveryIntermediateOfTheForwardPass) {
   std::vector<float> want_logits(c.n_vocab);
   matvec(tensor(c.tied_output ? "token_embd.weight" : "output.weight"), trace.final_norm, want_logits);
   EXPECT_EQ(logits, want_logits);
+}
+
+TEST(ReferenceSynthetic, ThreadsMayShareOneModelWithTheirOwnSequences) {
+  // The contract the reference engine relies on: const methods run concurrently, each on its own Sequence.
+  const fs::path path = write("llama.gguf", shape_of("tiny"));
+  const GgufFile file = GgufFile::open(path);
+  const ReferenceModel model(file);
+  auto generate = [&](int32_t first) {
+    ReferenceModel::Sequence seq = model.new_sequence();
+    return model.generate_greedy(seq, std::vector<int32_t>{1, first}, 24, std::vector<int32_t>{});
+  };
+  std::vector<std::vector<int32_t>> serial, parallel(4);
+  for (int32_t i = 0; i < 4; ++i) serial.push_back(generate(60 + i));
+  std::vector<std::thread> threads;
+  for (int32_t i = 0; i < 4; ++i) threads.emplace_back([&, i] { parallel[i] = generate(60 + i); });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(parallel, serial);
+  EXPECT_EQ(serial[0].size(), 24u);
 }
 
 TEST(ReferenceSynthetic, BatchForkAndTokenByTokenAgree) {
