@@ -72,6 +72,28 @@ TEST(Sampler, MaskedTokensAreNeverDrawn) {
   EXPECT_EQ(keys(histogram(s, logits, 2000)), (std::set<int32_t>{1, 3}));
 }
 
+TEST(Sampler, MaskedTokensInsideTopKAreNeverDrawn) {
+  // top_k larger than the number of unmasked tokens: the masked ones fill the heap with zero weight.
+  SamplingParams p = plain(1.0f);
+  p.top_k = 4;
+  p.min_p = 0.0f;
+  Sampler s(p);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits{-inf, 0.0f, -inf, -inf, -inf, 0.5f, -inf};
+  EXPECT_EQ(keys(histogram(s, logits, 2000)), (std::set<int32_t>{1, 5}));
+}
+
+TEST(Sampler, AllMaskedFallsBackToLowestId) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits{-inf, -inf, -inf};
+  for (int32_t top_k : {0, 2}) {
+    SamplingParams p = plain(1.0f);
+    p.top_k = top_k;
+    Sampler s(p);
+    EXPECT_EQ(s.sample(logits, {}), 0) << "top_k " << top_k;
+  }
+}
+
 TEST(Sampler, TopKOnlyReturnsTheKBest) {
   SamplingParams p = plain(1.0f);
   p.top_k = 2;
