@@ -42,6 +42,7 @@ engine::GenerateRequest parse_generate(const Json& body, const LoadedModel& mode
   req.stop = read_strings(body, "stop", 16).value_or(std::vector<std::string>{});
   req.logprobs = static_cast<uint32_t>(read_int(body, "logprobs", 0, 20).value_or(0));
   req.cache_namespace = read_string(body, "cache_namespace").value_or("");
+  req.ignore_eos = read_bool(body, "ignore_eos").value_or(false);  // extension, as llama.cpp's: benchmarks
   check_fits(model, req);
   return req;
 }
