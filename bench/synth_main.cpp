@@ -1,6 +1,5 @@
 // kvtrie-synth: writes a synthetic GGUF model (see bench/synthetic/synthetic_model.h).
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -16,12 +15,15 @@ int main(int argc, char** argv) {
   unsigned threads = 0;
   std::vector<std::string> type_names;
   for (const TensorTypeInfo& info : kTensorTypes) type_names.emplace_back(info.name);
-  app.add_option("--preset", preset_name, "model shape")->check(CLI::IsMember(synth::preset_names()))->capture_default_str();
+  app.add_option("--preset", preset_name, "model shape")
+      ->check(CLI::IsMember(synth::preset_names()))
+      ->capture_default_str();
   app.add_option("--type", type_name, "type of the matrices and token_embd (norms stay F32)")
       ->check(CLI::IsMember(type_names))
       ->capture_default_str();
   app.add_option("--seed", seed, "weight seed")->capture_default_str();
-  app.add_option("--vocab-from", vocab_from, "copy every tokenizer.* key from this GGUF (sets the vocab size)")
+  app.add_option("--vocab-from", vocab_from,
+                 "copy every tokenizer.* key from this GGUF (sets the vocab size)")
       ->check(CLI::ExistingFile);
   app.add_option("--layers", layers, "override the number of layers")->check(CLI::PositiveNumber);
   app.add_option("--ctx", ctx, "override the training context length")->check(CLI::PositiveNumber);

@@ -36,7 +36,8 @@ uint64_t splitmix64(uint64_t& state) {
 // enough to generate billions of weights in seconds; the tails are bounded at about 3.5 sigma.
 float next_normal(uint64_t& state) {
   const uint64_t r = splitmix64(state);
-  const auto sum = static_cast<int32_t>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
+  const auto sum =
+      static_cast<int32_t>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
   return static_cast<float>(sum - 131070) * (1.0f / 37837.23f);
 }
 
@@ -52,8 +53,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Llama 3 rope frequency factors (scale factor 32, low/high frequency factors 1 and 4, original context 8192):
-// long wavelengths are slowed by the factor, short ones kept, and the band between interpolated.
+// Llama 3 rope frequency factors (scale factor 32, low/high frequency factors 1 and 4, original context
+// 8192): long wavelengths are slowed by the factor, short ones kept, and the band between interpolated.
 std::vector<float> llama3_rope_factors(uint32_t rope_dims, float freq_base) {
   constexpr double factor = 32, low = 1, high = 4, original_ctx = 8192;
   const double low_wavelen = original_ctx / low, high_wavelen = original_ctx / high;
@@ -109,8 +110,9 @@ uint32_t copy_vocab(GgufWriter& w, const std::filesystem::path& path) {
 
 void check_shape(const ModelShape& s) {
   KVTRIE_CHECK(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3", "unknown architecture " + s.arch);
-  KVTRIE_CHECK(s.n_layers > 0 && s.n_embd > 0 && s.n_heads > 0 && s.n_kv_heads > 0 && s.n_ff > 0 && s.n_ctx > 0,
-               "every dimension must be positive");
+  KVTRIE_CHECK(
+      s.n_layers > 0 && s.n_embd > 0 && s.n_heads > 0 && s.n_kv_heads > 0 && s.n_ff > 0 && s.n_ctx > 0,
+      "every dimension must be positive");
   KVTRIE_CHECK(s.n_heads % s.n_kv_heads == 0, "n_heads must be a multiple of n_kv_heads");
   KVTRIE_CHECK(s.head_dim_or_default() > 0 && s.head_dim_or_default() % 2 == 0, "head_dim must be even");
 }
@@ -145,7 +147,8 @@ std::optional<ModelShape> preset(std::string_view name, TensorType type) {
   } else if (name == "llama3-1b") {
     s = {"llama", "", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000.0f, 1e-5f, true, false, false, true};
   } else if (name == "llama3-8b") {
-    s = {"llama", "", 32, 4096, 32, 8, 128, 14336, 128256, 8192, 500000.0f, 1e-5f, false, false, false, false};
+    s = {"llama", "",   32,        4096,  32,    8,     128,   14336,
+         128256,  8192, 500000.0f, 1e-5f, false, false, false, false};
   } else if (name == "qwen2-0.5b") {
     s = {"qwen2", "", 24, 896, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f, true, true, false, false};
   } else if (name == "qwen3-0.6b") {

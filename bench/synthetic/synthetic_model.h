@@ -29,10 +29,11 @@ struct ModelShape {
   uint32_t n_ctx = 256;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
-  bool tied_output = false;   // no output.weight
-  bool qkv_bias = false;      // blk.N.attn_{q,k,v}.bias (qwen2)
-  bool qk_norm = false;       // blk.N.attn_{q,k}_norm.weight (qwen3)
-  bool llama3_rope_freqs = false;  // rope_freqs.weight with llama3 scaling factors (factor 32, original ctx 8192)
+  bool tied_output = false;  // no output.weight
+  bool qkv_bias = false;     // blk.N.attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;      // blk.N.attn_{q,k}_norm.weight (qwen3)
+  bool llama3_rope_freqs =
+      false;  // rope_freqs.weight with llama3 scaling factors (factor 32, original ctx 8192)
 
   uint32_t head_dim_or_default() const { return head_dim ? head_dim : n_embd / n_heads; }
 };
@@ -48,8 +49,9 @@ struct SynthOptions {
   TensorType type = TensorType::F32;  // the matrices and token_embd; norms, biases and rope factors stay F32
   uint64_t seed = 1;
   std::optional<std::filesystem::path> vocab_from;  // copy every tokenizer.* key from this GGUF
-  unsigned threads = 0;   // 0: hardware concurrency
-  bool skeleton = false;  // leave every tensor as zeros in a sparse file: checks shapes without writing gigabytes
+  unsigned threads = 0;                             // 0: hardware concurrency
+  bool skeleton =
+      false;  // leave every tensor as zeros in a sparse file: checks shapes without writing gigabytes
 };
 
 // The type a matrix whose rows hold `row_length` values gets: `requested` when rows are whole blocks, else

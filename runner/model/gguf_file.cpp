@@ -23,11 +23,11 @@ constexpr uint64_t kDefaultAlignment = 32;
 
 // Names of every GGML type id (facts of the format), so that a known but unsupported type is refused by name.
 constexpr std::array<std::string_view, 40> kGgmlTypeNames = {
-    "F32",     "F16",     "Q4_0",    "Q4_1",    "Q4_2",    "Q4_3",     "Q5_0",     "Q5_1",
-    "Q8_0",    "Q8_1",    "Q2_K",    "Q3_K",    "Q4_K",    "Q5_K",     "Q6_K",     "Q8_K",
-    "IQ2_XXS", "IQ2_XS",  "IQ3_XXS", "IQ1_S",   "IQ4_NL",  "IQ3_S",    "IQ2_S",    "IQ4_XS",
-    "I8",      "I16",     "I32",     "I64",     "F64",     "IQ1_M",    "BF16",     "Q4_0_4_4",
-    "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0",   "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+    "F32",      "F16",      "Q4_0",    "Q4_1",  "Q4_2",       "Q4_3",       "Q5_0",       "Q5_1",
+    "Q8_0",     "Q8_1",     "Q2_K",    "Q3_K",  "Q4_K",       "Q5_K",       "Q6_K",       "Q8_K",
+    "IQ2_XXS",  "IQ2_XS",   "IQ3_XXS", "IQ1_S", "IQ4_NL",     "IQ3_S",      "IQ2_S",      "IQ4_XS",
+    "I8",       "I16",      "I32",     "I64",   "F64",        "IQ1_M",      "BF16",       "Q4_0_4_4",
+    "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",   "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
 };
 
 // Quotes a name read from the file for an error message: printable ASCII only, bounded length, so that a
@@ -55,18 +55,21 @@ std::string quote(std::string_view s) {
 
 std::string value_type_name(uint32_t t) {
   static constexpr std::array<std::string_view, 13> kNames = {
-      "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-      "bool",  "string", "array", "uint64", "int64", "float64"};
+      "uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+      "bool",  "string", "array",  "uint64", "int64",  "float64"};
   return t < kNames.size() ? std::string(kNames[t]) : "type " + std::to_string(t);
 }
 
-bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_power_of_two(uint64_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 // Sequential little-endian reader over the mapped bytes. Every read checks the remaining size first, so a
 // truncated or lying file fails with a message instead of reading past the mapping.
 class Cursor {
  public:
-  Cursor(const uint8_t* base, uint64_t size, const std::string& path) : base_(base), size_(size), path_(path) {}
+  Cursor(const uint8_t* base, uint64_t size, const std::string& path)
+      : base_(base), size_(size), path_(path) {}
 
   [[noreturn]] void fail(const std::string& problem) const { throw InputError(path_ + ": " + problem); }
 
@@ -75,8 +78,8 @@ class Cursor {
 
   void need(uint64_t n, std::string_view what) const {
     if (n > remaining())
-      fail("truncated file: " + std::string(what) + " at offset " + std::to_string(pos_) + " needs " + std::to_string(n) +
-           " bytes but only " + std::to_string(remaining()) + " remain");
+      fail("truncated file: " + std::string(what) + " at offset " + std::to_string(pos_) + " needs " +
+           std::to_string(n) + " bytes but only " + std::to_string(remaining()) + " remain");
   }
 
   template <typename T>
@@ -92,8 +95,8 @@ class Cursor {
     if (remaining() < 8) need(8, std::string(what) + " length");
     const auto len = read<uint64_t>(what);
     if (len > remaining())
-      fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) +
-           " bytes left in the file (truncated or corrupt)");
+      fail(std::string(what) + " length " + std::to_string(len) + " exceeds the " +
+           std::to_string(remaining()) + " bytes left in the file (truncated or corrupt)");
     std::string s(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(len));
     pos_ += len;
     return s;
@@ -116,28 +119,51 @@ class Cursor {
 
 uint64_t scalar_size(uint32_t t) {
   switch (static_cast<GgufValueType>(t)) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
-    case GgufValueType::STRING: return 8;  // at least its length field
-    case GgufValueType::ARRAY: return 12;  // at least element type and count
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL:
+      return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+      return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32:
+      return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64:
+      return 8;
+    case GgufValueType::STRING:
+      return 8;  // at least its length field
+    case GgufValueType::ARRAY:
+      return 12;  // at least element type and count
   }
   return 0;
 }
 
-bool is_known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueType::FLOAT64); }
+bool is_known_value_type(uint32_t t) {
+  return t <= static_cast<uint32_t>(GgufValueType::FLOAT64);
+}
 
 enum class Kind { Signed, Unsigned, Float, Bool, String };
 
 Kind kind_of(GgufValueType t) {
   switch (t) {
-    case GgufValueType::INT8: case GgufValueType::INT16: case GgufValueType::INT32: case GgufValueType::INT64:
+    case GgufValueType::INT8:
+    case GgufValueType::INT16:
+    case GgufValueType::INT32:
+    case GgufValueType::INT64:
       return Kind::Signed;
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: return Kind::Float;
-    case GgufValueType::BOOL: return Kind::Bool;
-    case GgufValueType::STRING: return Kind::String;
-    default: return Kind::Unsigned;
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64:
+      return Kind::Float;
+    case GgufValueType::BOOL:
+      return Kind::Bool;
+    case GgufValueType::STRING:
+      return Kind::String;
+    default:
+      return Kind::Unsigned;
   }
 }
 
@@ -145,24 +171,47 @@ Kind kind_of(GgufValueType t) {
 template <typename Sink>
 void read_scalar(Cursor& c, GgufValueType t, const std::string& what, Sink&& sink) {
   switch (t) {
-    case GgufValueType::UINT8: sink(uint64_t{c.read<uint8_t>(what)}); return;
-    case GgufValueType::UINT16: sink(uint64_t{c.read<uint16_t>(what)}); return;
-    case GgufValueType::UINT32: sink(uint64_t{c.read<uint32_t>(what)}); return;
-    case GgufValueType::UINT64: sink(c.read<uint64_t>(what)); return;
-    case GgufValueType::INT8: sink(int64_t{c.read<int8_t>(what)}); return;
-    case GgufValueType::INT16: sink(int64_t{c.read<int16_t>(what)}); return;
-    case GgufValueType::INT32: sink(int64_t{c.read<int32_t>(what)}); return;
-    case GgufValueType::INT64: sink(c.read<int64_t>(what)); return;
-    case GgufValueType::FLOAT32: sink(double{c.read<float>(what)}); return;
-    case GgufValueType::FLOAT64: sink(c.read<double>(what)); return;
+    case GgufValueType::UINT8:
+      sink(uint64_t{c.read<uint8_t>(what)});
+      return;
+    case GgufValueType::UINT16:
+      sink(uint64_t{c.read<uint16_t>(what)});
+      return;
+    case GgufValueType::UINT32:
+      sink(uint64_t{c.read<uint32_t>(what)});
+      return;
+    case GgufValueType::UINT64:
+      sink(c.read<uint64_t>(what));
+      return;
+    case GgufValueType::INT8:
+      sink(int64_t{c.read<int8_t>(what)});
+      return;
+    case GgufValueType::INT16:
+      sink(int64_t{c.read<int16_t>(what)});
+      return;
+    case GgufValueType::INT32:
+      sink(int64_t{c.read<int32_t>(what)});
+      return;
+    case GgufValueType::INT64:
+      sink(c.read<int64_t>(what));
+      return;
+    case GgufValueType::FLOAT32:
+      sink(double{c.read<float>(what)});
+      return;
+    case GgufValueType::FLOAT64:
+      sink(c.read<double>(what));
+      return;
     case GgufValueType::BOOL: {
       const auto b = c.read<uint8_t>(what);
       if (b > 1) c.fail(what + " has bool byte " + std::to_string(b) + " (must be 0 or 1)");
       sink(b == 1);
       return;
     }
-    case GgufValueType::STRING: sink(c.read_string(what)); return;
-    case GgufValueType::ARRAY: break;
+    case GgufValueType::STRING:
+      sink(c.read_string(what));
+      return;
+    case GgufValueType::ARRAY:
+      break;
   }
   c.fail(what + " has an unexpected value type");  // unreachable for checked types
 }
@@ -187,11 +236,21 @@ GgufArray read_array(Cursor& c, const std::string& what) {
       });
   };
   switch (kind_of(elem)) {
-    case Kind::Signed: fill(arr.values.emplace<std::vector<int64_t>>()); break;
-    case Kind::Unsigned: fill(arr.values.emplace<std::vector<uint64_t>>()); break;
-    case Kind::Float: fill(arr.values.emplace<std::vector<double>>()); break;
-    case Kind::Bool: fill(arr.values.emplace<std::vector<bool>>()); break;
-    case Kind::String: fill(arr.values.emplace<std::vector<std::string>>()); break;
+    case Kind::Signed:
+      fill(arr.values.emplace<std::vector<int64_t>>());
+      break;
+    case Kind::Unsigned:
+      fill(arr.values.emplace<std::vector<uint64_t>>());
+      break;
+    case Kind::Float:
+      fill(arr.values.emplace<std::vector<double>>());
+      break;
+    case Kind::Bool:
+      fill(arr.values.emplace<std::vector<bool>>());
+      break;
+    case Kind::String:
+      fill(arr.values.emplace<std::vector<std::string>>());
+      break;
   }
   return arr;
 }
@@ -237,7 +296,8 @@ RawTensor read_tensor_info(Cursor& c, uint64_t index) {
     if (dim == 0) c.fail(named + " has a zero dimension (shape[" + std::to_string(d) + "] = 0)");
     if (__builtin_mul_overflow(elements, dim, &elements) ||
         elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      c.fail(named + " element count overflows (shape[" + std::to_string(d) + "] = " + std::to_string(dim) + ")");
+      c.fail(named + " element count overflows (shape[" + std::to_string(d) + "] = " + std::to_string(dim) +
+             ")");
     t.shape.push_back(dim);
   }
   const auto raw_type = c.read<uint32_t>(named + " type");
@@ -270,7 +330,9 @@ uint64_t GgufTensor::element_count() const {
   return n;
 }
 
-uint64_t GgufTensor::rows() const { return shape.empty() ? 0 : element_count() / shape[0]; }
+uint64_t GgufTensor::rows() const {
+  return shape.empty() ? 0 : element_count() / shape[0];
+}
 
 struct GgufFile::Mapping {
   void* addr = nullptr;
@@ -338,8 +400,9 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
 
   if (const GgufEntry* a = file.find("general.alignment")) {
     const std::optional<uint64_t> v = file.get_uint("general.alignment");
-    if (!v) c.fail("general.alignment must be a non-negative integer, not " +
-                   value_type_name(static_cast<uint32_t>(a->type)));
+    if (!v)
+      c.fail("general.alignment must be a non-negative integer, not " +
+             value_type_name(static_cast<uint32_t>(a->type)));
     if (!is_power_of_two(*v))
       c.fail("general.alignment " + std::to_string(*v) + " is not a non-zero power of two");
     file.alignment_ = *v;
@@ -370,8 +433,8 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
       c.fail(named + " offset " + std::to_string(t.offset) + " is misaligned (alignment " +
              std::to_string(file.alignment_) + ")");
     uint64_t begin = 0, end = 0;
-    if (__builtin_add_overflow(data_start, t.offset, &begin) || __builtin_add_overflow(begin, raw.bytes, &end) ||
-        end > size)
+    if (__builtin_add_overflow(data_start, t.offset, &begin) ||
+        __builtin_add_overflow(begin, raw.bytes, &end) || end > size)
       c.fail(named + " data (offset " + std::to_string(t.offset) + ", " + std::to_string(raw.bytes) +
              " bytes) extends past the end of the file (truncated or corrupt)");
     t.data = std::span<const uint8_t>(base + begin, static_cast<size_t>(raw.bytes));
@@ -443,7 +506,8 @@ std::optional<std::string_view> GgufFile::get_string(std::string_view key) const
 const std::vector<std::string>* GgufFile::get_string_array(std::string_view key) const {
   const GgufEntry* e = find(key);
   if (!e) return nullptr;
-  if (const auto* a = std::get_if<GgufArray>(&e->value)) return std::get_if<std::vector<std::string>>(&a->values);
+  if (const auto* a = std::get_if<GgufArray>(&e->value))
+    return std::get_if<std::vector<std::string>>(&a->values);
   return nullptr;
 }
 

@@ -37,7 +37,8 @@ class Bytes {
 
 template <typename T>
 T narrow_unsigned(uint64_t v, std::string_view key) {
-  if (v > std::numeric_limits<T>::max()) throw Error("GgufWriter: value of '" + std::string(key) + "' out of range");
+  if (v > std::numeric_limits<T>::max())
+    throw Error("GgufWriter: value of '" + std::string(key) + "' out of range");
   return static_cast<T>(v);
 }
 
@@ -50,9 +51,14 @@ T narrow_signed(int64_t v, std::string_view key) {
 
 // Writes one scalar held in the reader's representation (widest type of its kind) as type t.
 void put_scalar(Bytes& b, GgufValueType t, const GgufValue& v, std::string_view key) {
-  auto wrong = [&]() { return Error("GgufWriter: value of '" + std::string(key) + "' does not match its type"); };
+  auto wrong = [&]() {
+    return Error("GgufWriter: value of '" + std::string(key) + "' does not match its type");
+  };
   switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::UINT16: case GgufValueType::UINT32: case GgufValueType::UINT64: {
+    case GgufValueType::UINT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::UINT64: {
       const auto* u = std::get_if<uint64_t>(&v);
       if (!u) throw wrong();
       if (t == GgufValueType::UINT8) b.put(narrow_unsigned<uint8_t>(*u, key));
@@ -61,7 +67,10 @@ void put_scalar(Bytes& b, GgufValueType t, const GgufValue& v, std::string_view 
       if (t == GgufValueType::UINT64) b.put(*u);
       return;
     }
-    case GgufValueType::INT8: case GgufValueType::INT16: case GgufValueType::INT32: case GgufValueType::INT64: {
+    case GgufValueType::INT8:
+    case GgufValueType::INT16:
+    case GgufValueType::INT32:
+    case GgufValueType::INT64: {
       const auto* i = std::get_if<int64_t>(&v);
       if (!i) throw wrong();
       if (t == GgufValueType::INT8) b.put(narrow_signed<int8_t>(*i, key));
@@ -70,11 +79,14 @@ void put_scalar(Bytes& b, GgufValueType t, const GgufValue& v, std::string_view 
       if (t == GgufValueType::INT64) b.put(*i);
       return;
     }
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: {
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64: {
       const auto* d = std::get_if<double>(&v);
       if (!d) throw wrong();
-      if (t == GgufValueType::FLOAT32) b.put(static_cast<float>(*d));
-      else b.put(*d);
+      if (t == GgufValueType::FLOAT32)
+        b.put(static_cast<float>(*d));
+      else
+        b.put(*d);
       return;
     }
     case GgufValueType::BOOL: {
@@ -89,7 +101,8 @@ void put_scalar(Bytes& b, GgufValueType t, const GgufValue& v, std::string_view 
       b.str(*s);
       return;
     }
-    case GgufValueType::ARRAY: break;
+    case GgufValueType::ARRAY:
+      break;
   }
   throw wrong();
 }
@@ -115,7 +128,9 @@ void put_entry(Bytes& b, std::string_view key, const GgufEntry& e) {
       a->values);
 }
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 [[noreturn]] void io_error(const std::string& what, const std::string& path) {
   throw Error("GgufWriter: " + what + " " + path + ": " + std::strerror(errno));
@@ -179,8 +194,9 @@ size_t GgufWriter::add_tensor(std::string name, TensorType type, std::vector<uin
   KVTRIE_CHECK(!shape.empty() && shape.size() <= 4, "tensor '" + name + "' needs 1 to 4 dimensions");
   for (const Tensor& t : tensors_) KVTRIE_CHECK(t.name != name, "duplicate tensor '" + name + "'");
   const TensorTypeInfo& info = tensor_type_info(type);
-  KVTRIE_CHECK(shape[0] % info.block_elements == 0,
-               "tensor '" + name + "' row length is not a multiple of the " + std::string(info.name) + " block");
+  KVTRIE_CHECK(
+      shape[0] % info.block_elements == 0,
+      "tensor '" + name + "' row length is not a multiple of the " + std::string(info.name) + " block");
   uint64_t elements = 1;
   for (uint64_t d : shape) {
     KVTRIE_CHECK(d != 0, "tensor '" + name + "' has a zero dimension");
@@ -232,7 +248,8 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
   return out;
 }
 
-void GgufWriter::write(const std::filesystem::path& path, const Fill& fill, unsigned threads, bool sparse) const {
+void GgufWriter::write(const std::filesystem::path& path, const Fill& fill, unsigned threads,
+                       bool sparse) const {
   const std::string final_name = path.string();
   const std::string tmp_name = final_name + ".partial";
   const std::vector<uint8_t> header = header_bytes();

@@ -54,10 +54,12 @@ class GgufWriter {
   void set_f32(std::string key, float v) { set(std::move(key), {GgufValueType::FLOAT32, double{v}}); }
   void set_f64(std::string key, double v) { set(std::move(key), {GgufValueType::FLOAT64, v}); }
   void set_bool(std::string key, bool v) { set(std::move(key), {GgufValueType::BOOL, v}); }
-  void set_string(std::string key, std::string v) { set(std::move(key), {GgufValueType::STRING, std::move(v)}); }
+  void set_string(std::string key, std::string v) {
+    set(std::move(key), {GgufValueType::STRING, std::move(v)});
+  }
   void set_array(std::string key, GgufArray v) { set(std::move(key), {GgufValueType::ARRAY, std::move(v)}); }
   void set_string_array(std::string key, std::vector<std::string> v);
-  void set_f32_array(std::string key, std::vector<double> v);  // stored as FLOAT32
+  void set_f32_array(std::string key, std::vector<double> v);   // stored as FLOAT32
   void set_i32_array(std::string key, std::vector<int64_t> v);  // stored as INT32
   bool erase(std::string_view key);
   const std::vector<std::pair<std::string, GgufEntry>>& metadata() const { return metadata_; }

@@ -27,10 +27,12 @@ std::optional<uint32_t> get_dim(const GgufFile& file, const std::string& key, bo
     if (required) fail(file, "missing metadata key " + key);
     return std::nullopt;
   }
-  if (e->type == GgufValueType::ARRAY) fail(file, "metadata " + key + " is an array (per-layer values are not supported)");
+  if (e->type == GgufValueType::ARRAY)
+    fail(file, "metadata " + key + " is an array (per-layer values are not supported)");
   const std::optional<uint64_t> v = file.get_uint(key);
   if (!v) fail(file, "metadata " + key + " must be a non-negative integer");
-  if (*v == 0 || *v > (uint64_t{1} << 30)) fail(file, "metadata " + key + " = " + std::to_string(*v) + " is out of range");
+  if (*v == 0 || *v > (uint64_t{1} << 30))
+    fail(file, "metadata " + key + " = " + std::to_string(*v) + " is out of range");
   return static_cast<uint32_t>(*v);
 }
 
@@ -76,7 +78,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
     fail(file, "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of head_count_kv " +
                    std::to_string(c.n_kv_heads));
   const uint32_t default_head_dim = c.n_embd / c.n_heads;
-  if (c.n_embd % c.n_heads != 0 && (!file.find(p + "attention.key_length") || !file.find(p + "attention.value_length")))
+  if (c.n_embd % c.n_heads != 0 &&
+      (!file.find(p + "attention.key_length") || !file.find(p + "attention.value_length")))
     fail(file, "embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
                    std::to_string(c.n_heads) + " and attention.key_length/value_length are not given");
   c.head_dim_k = get_dim(file, p + "attention.key_length", false).value_or(default_head_dim);
@@ -90,8 +93,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
   c.rope_freq_base = get_positive_float(file, p + "rope.freq_base").value_or(10000.0f);
   c.rope_dims = get_dim(file, p + "rope.dimension_count", false).value_or(c.head_dim_k);
   if (c.rope_dims > c.head_dim_k || c.rope_dims % 2 != 0)
-    fail(file, "rope.dimension_count " + std::to_string(c.rope_dims) + " must be even and at most the head dimension " +
-                   std::to_string(c.head_dim_k));
+    fail(file, "rope.dimension_count " + std::to_string(c.rope_dims) +
+                   " must be even and at most the head dimension " + std::to_string(c.head_dim_k));
 
   if (file.find("tokenizer.ggml.tokens")) {
     const std::vector<std::string>* list = file.get_string_array("tokenizer.ggml.tokens");
@@ -100,7 +103,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
     c.n_vocab = static_cast<uint32_t>(list->size());
   } else if (auto v = get_dim(file, p + "vocab_size", false)) {
     c.n_vocab = *v;
-  } else if (const GgufTensor* embd = file.find_tensor("token_embd.weight"); embd && embd->shape.size() >= 2) {
+  } else if (const GgufTensor* embd = file.find_tensor("token_embd.weight");
+             embd && embd->shape.size() >= 2) {
     if (embd->shape[1] > (uint64_t{1} << 30)) fail(file, "token_embd.weight has too many rows");
     c.n_vocab = static_cast<uint32_t>(embd->shape[1]);
   } else {

@@ -27,7 +27,8 @@ std::vector<uint8_t> read_all(const std::filesystem::path& path) {
 std::vector<float> dequantize(const GgufTensor& t) {
   std::vector<float> out(t.element_count());
   const uint64_t row = t.shape[0], bytes = row_bytes(t.type, row);
-  for (uint64_t r = 0; r < t.rows(); ++r) dequantize_row(t.type, t.data.data() + r * bytes, out.data() + r * row, row);
+  for (uint64_t r = 0; r < t.rows(); ++r)
+    dequantize_row(t.type, t.data.data() + r * bytes, out.data() + r * row, row);
   return out;
 }
 
@@ -110,7 +111,8 @@ TEST(SyntheticModel, WeightsLookLikeSmallGaussiansAndNormsLikeOnes) {
   EXPECT_NEAR(b_mean, 0.0, 0.01);
   EXPECT_NEAR(b_std, 0.02, 0.006);
   // Different tensors get different streams.
-  EXPECT_NE(dequantize(*file.find_tensor("blk.0.ffn_up.weight")), dequantize(*file.find_tensor("blk.1.ffn_up.weight")));
+  EXPECT_NE(dequantize(*file.find_tensor("blk.0.ffn_up.weight")),
+            dequantize(*file.find_tensor("blk.1.ffn_up.weight")));
 }
 
 TEST(SyntheticModel, BuiltInVocabIsByteLevelSentencePiece) {
@@ -233,7 +235,8 @@ TEST(SyntheticModel, Llama3RopeFactorsSpanOneToThirtyTwo) {
   EXPECT_FLOAT_EQ(r.front(), 1.0f);  // highest frequency: unchanged
   EXPECT_FLOAT_EQ(r.back(), 32.0f);  // lowest frequency: slowed by the full factor
   EXPECT_TRUE(std::is_sorted(r.begin(), r.end()));
-  EXPECT_TRUE(std::any_of(r.begin(), r.end(), [](float x) { return x > 1.0f && x < 32.0f; }));  // the smooth band
+  EXPECT_TRUE(
+      std::any_of(r.begin(), r.end(), [](float x) { return x > 1.0f && x < 32.0f; }));  // the smooth band
   EXPECT_TRUE(ModelConfig::from_gguf(f).has_rope_freqs);
 }
 

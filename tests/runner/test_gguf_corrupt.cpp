@@ -105,8 +105,9 @@ std::vector<uint8_t> model_bytes(const ModelDamage& d = {}, size_t* header_size 
   w.set_string("general.architecture", d.arch);
   const std::string a = d.arch + ".";
   const std::vector<std::pair<std::string, uint32_t>> keys = {
-      {a + "block_count", 1},          {a + "embedding_length", 32}, {a + "attention.head_count", 4},
-      {a + "attention.head_count_kv", d.head_count_kv}, {a + "feed_forward_length", 64}, {a + "context_length", 128},
+      {a + "block_count", 1},          {a + "embedding_length", 32},
+      {a + "attention.head_count", 4}, {a + "attention.head_count_kv", d.head_count_kv},
+      {a + "feed_forward_length", 64}, {a + "context_length", 128},
       {a + "vocab_size", 40}};
   for (const auto& [k, v] : keys)
     if (k != a + d.skip_key) w.set_u32(k, v);
@@ -153,7 +154,8 @@ TEST(GgufCorrupt, TruncationAnywhereIsRefused) {
   const size_t data_end = header + w.tensors().back().offset + w.tensors().back().bytes;
   for (size_t len = 0; len < data_end; len += (len < header + 8 ? 1 : 13)) {
     SCOPED_TRACE("truncated to " + std::to_string(len) + " bytes");
-    expect_refused(std::vector<uint8_t>(full.begin(), full.begin() + static_cast<ptrdiff_t>(len)), "truncated");
+    expect_refused(std::vector<uint8_t>(full.begin(), full.begin() + static_cast<ptrdiff_t>(len)),
+                   "truncated");
   }
   expect_refused(std::vector<uint8_t>(full.begin(), full.begin() + static_cast<ptrdiff_t>(data_end - 1)),
                  "past the end");
@@ -176,14 +178,16 @@ TEST(GgufCorrupt, HugeLengthsAndCountsAreRefusedWithoutAllocating) {
   expect_refused(Raw().header(3, 0, 1).u64(kHuge).pad_and_data(64).bytes(), "key #0 length");
   expect_refused(Raw().header(3, 0, 1).str("k").u32(8).u64(uint64_t{1} << 62).bytes(), "length");
   expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(4).u64(kHuge / 2).bytes(), "array count");
-  expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(8).u64(uint64_t{1} << 60).u64(0).bytes(), "array count");
+  expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(8).u64(uint64_t{1} << 60).u64(0).bytes(),
+                 "array count");
   expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(8).u64(2).str("a").u64(kHuge).bytes(), "length");
   expect_refused(Raw().header(3, 1, 0).u64(kHuge).pad_and_data(64).bytes(), "name length");
 }
 
 TEST(GgufCorrupt, BadMetadataIsRefused) {
   expect_refused(Raw().header(3, 0, 1).str("k").u32(13).u32(0).bytes(), "unknown value type 13");
-  expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(77).u64(0).bytes(), "unknown array element type 77");
+  expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(77).u64(0).bytes(),
+                 "unknown array element type 77");
   expect_refused(Raw().header(3, 0, 1).str("k").u32(9).u32(9).u64(1).u32(4).u64(0).bytes(), "nested array");
   expect_refused(Raw().header(3, 0, 1).str("k").u32(7).u8(2).bytes(), "bool");
   expect_refused(Raw().header(3, 0, 1).str("").u32(4).u32(1).bytes(), "empty");
@@ -196,8 +200,10 @@ TEST(GgufCorrupt, BadAlignmentIsRefused) {
     SCOPED_TRACE(a);
     expect_refused(Raw().header(3, 0, 1).kv_u32("general.alignment", a).bytes(), "power of two");
   }
-  expect_refused(Raw().header(3, 0, 1).str("general.alignment").u32(8).str("32").bytes(), "general.alignment");
-  expect_refused(Raw().header(3, 0, 1).str("general.alignment").u32(5).u32(0xffffffffu).bytes(), "general.alignment");
+  expect_refused(Raw().header(3, 0, 1).str("general.alignment").u32(8).str("32").bytes(),
+                 "general.alignment");
+  expect_refused(Raw().header(3, 0, 1).str("general.alignment").u32(5).u32(0xffffffffu).bytes(),
+                 "general.alignment");
 }
 
 TEST(GgufCorrupt, BadTensorInfosAreRefused) {
@@ -212,26 +218,31 @@ TEST(GgufCorrupt, BadTensorInfosAreRefused) {
   expect_refused(one({32, 0}, 0, 0), "zero dimension");
   expect_refused(one({uint64_t{1} << 32, uint64_t{1} << 32}, 0, 0), "overflows");
   expect_refused(one({uint64_t{1} << 32, uint64_t{1} << 31}, 0, 0), "overflows");  // 2^63 > INT64_MAX
-  expect_refused(one({uint64_t{1} << 60, 4}, 0, 0), "byte size overflows");  // 2^62 elements fit, bytes do not
+  expect_refused(one({uint64_t{1} << 60, 4}, 0, 0),
+                 "byte size overflows");  // 2^62 elements fit, bytes do not
   expect_refused(one({48}, 2, 0), "block size 32");
   expect_refused(one({128}, 12, 0), "block size 256");
   expect_refused(one({8}, 0, 4), "misaligned");
   expect_refused(one({8}, 0, uint64_t{1} << 40), "past the end");
   expect_refused(one({8}, 0, kHuge - 31), "past the end");  // offset + size overflows
-  expect_refused(one({2048}, 0, 0), "past the end");         // 8 KiB of data in a 4 KiB section
+  expect_refused(one({2048}, 0, 0), "past the end");        // 8 KiB of data in a 4 KiB section
   expect_refused(Raw().header(3, 1, 0).tensor("", {8}, 0, 0).pad_and_data(64).bytes(), "empty name");
 }
 
 TEST(GgufCorrupt, OverlappingAndDuplicateTensorsAreRefused) {
-  expect_refused(Raw().header(3, 2, 0).tensor("a", {16}, 0, 0).tensor("b", {16}, 0, 32).pad_and_data(128).bytes(),
-                 "tensors 'a' and 'b' overlap");
-  expect_refused(Raw().header(3, 2, 0).tensor("a", {16}, 0, 64).tensor("b", {32}, 0, 0).pad_and_data(256).bytes(),
-                 "tensors 'b' and 'a' overlap");
-  expect_refused(Raw().header(3, 2, 0).tensor("a", {8}, 0, 0).tensor("a", {8}, 0, 32).pad_and_data(64).bytes(),
-                 "duplicate tensor name 'a'");
+  expect_refused(
+      Raw().header(3, 2, 0).tensor("a", {16}, 0, 0).tensor("b", {16}, 0, 32).pad_and_data(128).bytes(),
+      "tensors 'a' and 'b' overlap");
+  expect_refused(
+      Raw().header(3, 2, 0).tensor("a", {16}, 0, 64).tensor("b", {32}, 0, 0).pad_and_data(256).bytes(),
+      "tensors 'b' and 'a' overlap");
+  expect_refused(
+      Raw().header(3, 2, 0).tensor("a", {8}, 0, 0).tensor("a", {8}, 0, 32).pad_and_data(64).bytes(),
+      "duplicate tensor name 'a'");
   // Adjacent tensors (the first ends exactly where the second starts) are fine.
   const auto ok = write_file(
-      Raw().header(3, 2, 0).tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 32).pad_and_data(64).bytes(), "adjacent.gguf");
+      Raw().header(3, 2, 0).tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 32).pad_and_data(64).bytes(),
+      "adjacent.gguf");
   EXPECT_EQ(GgufFile::open(ok).tensors().size(), 2u);
 }
 
@@ -243,11 +254,16 @@ TEST(GgufCorrupt, UnreadablePathsAreRefused) {
 
 TEST(GgufCorrupt, BadModelsAreRefused) {
   expect_refused(model_bytes(damage(&ModelDamage::arch, "mamba")), "unsupported architecture 'mamba'");
-  expect_refused(model_bytes(damage(&ModelDamage::skip_tensor, "blk.0.ffn_up.weight")), "missing tensor blk.0.ffn_up.weight");
-  expect_refused(model_bytes(damage(&ModelDamage::skip_tensor, "output_norm.weight")), "missing tensor output_norm.weight");
-  expect_refused(model_bytes(damage(&ModelDamage::reshape_tensor, "blk.0.attn_k.weight")), "blk.0.attn_k.weight has the wrong shape");
-  expect_refused(model_bytes(damage(&ModelDamage::reshape_tensor, "token_embd.weight")), "token_embd.weight has the wrong shape");
-  expect_refused(model_bytes(damage(&ModelDamage::reshape_tensor, "blk.0.ffn_norm.weight")), "ffn_norm.weight has the wrong shape");
+  expect_refused(model_bytes(damage(&ModelDamage::skip_tensor, "blk.0.ffn_up.weight")),
+                 "missing tensor blk.0.ffn_up.weight");
+  expect_refused(model_bytes(damage(&ModelDamage::skip_tensor, "output_norm.weight")),
+                 "missing tensor output_norm.weight");
+  expect_refused(model_bytes(damage(&ModelDamage::reshape_tensor, "blk.0.attn_k.weight")),
+                 "blk.0.attn_k.weight has the wrong shape");
+  expect_refused(model_bytes(damage(&ModelDamage::reshape_tensor, "token_embd.weight")),
+                 "token_embd.weight has the wrong shape");
+  expect_refused(model_bytes(damage(&ModelDamage::reshape_tensor, "blk.0.ffn_norm.weight")),
+                 "ffn_norm.weight has the wrong shape");
   expect_refused(model_bytes(damage(&ModelDamage::skip_key, "block_count")), "llama.block_count");
   expect_refused(model_bytes(damage(&ModelDamage::skip_key, "embedding_length")), "llama.embedding_length");
   expect_refused(model_bytes(damage(&ModelDamage::head_count_kv, 3)), "head_count_kv");

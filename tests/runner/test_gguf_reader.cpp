@@ -24,8 +24,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 
 std::filesystem::path write_bytes(const std::vector<uint8_t>& bytes, const std::string& name) {
   const std::filesystem::path path = test::scratch_dir() / name;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
 
@@ -73,12 +73,15 @@ TEST(GgufReader, RoundTripsEveryMetadataTypeWithItsStoredType) {
     EXPECT_EQ(got->type, entry.type) << key;
     if (entry.type == GgufValueType::FLOAT32) {
       // float32 values come back as the exact double of the stored float.
-      EXPECT_EQ(std::get<double>(got->value), static_cast<double>(static_cast<float>(std::get<double>(entry.value))));
-    } else if (entry.type == GgufValueType::ARRAY && std::get<GgufArray>(entry.value).element_type == GgufValueType::FLOAT32) {
+      EXPECT_EQ(std::get<double>(got->value),
+                static_cast<double>(static_cast<float>(std::get<double>(entry.value))));
+    } else if (entry.type == GgufValueType::ARRAY &&
+               std::get<GgufArray>(entry.value).element_type == GgufValueType::FLOAT32) {
       const auto& want = std::get<std::vector<double>>(std::get<GgufArray>(entry.value).values);
       const auto& have = std::get<std::vector<double>>(std::get<GgufArray>(got->value).values);
       ASSERT_EQ(want.size(), have.size());
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(have[i], static_cast<double>(static_cast<float>(want[i])));
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(have[i], static_cast<double>(static_cast<float>(want[i])));
     } else if (entry.type == GgufValueType::ARRAY) {
       const auto& want = std::get<GgufArray>(entry.value);
       const auto& have = std::get<GgufArray>(got->value);
@@ -194,12 +197,15 @@ TEST(GgufWriter, StreamsTensorsFromSeveralThreadsAndWritesSparseFiles) {
   w.set_string("general.architecture", "none");
   for (int i = 0; i < 9; ++i) w.add_tensor("t" + std::to_string(i), TensorType::Q4_0, {64, 3ull + i});
   const auto path = test::scratch_dir() / "streamed.gguf";
-  w.write(path, [&](size_t index, GgufTensorSink& sink) {
-    // Two writes per tensor: sinks append in order.
-    const std::vector<uint8_t> bytes = random_bytes(sink.size(), static_cast<uint32_t>(index));
-    sink.write(std::span(bytes).first(10));
-    sink.write(std::span(bytes).subspan(10));
-  }, 4);
+  w.write(
+      path,
+      [&](size_t index, GgufTensorSink& sink) {
+        // Two writes per tensor: sinks append in order.
+        const std::vector<uint8_t> bytes = random_bytes(sink.size(), static_cast<uint32_t>(index));
+        sink.write(std::span(bytes).first(10));
+        sink.write(std::span(bytes).subspan(10));
+      },
+      4);
   const GgufFile f = GgufFile::open(path);
   ASSERT_EQ(f.tensors().size(), 9u);
   for (size_t i = 0; i < 9; ++i) {
@@ -216,7 +222,9 @@ TEST(GgufWriter, StreamsTensorsFromSeveralThreadsAndWritesSparseFiles) {
 
   // A fill that writes too little fails and leaves no file behind.
   const auto bad = test::scratch_dir() / "short.gguf";
-  EXPECT_THROW(w.write(bad, [](size_t, GgufTensorSink&) {}, 2), Error);
+  EXPECT_THROW(w.write(
+                   bad, [](size_t, GgufTensorSink&) {}, 2),
+               Error);
   EXPECT_FALSE(std::filesystem::exists(bad));
   EXPECT_FALSE(std::filesystem::exists(bad.string() + ".partial"));
 }
@@ -225,7 +233,8 @@ TEST(GgufWriter, RefusesValuesThatDoNotMatchTheirType) {
   GgufWriter w;
   EXPECT_THROW(w.set("k", {GgufValueType::UINT8, uint64_t{256}}), Error);
   EXPECT_THROW(w.set("k", {GgufValueType::INT32, uint64_t{1}}), Error);
-  EXPECT_THROW(w.set("k", {GgufValueType::ARRAY, GgufArray{GgufValueType::ARRAY, std::vector<uint64_t>{}}}), Error);
+  EXPECT_THROW(w.set("k", {GgufValueType::ARRAY, GgufArray{GgufValueType::ARRAY, std::vector<uint64_t>{}}}),
+               Error);
   EXPECT_THROW(w.add_tensor("q", TensorType::Q4_K, {128, 2}), Error);  // 128 is not a whole 256-block
   EXPECT_THROW(w.add_tensor("d", TensorType::F32, {4}, std::vector<uint8_t>(15)), Error);
   EXPECT_TRUE(w.metadata().empty());

@@ -147,7 +147,8 @@ TEST(ModelConfig, InconsistentHyperParametersAreRefused) {
   w.set_u32("llama.vocab_size", 321);
   ASSERT_TRUE(w.erase("tokenizer.ggml.tokens"));
   EXPECT_NE(message(w).find("token_embd.weight has the wrong shape [64, 320] (expected [64, 321])"),
-            std::string::npos) << message(w);
+            std::string::npos)
+      << message(w);
 }
 
 }  // namespace
