@@ -34,8 +34,8 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args) {
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args) {
   KVTRIE_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0,
                "attention: n_heads must be a multiple of n_kv_heads");
-  KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 2 == 0,
-               "attention: head_dim must be even and at most 256");
+  KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 8 == 0,
+               "attention: head_dim must be a multiple of 8 and at most 256");
   KVTRIE_CHECK(args.layout.kv_dim == args.n_kv_heads * args.head_dim, "attention: layout.kv_dim != n_kv_heads * head_dim");
   KVTRIE_CHECK(args.layout.page_tokens > 0 && args.layer < args.layout.n_layers, "attention: bad page geometry");
   KVTRIE_CHECK(args.scratch.range >= attention_scratch_bytes(args), "attention: scratch is too small");

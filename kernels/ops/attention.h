@@ -28,7 +28,7 @@ struct AttentionArgs {
   uint32_t tokens = 0;
   uint32_t n_heads = 0;
   uint32_t n_kv_heads = 0;    // divides n_heads
-  uint32_t head_dim = 0;      // even, at most 256
+  uint32_t head_dim = 0;      // a multiple of 8 (K/V rows are read 16 bytes at a time), at most 256
   KvLayout layout;            // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
   uint32_t layer = 0;
   uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)

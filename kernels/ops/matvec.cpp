@@ -58,7 +58,11 @@ void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) 
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
   KVTRIE_CHECK(tensor_type_info(args.w.type).block_elements == 1 || x_stride % 4 == 0,
                "matvec: x_stride must be a multiple of 4 floats for block types");
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), kRows, kMaxCols);
+  // One token (the decode step) takes the single-token build: same per-token arithmetic, fewer registers.
+  if (args.tokens == 1)
+    dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows, 1);
+  else
+    dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), kRows, kMaxCols);
 }
 
 }  // namespace kvtrie::kernels

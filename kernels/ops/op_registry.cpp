@@ -49,6 +49,7 @@ const OpRegistration kOps[] = {
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kF16, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
+    {"matvec1", kAllTypes, spec_matvec},  // the single-token build of matvec.comp
     {"matmul", kAllTypes, spec_none},
     {"matmul_coopmat", kAllTypes, spec_none, coopmat_supported},
     {"attention", kAttention, spec_attention},

@@ -18,7 +18,7 @@ layout(local_size_x_id = 0) in;  // >= 32 so that head_dim <= 256 needs at most 
 #define NEG_BIG -3.0e38
 
 layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
-layout(set = 0, binding = 1) readonly buffer KV { uint kv[]; };  // f16 pairs
+layout(set = 0, binding = 1) readonly buffer KV { uvec4 kv[]; };  // 8 f16 per element (head_dim % 8 == 0)
 layout(set = 0, binding = 2) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 3) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 4) writeonly buffer Partial { float partial[]; };
@@ -38,6 +38,7 @@ layout(push_constant) uniform Push {
 
 shared float qs[MAX_HEAD_DIM];
 shared float ps[1024];
+shared uint vbase[1024];  // word index of each key's V row in the current block
 shared float red[MAX_SUBGROUPS];
 
 float wg_max(float v) {
@@ -60,7 +61,7 @@ float wg_sum(float v) {
   return r;
 }
 
-// Word index of element 0 of key (is_v = 0) or value (is_v = 1) row of position j, KV head kh.
+// 32-bit word index of element 0 of key (is_v = 0) or value (is_v = 1) row of position j, KV head kh.
 uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
   uint page = page_table[pt_off + j / pc.page_size];
   uint slot = j % pc.page_size;
@@ -93,26 +94,31 @@ void main() {
     if (j < end) {
       uint kw = kv_word(tok.x, j, kh, 0u);
       float dot = 0.0;
-      for (uint d = 0u; d < hd; d += 2u) {
-        vec2 kk = unpackHalf2x16(kv[kw + d / 2u]);
-        dot = fma(qs[d], kk.x, dot);
-        dot = fma(qs[d + 1u], kk.y, dot);
+      for (uint d = 0u; d < hd; d += 8u) {
+        uvec4 k8 = kv[(kw + d / 2u) >> 2];
+        for (uint c = 0u; c < 4u; ++c) {
+          vec2 kk = unpackHalf2x16(k8[c]);
+          dot = fma(qs[d + 2u * c], kk.x, dot);
+          dot = fma(qs[d + 2u * c + 1u], kk.y, dot);
+        }
       }
       s = dot;
     }
     float m_new = max(m, wg_max(s));
     float p = (j < end) ? exp(s - m_new) : 0.0;
     ps[tid] = p;
+    // The page-table lookup for each key's V row is done once, by the thread that scored it.
+    vbase[tid] = (j < end) ? kv_word(tok.x, j, kh, 1u) : 0u;
     float alpha = exp(m - m_new);
-    l = l * alpha + wg_sum(p);  // wg_sum's barrier also publishes ps
+    l = l * alpha + wg_sum(p);  // wg_sum's barrier also publishes ps and vbase
     uint nkeys = min(wg, end - j0);
     for (uint i = 0u; i < DIMS_PER_THREAD; ++i) {
       uint d = tid + i * wg;
       if (d >= hd) break;
       float a = acc[i] * alpha;
       for (uint jj = 0u; jj < nkeys; ++jj) {
-        uint vw = kv_word(tok.x, j0 + jj, kh, 1u) + d / 2u;
-        vec2 vv = unpackHalf2x16(kv[vw]);
+        uint vw = vbase[jj] + d / 2u;
+        vec2 vv = unpackHalf2x16(kv[vw >> 2][vw & 3u]);
         a = fma(ps[jj], (d & 1u) == 0u ? vv.x : vv.y, a);
       }
       acc[i] = a;

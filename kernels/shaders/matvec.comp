@@ -5,7 +5,8 @@
 // Batch invariance (the --deterministic contract): a token's sum is built by the same instruction sequence
 // whatever the token count (per-token accumulators, explicit fma, all tokens reduced by the same subgroup +
 // shared-memory tree, tokens grouped MAX_COLS per work group along z), so a token alone and in any batch
-// gets bit-identical results on one device with one work-group size.
+// gets bit-identical results on one device with one work-group size. The single-token variant (MAX_COLS 1)
+// runs the same per-token operation sequence, so it agrees bit for bit with the batched one.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
@@ -13,7 +14,9 @@ layout(local_size_x_id = 0) in;
 
 // F32, F16, BF16 rows have any length (scalar x loads with a tail); block types use vec4 loads.
 #define FLOAT_WEIGHTS (WTYPE == 0 || WTYPE == 1 || WTYPE == 30)
-#define MAX_COLS 8u
+#ifndef MAX_COLS
+#define MAX_COLS 8u  // tokens per work group; the matvec1_* variants are built with 1 (fewer registers)
+#endif
 #define NUM_ROWS 4u  // rows per work group: each x load serves all of them
 #define MAX_SUBGROUPS 64u
 

@@ -17,11 +17,13 @@
 
 uint w_u8(uint o) { return (wq[o >> 2] >> ((o & 3u) << 3)) & 0xFFu; }
 uint w_u16(uint o) { return (wq[o >> 2] >> ((o & 2u) << 3)) & 0xFFFFu; }
-// 32 bits at an even byte offset.
+// 32 bits at an even byte offset. Both words are always loaded (a select, not a branch) so the loads of
+// several calls can be in flight together; the second index is clamped to stay inside the binding.
 uint w_u32(uint o) {
   uint i = o >> 2;
-  if ((o & 2u) == 0u) return wq[i];
-  return (wq[i] >> 16) | (wq[i + 1u] << 16);
+  uint lo = wq[i];
+  uint hi = wq[min(i + 1u, uint(wq.length()) - 1u)];
+  return (o & 2u) == 0u ? lo : (lo >> 16) | (hi << 16);
 }
 float w_f16(uint o) { return unpackHalf2x16(w_u16(o)).x; }
 
@@ -44,18 +46,24 @@ void decode8(uint rb, uint g, uint k, out float v[8]) {
   for (uint i = 0u; i < 8u; ++i) v[i] = (e0 + i < k) ? uintBitsToFloat(w_u32(rb + 4u * (e0 + i))) : 0.0;
 #elif WTYPE == T_F16 || WTYPE == T_BF16
   uint e0 = 8u * g;
-  for (uint i = 0u; i < 8u; i += 2u) {
-    uint e = e0 + i;
-    // Two halves per word when the pair is word aligned and inside the row; else one at a time.
-    uint lo = (e < k) ? w_u16(rb + 2u * e) : 0u;
-    uint hi = (e + 1u < k) ? w_u16(rb + 2u * e + 2u) : 0u;
+  uint h[4];
+  if (e0 + 8u <= k) {
+    for (uint i = 0u; i < 4u; ++i) h[i] = w_u32(rb + 2u * e0 + 4u * i);
+  } else {
+    // Row tail: one half at a time, zeros past the end.
+    for (uint i = 0u; i < 4u; ++i) {
+      uint e = e0 + 2u * i;
+      h[i] = ((e < k) ? w_u16(rb + 2u * e) : 0u) | (((e + 1u < k) ? w_u16(rb + 2u * e + 2u) : 0u) << 16);
+    }
+  }
+  for (uint i = 0u; i < 4u; ++i) {
 #if WTYPE == T_F16
-    vec2 f = unpackHalf2x16(lo | (hi << 16));
-    v[i] = f.x;
-    v[i + 1u] = f.y;
+    vec2 f = unpackHalf2x16(h[i]);
+    v[2u * i] = f.x;
+    v[2u * i + 1u] = f.y;
 #else
-    v[i] = uintBitsToFloat(lo << 16);
-    v[i + 1u] = uintBitsToFloat(hi << 16);
+    v[2u * i] = uintBitsToFloat(h[i] << 16);
+    v[2u * i + 1u] = uintBitsToFloat(h[i] & 0xFFFF0000u);
 #endif
   }
 #elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1
