@@ -160,7 +160,9 @@ void KvCache::drop_sequence(Sequence& s) {
   s.lease.reset();
 }
 
-void KvCache::sync() { wait_for_copies(); }
+void KvCache::sync() {
+  wait_for_copies();
+}
 
 void KvCache::wait_for_copies() {
   if (in_flight_.empty()) return;
@@ -171,9 +173,13 @@ void KvCache::wait_for_copies() {
   retired_.clear();
 }
 
-std::span<const PageId> KvCache::page_table(SeqId seq) const { return sequence(seq).pages; }
+std::span<const PageId> KvCache::page_table(SeqId seq) const {
+  return sequence(seq).pages;
+}
 
-std::span<const TokenId> KvCache::committed_tokens(SeqId seq) const { return sequence(seq).tokens; }
+std::span<const TokenId> KvCache::committed_tokens(SeqId seq) const {
+  return sequence(seq).tokens;
+}
 
 void KvCache::queue(std::vector<PageCopy> copies) {
   if (copies.empty()) return;
@@ -266,14 +272,16 @@ void KvCache::check_invariants() const {
     KVTRIE_CHECK(s.pages.size() * config_.page_tokens >= s.tokens.size(), "committed tokens without pages");
     for (PageId page : s.pages) {
       KVTRIE_CHECK(page < device_.capacity(), "page table entry out of range");
-      KVTRIE_CHECK(device_refs[page] == 0 || pinned[page], "a page table holds a cached page that is not pinned");
+      KVTRIE_CHECK(device_refs[page] == 0 || pinned[page],
+                   "a page table holds a cached page that is not pinned");
     }
   }
   for (const auto& [id, s] : sequences_)
     for (PageId page : s.pages) ++device_refs[page];
   for (const Sequence& s : retired_)
     for (PageId page : s.pages) ++device_refs[page];
-  KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(), "a retired sequence outlived the copies it waited for");
+  KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(),
+               "a retired sequence outlived the copies it waited for");
   for (const PageCopy& c : in_flight_) {
     const PagePool& from = c.from_tier == Tier::Device ? device_ : host_;
     const PagePool& to = c.to_tier == Tier::Device ? device_ : host_;

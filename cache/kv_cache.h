@@ -21,10 +21,10 @@
 // copy completes (a sequence released meanwhile keeps its pages and pins until the next sync()), so pages
 // handed out by reserve() may be written at once.
 // Reference rule: each pool page's refcount = (1 if the trie stores it) + (number of page tables holding
-// it, including released sequences waiting for copies). check_invariants() verifies it together with the trie's and pools' invariants, and that every
-// page of a page table that the trie stores is pinned (so eviction never takes a page in use).
-// Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier must
-// outlive the KvCache.
+// it, including released sequences waiting for copies). check_invariants() verifies it together with the
+// trie's and pools' invariants, and that every page of a page table that the trie stores is pinned (so
+// eviction never takes a page in use). Thread model: single owner thread (the scheduler); nothing here is
+// thread-safe. The PageCopier must outlive the KvCache.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,13 +43,20 @@ struct KvCacheConfig {
   std::size_t page_bytes = 0;           // bytes of one page: P tokens of every layer's K and V
   std::size_t device_budget_bytes = 0;  // --kv-device-mb
   std::size_t host_budget_bytes = 0;    // --kv-host-mb (0: no host tier; cold pages are dropped)
+  // Pool capacities (whole pages of each budget): what the PageCopier's memory must provide.
+  std::uint32_t device_pages() const {
+    return page_bytes == 0 ? 0 : static_cast<std::uint32_t>(device_budget_bytes / page_bytes);
+  }
+  std::uint32_t host_pages() const {
+    return page_bytes == 0 ? 0 : static_cast<std::uint32_t>(host_budget_bytes / page_bytes);
+  }
 };
 
 enum class SeqId : std::uint64_t {};
 
 struct AcquireResult {
   SeqId seq;
-  std::uint32_t cached_tokens = 0;  // prompt tokens whose KV is reused: compute from this position on
+  std::uint32_t cached_tokens = 0;      // prompt tokens whose KV is reused: compute from this position on
   std::uint32_t device_hit_tokens = 0;  // of cached_tokens, found on device
   std::uint32_t host_hit_tokens = 0;    // of cached_tokens, promoted from host
   bool copied_on_write = false;         // the last reused page was copied into a private page
@@ -100,8 +107,10 @@ class KvCache {
   void commit(SeqId seq, std::span<const TokenId> tokens);
   // Ends the sequence: unpins its prefix and drops its page references.
   void release(SeqId seq);
-  // Waits for queued copies and completes promotions (their host copies are freed).
+  // Waits for queued copies and completes promotions (their host copies are freed). A no-op when no
+  // copy is in flight, so the scheduler may call it before every forward pass.
   void sync();
+  bool copies_in_flight() const { return !in_flight_.empty(); }
 
   // The sequence's page table: device page of each page-sized block of positions, in order.
   std::span<const PageId> page_table(SeqId seq) const;
@@ -139,8 +148,8 @@ class KvCache {
   PagePool host_;
   PrefixTrie trie_;  // after the pools: releases its references into them when destroyed
   std::unordered_map<std::uint64_t, Sequence> sequences_;  // after the trie: leases go first
-  std::vector<PageCopy> in_flight_;  // queued since the last wait
-  std::vector<Sequence> retired_;    // released while copies were in flight; freed after the wait
+  std::vector<PageCopy> in_flight_;                        // queued since the last wait
+  std::vector<Sequence> retired_;  // released while copies were in flight; freed after the wait
   std::uint64_t next_seq_ = 1;
   KvCacheStats stats_;
 };

@@ -6,7 +6,9 @@
 
 namespace kvtrie {
 
-std::string_view tier_name(Tier tier) { return tier == Tier::Device ? "device" : "host"; }
+std::string_view tier_name(Tier tier) {
+  return tier == Tier::Device ? "device" : "host";
+}
 
 PagePool::PagePool(Tier tier, std::size_t page_bytes, std::size_t budget_bytes)
     : tier_(tier), page_bytes_(page_bytes), budget_bytes_(budget_bytes) {
@@ -29,8 +31,8 @@ std::optional<PageId> PagePool::allocate() {
 }
 
 void PagePool::check_allocated(PageId page, const char* what) const {
-  KVTRIE_CHECK(page < refcounts_.size(), std::string(what) + ": page out of range in the " +
-                                             std::string(tier_name(tier_)) + " pool");
+  KVTRIE_CHECK(page < refcounts_.size(),
+               std::string(what) + ": page out of range in the " + std::string(tier_name(tier_)) + " pool");
   KVTRIE_CHECK(refcounts_[page] > 0, std::string(what) + ": page " + std::to_string(page) +
                                          " is free in the " + std::string(tier_name(tier_)) + " pool");
 }
@@ -55,7 +57,8 @@ void PagePool::check_invariants() const {
   for (PageId page : free_) {
     KVTRIE_CHECK(page < refcounts_.size(), "free list holds an out-of-range page");
     KVTRIE_CHECK(!on_free_list[page], "page " + std::to_string(page) + " is twice on the free list");
-    KVTRIE_CHECK(refcounts_[page] == 0, "page " + std::to_string(page) + " is referenced and on the free list");
+    KVTRIE_CHECK(refcounts_[page] == 0,
+                 "page " + std::to_string(page) + " is referenced and on the free list");
     on_free_list[page] = true;
   }
   for (std::size_t page = 0; page < refcounts_.size(); ++page)

@@ -3,7 +3,8 @@
 // It never touches memory: the kernels map a PageId to (buffer, offset); the pool only decides which pages
 // are in use, so it runs with no GPU. Running out is an expected outcome: allocate() returns an empty
 // optional and the caller (the cache) decides what to evict. Capacity never changes, so usage can never
-// exceed the budget. Single owner thread (the scheduler's); not thread-safe. No outside object must outlive it.
+// exceed the budget. Single owner thread (the scheduler's); not thread-safe. No outside object must outlive
+// it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,7 @@ class PagePool {
   // Failure injection for tests: the Nth allocate() from now (1-based) fails as if the pool were full,
   // once. Zero disarms it.
   void fail_nth_allocation(std::uint64_t n) { fail_countdown_ = n; }
+  bool injected_failure_pending() const { return fail_countdown_ != 0; }
 
   // Throws kvtrie::Error unless the free list and the reference counts agree.
   void check_invariants() const;

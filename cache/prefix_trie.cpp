@@ -61,7 +61,9 @@ void Lease::reset() noexcept {
   node_ = nullptr;
 }
 
-std::uint32_t Lease::tokens() const { return node_ == nullptr ? 0 : node_->end; }
+std::uint32_t Lease::tokens() const {
+  return node_ == nullptr ? 0 : node_->end;
+}
 
 PrefixTrie::PrefixTrie(PagePool& device, PagePool& host, std::uint32_t page_tokens)
     : device_(device), host_(host), page_tokens_(page_tokens) {
@@ -92,7 +94,9 @@ std::uint32_t PrefixTrie::pages_for(std::size_t tokens) const {
   return static_cast<std::uint32_t>((tokens + page_tokens_ - 1) / page_tokens_);
 }
 
-std::uint32_t PrefixTrie::node_pages(const TrieNode* node) const { return pages_for(node->key.size()); }
+std::uint32_t PrefixTrie::node_pages(const TrieNode* node) const {
+  return pages_for(node->key.size());
+}
 
 TrieNode* PrefixTrie::root(NamespaceId ns) {
   auto& slot = roots_[ns];
@@ -233,8 +237,10 @@ std::unique_ptr<TrieNode> PrefixTrie::make_node(TrieNode* parent) {
   return node;
 }
 
-TrieNode* PrefixTrie::add_leaf(TrieNode* parent, std::span<const TokenId> key, std::span<const PageId> pages) {
-  KVTRIE_CHECK(parent->is_root() || parent->on_device(), "a device page must hang from a device-resident node");
+TrieNode* PrefixTrie::add_leaf(TrieNode* parent, std::span<const TokenId> key,
+                               std::span<const PageId> pages) {
+  KVTRIE_CHECK(parent->is_root() || parent->on_device(),
+               "a device page must hang from a device-resident node");
   KVTRIE_CHECK(parent->key.size() % page_tokens_ == 0, "a partial leaf cannot have children");
   auto owned = make_node(parent);
   TrieNode* node = owned.get();

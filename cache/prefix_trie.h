@@ -188,8 +188,8 @@ class PrefixTrie {
   PagePool& host_;
   std::uint32_t page_tokens_;
   std::map<NamespaceId, std::unique_ptr<TrieNode>> roots_;
-  std::set<LruKey> device_lru_;  // device-evictable nodes, coldest first
-  std::set<LruKey> host_lru_;    // host-evictable nodes, coldest first
+  std::set<LruKey> device_lru_;           // device-evictable nodes, coldest first
+  std::set<LruKey> host_lru_;             // host-evictable nodes, coldest first
   std::vector<TrieNode*> transfer_pins_;  // nodes pinned by an in-flight promotion
   TrieTotals totals_;
   std::uint64_t tick_ = 0;

@@ -58,22 +58,25 @@ void PrefixTrie::check_node(const TrieNode* node, std::uint64_t& seen, TrieTotal
     KVTRIE_CHECK(child->children.empty() || child->key.size() % page_tokens_ == 0,
                  at + "an inner node ends in a partial page");
     const std::size_t pages = pages_for(child->key.size());
-    KVTRIE_CHECK(child->device_pages.empty() || child->device_pages.size() == pages, at + "device pages count");
+    KVTRIE_CHECK(child->device_pages.empty() || child->device_pages.size() == pages,
+                 at + "device pages count");
     KVTRIE_CHECK(child->host_pages.empty() || child->host_pages.size() == pages, at + "host pages count");
     KVTRIE_CHECK(child->on_device() || child->on_host(), at + "resident nowhere");
     KVTRIE_CHECK(!child->on_device() || node->is_root() || node->on_device(),
                  at + "device-resident under a node that is not");
     if (child->in_transfer()) {
       KVTRIE_CHECK(child->lock_count > 0, at + "mid-transfer but not pinned");
-      const bool covered = std::any_of(transfer_pins_.begin(), transfer_pins_.end(), [&](const TrieNode* pin) {
-        for (const TrieNode* x = pin; x != nullptr; x = x->parent)
-          if (x == child) return true;
-        return false;
-      });
+      const bool covered =
+          std::any_of(transfer_pins_.begin(), transfer_pins_.end(), [&](const TrieNode* pin) {
+            for (const TrieNode* x = pin; x != nullptr; x = x->parent)
+              if (x == child) return true;
+            return false;
+          });
       KVTRIE_CHECK(covered, at + "mid-transfer without a transfer pin below it");
     }
     child_locks += child->lock_count;
-    const std::span<const TokenId> first(child->key.data(), std::min<std::size_t>(page_tokens_, child->key.size()));
+    const std::span<const TokenId> first(child->key.data(),
+                                         std::min<std::size_t>(page_tokens_, child->key.size()));
     for (const auto& other : first_pages)
       KVTRIE_CHECK(!std::equal(first.begin(), first.end(), other.begin(), other.end()),
                    at + "two children share their first page");

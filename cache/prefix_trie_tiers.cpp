@@ -130,7 +130,8 @@ DroppedPages PrefixTrie::drop(TrieNode* node) {
   }
   TrieNode* parent = node->parent;
   auto& siblings = parent->children;
-  siblings.erase(std::find_if(siblings.begin(), siblings.end(), [&](const auto& c) { return c.get() == node; }));
+  siblings.erase(
+      std::find_if(siblings.begin(), siblings.end(), [&](const auto& c) { return c.get() == node; }));
   reaccount(parent);
   maybe_merge(parent);
   return dropped;

@@ -30,15 +30,15 @@ struct NodeAccount {
 
 struct TrieNode {
   NamespaceId ns = 0;
-  std::vector<TokenId> key;   // this edge's tokens; empty only at a root
-  std::uint32_t end = 0;      // tokens from the root to the end of key; end - key.size() is page-aligned
+  std::vector<TokenId> key;  // this edge's tokens; empty only at a root
+  std::uint32_t end = 0;     // tokens from the root to the end of key; end - key.size() is page-aligned
   std::vector<PageId> device_pages;  // one per page of key when resident on device, else empty
   std::vector<PageId> host_pages;    // one per page of key when resident on host, else empty
   TrieNode* parent = nullptr;
   std::vector<std::unique_ptr<TrieNode>> children;
   std::uint64_t last_use = 0;  // trie tick of the last match/insert through this node
   std::uint32_t lock_count = 0;
-  std::uint64_t serial = 0;    // creation order; breaks LRU ties deterministically
+  std::uint64_t serial = 0;  // creation order; breaks LRU ties deterministically
   NodeAccount account;
 
   bool is_root() const { return parent == nullptr; }

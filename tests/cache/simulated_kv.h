@@ -49,7 +49,8 @@ class SimulatedCopier final : public PageCopier {
   // The model "computes" positions [from, to) of a sequence: writes their KV values into its pages.
   void write(std::span<const PageId> table, std::span<const std::uint64_t> values, std::size_t from,
              std::size_t to) {
-    for (std::size_t pos = from; pos < to; ++pos) device_[table[pos / page_tokens_]][pos % page_tokens_] = values[pos];
+    for (std::size_t pos = from; pos < to; ++pos)
+      device_[table[pos / page_tokens_]][pos % page_tokens_] = values[pos];
   }
   // Number of positions in [0, n) whose page holds a wrong value (0 when the reuse is correct).
   std::size_t wrong_positions(std::span<const PageId> table, std::span<const std::uint64_t> values,
@@ -70,7 +71,9 @@ class SimulatedCopier final : public PageCopier {
   }
 
  private:
-  std::vector<std::vector<std::uint64_t>>& memory(Tier tier) { return tier == Tier::Device ? device_ : host_; }
+  std::vector<std::vector<std::uint64_t>>& memory(Tier tier) {
+    return tier == Tier::Device ? device_ : host_;
+  }
 
   std::uint32_t page_tokens_;
   std::vector<std::vector<std::uint64_t>> device_, host_;

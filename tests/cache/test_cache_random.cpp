@@ -67,12 +67,13 @@ std::uint64_t seed_from_env(std::uint64_t fallback) {
 }
 
 void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roomy, std::uint64_t seed,
-                  int steps, KvCacheStats& out) {
+                  int steps, KvCacheStats& out, std::uint64_t& no_room_count) {
   std::cout << "seed " << seed << " (device " << device_pages << " pages, host " << host_pages << ")\n";
   std::mt19937_64 rng(seed);
   auto below = [&](std::uint64_t n) { return rng() % n; };
   SimulatedCopier copier(kP, device_pages, host_pages);
   KvCache cache({kP, 64, device_pages * 64ull, host_pages * 64ull}, copier);
+  std::uint64_t no_room = 0;
   Reference reference;
   std::vector<Live> live;
 
@@ -86,7 +87,8 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
     return prompt;
   };
   auto finish = [&](std::size_t i) {
-    if (std::getenv("KVTRIE_TRACE") != nullptr) std::cout << "release seq " << static_cast<std::uint64_t>(live[i].seq) << "\n";
+    if (std::getenv("KVTRIE_TRACE") != nullptr)
+      std::cout << "release seq " << static_cast<std::uint64_t>(live[i].seq) << "\n";
     cache.release(live[i].seq);
     live.erase(live.begin() + static_cast<long>(i));
   };
@@ -136,6 +138,7 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
         for (std::uint64_t k = 1 + below(3); k > 0; --k) s.tokens.push_back(static_cast<TokenId>(below(6)));
       if (cache.reserve(s.seq, static_cast<std::uint32_t>(s.tokens.size())) == ReserveStatus::NoRoom) {
         ASSERT_FALSE(roomy) << "NoRoom with a budget that fits everything";
+        ++no_room;
         cache.check_invariants();
         finish(i);  // the scheduler preempts the sequence
         cache.check_invariants();
@@ -168,6 +171,7 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
   EXPECT_EQ(st.device_pages_used, st.device_pages_cached);
   EXPECT_EQ(st.host_pages_used, st.host_pages_cached);
   out = st;
+  no_room_count = no_room;
   std::cout << "hits device " << st.hit_tokens_device << " host " << st.hit_tokens_host << ", misses "
             << st.miss_tokens << ", demoted " << st.demoted_pages << ", promoted " << st.promoted_pages
             << ", dropped " << st.evicted_device_pages << "+" << st.evicted_host_pages << ", cow "
@@ -176,7 +180,8 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
 
 TEST(CacheRandom, RoomyBudgetsReuseExactlyTheLongestCommittedPrefix) {
   KvCacheStats st;
-  run_workload(4096, 64, true, seed_from_env(20261121), 3000, st);
+  std::uint64_t no_room = 0;
+  run_workload(4096, 64, true, seed_from_env(20261121), 3000, st, no_room);
   EXPECT_EQ(st.demoted_pages + st.evicted_device_pages + st.evicted_host_pages, 0u);
   EXPECT_GT(st.hit_tokens_device, 0u);
   EXPECT_GT(st.cow_pages, 0u);
@@ -184,7 +189,8 @@ TEST(CacheRandom, RoomyBudgetsReuseExactlyTheLongestCommittedPrefix) {
 
 TEST(CacheRandom, TightBudgetsStayCorrectUnderDemotionPromotionAndEviction) {
   KvCacheStats st;
-  run_workload(24, 24, false, seed_from_env(7), 4000, st);
+  std::uint64_t no_room = 0;
+  run_workload(24, 24, false, seed_from_env(7), 4000, st, no_room);
   // The tight budgets must actually exercise every tier move, or this test proves little.
   EXPECT_GT(st.demoted_pages, 0u);
   EXPECT_GT(st.promoted_pages, 0u);
@@ -194,9 +200,26 @@ TEST(CacheRandom, TightBudgetsStayCorrectUnderDemotionPromotionAndEviction) {
 
 TEST(CacheRandom, WithoutAHostTierColdPagesAreDroppedAndReuseStaysCorrect) {
   KvCacheStats st;
-  run_workload(20, 0, false, seed_from_env(99), 3000, st);
+  std::uint64_t no_room = 0;
+  run_workload(20, 0, false, seed_from_env(99), 3000, st, no_room);
   EXPECT_EQ(st.demoted_pages + st.promoted_pages, 0u);
   EXPECT_GT(st.evicted_device_pages, 0u);
+}
+
+}  // namespace
+}  // namespace kvtrie
+
+namespace kvtrie {
+namespace {
+
+TEST(CacheRandom, BudgetsSmallerThanThePinnedSetFailCleanly) {
+  // Three running sequences of up to ~40 tokens need more than 8 device pages: reserve() must report
+  // NoRoom (the scheduler preempts) without breaking an invariant or leaking a page.
+  KvCacheStats st;
+  std::uint64_t no_room = 0;
+  run_workload(8, 6, false, seed_from_env(3), 3000, st, no_room);
+  EXPECT_GT(no_room, 0u);
+  EXPECT_GT(st.demoted_pages, 0u);
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ TEST(PagePool, InjectedFailureHitsExactlyTheNthAllocation) {
   for (std::uint64_t n = 1; n <= 4; ++n) {
     PagePool pool(Tier::Device, 8, 8 * 8);
     pool.fail_nth_allocation(n);
-    for (std::uint64_t i = 1; i <= 5; ++i) EXPECT_EQ(pool.allocate().has_value(), i != n) << "n=" << n << " i=" << i;
+    for (std::uint64_t i = 1; i <= 5; ++i)
+      EXPECT_EQ(pool.allocate().has_value(), i != n) << "n=" << n << " i=" << i;
     EXPECT_EQ(pool.used_pages(), 4u);
     pool.check_invariants();
   }

@@ -12,7 +12,9 @@ namespace {
 
 constexpr std::uint32_t kP = 4;  // tokens per page: small, so a dozen tokens exercise every page case
 
-std::vector<TokenId> seq(std::initializer_list<TokenId> t) { return t; }
+std::vector<TokenId> seq(std::initializer_list<TokenId> t) {
+  return t;
+}
 std::vector<TokenId> range(TokenId first, int n) {
   std::vector<TokenId> v(static_cast<std::size_t>(n));
   std::iota(v.begin(), v.end(), first);
@@ -43,6 +45,63 @@ class PrefixTrieTest : public ::testing::Test {
     device_.check_invariants();
   }
 };
+
+struct MatchCase {
+  const char* name;
+  std::vector<std::vector<TokenId>> cached;  // inserted in order (namespace 1)
+  std::vector<TokenId> query;
+  std::uint32_t matched;  // token-exact
+  std::uint32_t pages;    // pages returned
+  std::uint32_t tail;     // tokens of the last page that must be copied on write
+  std::uint32_t nodes;    // trie nodes after the inserts
+};
+
+TEST_F(PrefixTrieTest, MatchTable) {
+  // clang-format off
+  const std::vector<MatchCase> cases = {
+      {"empty trie", {}, {1, 2, 3}, 0, 0, 0, 0},
+      {"exact, page aligned", {{1, 2, 3, 4, 5, 6, 7, 8}}, {1, 2, 3, 4, 5, 6, 7, 8}, 8, 2, 0, 1},
+      {"exact, partial tail", {{1, 2, 3, 4, 5, 6}}, {1, 2, 3, 4, 5, 6}, 6, 2, 2, 1},
+      {"query shorter, inside a page", {{1, 2, 3, 4, 5, 6, 7, 8}}, {1, 2, 3, 4, 5}, 5, 2, 1, 1},
+      {"query longer", {{1, 2, 3, 4}}, {1, 2, 3, 4, 5, 6}, 4, 1, 0, 1},
+      {"diverges in the first page", {{1, 2, 3, 4}}, {1, 2, 9}, 2, 1, 2, 1},
+      {"diverges at a boundary", {{1, 2, 3, 4, 5, 6, 7, 8}}, {1, 2, 3, 4, 9}, 4, 1, 0, 1},
+      {"first token differs", {{1, 2, 3, 4}}, {2, 2, 3, 4}, 0, 0, 0, 1},
+      {"branch picked by its first page", {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 9, 9, 9, 9}},
+       {1, 2, 3, 4, 9, 9, 9, 9, 1}, 8, 2, 0, 3},
+      {"sibling sharing tokens inside the first page", {{1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 7, 7}},
+       {1, 2, 3, 4, 5, 7, 7}, 7, 2, 3, 3},
+      {"partial leaf extended in place", {{1, 2, 3, 4, 5}, {1, 2, 3, 4, 5, 6, 7}},
+       {1, 2, 3, 4, 5, 6, 7}, 7, 2, 3, 1},
+      // The second insert splits [1..8] for its lease; the halves merge again once the lease ends.
+      {"prefix of a cached sequence adds nothing", {{1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5}},
+       {1, 2, 3, 4, 5, 6, 7, 8}, 8, 2, 0, 1},
+  };
+  // clang-format on
+  for (const MatchCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    PagePool device(Tier::Device, 1, 64), host(Tier::Host, 1, 64);
+    {
+      PrefixTrie trie(device, host, kP);
+      for (const auto& tokens : c.cached) {
+        std::vector<PageId> pages;
+        for (std::size_t i = 0; i < (tokens.size() + kP - 1) / kP; ++i) pages.push_back(*device.allocate());
+        { Lease lease = trie.insert(1, tokens, pages); }
+        for (PageId p : pages) device.release(p);
+        trie.check_invariants();
+      }
+      const MatchResult m = trie.match(1, c.query);
+      EXPECT_EQ(m.matched_tokens, c.matched);
+      EXPECT_EQ(m.pages.size(), c.pages);
+      EXPECT_EQ(m.tail_tokens, c.tail);
+      EXPECT_EQ(m.copy_on_write(), c.tail != 0);
+      EXPECT_EQ(m.device_tokens, c.matched);
+      EXPECT_EQ(trie.totals().nodes, c.nodes);
+      EXPECT_EQ(trie.match(2, c.query).matched_tokens, 0u) << "another namespace saw the entries";
+    }
+    EXPECT_EQ(device.used_pages(), 0u) << "the trie's destructor leaked pages";
+  }
+}
 
 TEST_F(PrefixTrieTest, ExactMatchReturnsPagesAndMarksPartialTailCopyOnWrite) {
   const auto tokens = range(100, 10);  // pages: 4 + 4 + 2 (partial)
