@@ -68,7 +68,11 @@ BpeModel BpeModel::build(const Vocab& vocab, const GgufFile& file, PreTokenizer 
       throw InputError(file.path().string() + ": tokenizer.ggml.merges is not an array of strings");
     return model;  // a vocab without merges encodes byte by byte
   }
-  model.merges_.reserve(merges->size());
+  int bits = 4;
+  while ((uint64_t{1} << bits) < merges->size() * 2) ++bits;
+  model.merges_.assign(uint64_t{1} << bits, Merge{kNoMerge, 0, 0});
+  model.shift_ = 64 - bits;
+  const uint64_t mask = model.merges_.size() - 1;
   std::string joined;
   for (size_t rank = 0; rank < merges->size(); ++rank) {
     const std::string& line = (*merges)[rank];
@@ -88,10 +92,28 @@ BpeModel BpeModel::build(const Vocab& vocab, const GgufFile& file, PreTokenizer 
     joined.append(right);
     const int32_t result = vocab.find(joined);
     if (result < 0) continue;  // cannot produce a token; the reference tokenizer cannot use it either
-    // A repeated pair keeps its first (best) rank.
-    model.merges_.try_emplace(pair_key(left_id, right_id), Merge{static_cast<int32_t>(rank), result});
+    const uint64_t key = pair_key(left_id, right_id);
+    for (uint64_t slot = model.slot_of(key);; slot = (slot + 1) & mask) {
+      Merge& merge = model.merges_[slot];
+      if (merge.key == kNoMerge) {
+        merge = {key, static_cast<int32_t>(rank), result};
+        break;
+      }
+      if (merge.key == key) break;  // a repeated pair keeps its first (best) rank
+    }
   }
   return model;
+}
+
+const BpeModel::Merge* BpeModel::find_merge(int32_t left, int32_t right) const {
+  if (merges_.empty()) return nullptr;
+  const uint64_t key = pair_key(left, right);
+  const uint64_t mask = merges_.size() - 1;
+  for (uint64_t slot = slot_of(key);; slot = (slot + 1) & mask) {
+    const Merge& merge = merges_[slot];
+    if (merge.key == key) return &merge;
+    if (merge.key == kNoMerge) return nullptr;
+  }
 }
 
 void BpeModel::encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) const {
@@ -118,9 +140,8 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word, std::vecto
   std::priority_queue<Candidate> queue;
   auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0 || ids[left] < 0 || ids[right] < 0) return;
-    const auto it = merges_.find(pair_key(ids[left], ids[right]));
-    if (it != merges_.end())
-      queue.push({it->second.rank, left, right, ids[left], ids[right], it->second.result});
+    if (const Merge* merge = find_merge(ids[left], ids[right]))
+      queue.push({merge->rank, left, right, ids[left], ids[right], merge->result});
   };
   for (int32_t i = 0; i + 1 < n; ++i) consider(i, i + 1);
   constexpr int32_t kRemoved = -2;

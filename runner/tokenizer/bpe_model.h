@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "runner/tokenizer/pretokenizer.h"
@@ -32,20 +31,27 @@ class BpeModel {
   PreTokenizer pre_tokenizer() const { return pre_; }
 
  private:
+  // Merges by (left id, right id), open addressing with linear probing: the table is probed for every
+  // adjacent pair of every word, so it is flat and keyed by one integer.
   struct Merge {
+    uint64_t key;  // pair_key(left, right); kNoMerge when the slot is empty
     int32_t rank;
     int32_t result;
   };
+  static constexpr uint64_t kNoMerge = UINT64_MAX;
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
+  uint64_t slot_of(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  const Merge* find_merge(int32_t left, int32_t right) const;
   void encode_word(const Vocab& vocab, std::string_view word, std::vector<int32_t>& out) const;
 
   PreTokenizer pre_ = PreTokenizer::gpt2;
   // Llama 3 emits a word that is itself a token whole, without merging (its reference tokenizer does).
   bool ignore_merges_ = false;
   std::array<int32_t, 256> byte_token_{};  // token of each byte's alphabet character, -1 when absent
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::vector<Merge> merges_;  // power-of-two size
+  int shift_ = 64;              // 64 - log2(merges_.size())
 };
 
 // The GPT-2 byte alphabet: printable Latin-1 bytes stand for themselves, the others for U+0100 onwards.

@@ -34,7 +34,18 @@ struct Candidate {
 SpmModel SpmModel::build(const Vocab& vocab) {
   SpmModel model;
   model.byte_token_.fill(-1);
+  model.words_are_independent_ = true;
   for (int32_t id = 0; id < vocab.size(); ++id) {
+    if (Vocab::is_text_type(vocab.type(id))) {
+      // A token with U+2581 after another character (not after U+2581) would let a merge cross a word start.
+      const std::string& text = vocab.text(id);
+      for (size_t pos = text.find(kSpaceMark, 1); pos != std::string::npos; pos = text.find(kSpaceMark, pos + 1)) {
+        if (pos < kSpaceMark.size() || text.compare(pos - kSpaceMark.size(), kSpaceMark.size(), kSpaceMark) != 0) {
+          model.words_are_independent_ = false;
+          break;
+        }
+      }
+    }
     if (vocab.type(id) != TokenType::byte) continue;
     const std::string& text = vocab.text(id);
     unsigned value = 0;
@@ -54,10 +65,27 @@ void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<int
       escaped.push_back(c);
     }
   }
+  if (!words_are_independent_) {
+    encode_segment(vocab, escaped, out);
+    return;
+  }
+  // Cut before every U+2581 that follows another character: no token spans such a cut (checked in build),
+  // so the words merge independently and the priority queue stays small and cache-resident.
+  const std::string_view all(escaped);
+  size_t start = 0;
+  for (size_t pos = all.find(kSpaceMark, 1); pos != std::string_view::npos; pos = all.find(kSpaceMark, pos + 1)) {
+    if (pos >= kSpaceMark.size() && all.substr(pos - kSpaceMark.size(), kSpaceMark.size()) == kSpaceMark) continue;
+    encode_segment(vocab, all.substr(start, pos - start), out);
+    start = pos;
+  }
+  encode_segment(vocab, all.substr(start), out);
+}
+
+void SpmModel::encode_segment(const Vocab& vocab, std::string_view all, std::vector<int32_t>& out) const {
   std::vector<Symbol> symbols;
-  symbols.reserve(escaped.size());
-  for (size_t pos = 0; pos < escaped.size();) {
-    const utf8::Char c = utf8::decode(escaped, pos);
+  symbols.reserve(all.size());
+  for (size_t pos = 0; pos < all.size();) {
+    const utf8::Char c = utf8::decode(all, pos);
     const uint32_t length = c.status == utf8::Status::ok ? c.length : 1;  // an invalid byte stands alone
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({static_cast<uint32_t>(pos), length, index - 1, index + 1});
@@ -66,7 +94,6 @@ void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<int
   if (symbols.empty()) return;
   symbols.back().next = -1;
 
-  const std::string_view all(escaped);
   std::priority_queue<Candidate> queue;
   auto consider = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;

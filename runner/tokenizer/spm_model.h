@@ -25,7 +25,11 @@ class SpmModel {
   std::string piece(const Vocab& vocab, int32_t id) const;
 
  private:
-  std::array<int32_t, 256> byte_token_{};  // the <0xXX> token of each byte, -1 when absent
+  void encode_segment(const Vocab& vocab, std::string_view escaped, std::vector<int32_t>& out) const;
+
+  std::array<int32_t, 256> byte_token_{};
+  // No text token holds U+2581 after another character, so text can be merged word by word.
+  bool words_are_independent_ = false;  // the <0xXX> token of each byte, -1 when absent
 };
 
 }  // namespace kvtrie

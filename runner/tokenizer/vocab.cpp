@@ -1,6 +1,7 @@
 #include "runner/tokenizer/vocab.h"
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <optional>
 
@@ -89,17 +90,12 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
       if (looks_like_byte_token(vocab.texts_[i])) vocab.types_[i] = TokenType::byte;
   }
 
-  vocab.index_.reserve(n);
+  vocab.build_index();
   for (size_t i = 0; i < n; ++i) {
-    const auto id = static_cast<int32_t>(i);
-    auto [it, inserted] = vocab.index_.try_emplace(vocab.texts_[i], id);
-    // On a duplicate text, keep the token plain text can produce.
-    if (!inserted && !is_text_type(vocab.types_[static_cast<size_t>(it->second)]) && is_text_type(vocab.types_[i]))
-      it->second = id;
     const TokenType type = vocab.types_[i];
     if ((type == TokenType::control || type == TokenType::user_defined || type == TokenType::unknown) &&
         !vocab.texts_[i].empty())
-      vocab.special_tokens_.push_back(id);
+      vocab.special_tokens_.push_back(static_cast<int32_t>(i));
   }
 
   const auto n_vocab = static_cast<int32_t>(n);
@@ -128,9 +124,39 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   return vocab;
 }
 
+void Vocab::build_index() {
+  size_t capacity = 16;
+  while (capacity < texts_.size() * 2) capacity *= 2;
+  slots_.assign(capacity, Slot{0, -1});
+  mask_ = capacity - 1;
+  for (size_t i = 0; i < texts_.size(); ++i) {
+    const uint64_t hash = std::hash<std::string_view>{}(texts_[i]);
+    const auto tag = static_cast<uint32_t>(hash >> 32);
+    for (uint64_t pos = hash & mask_;; pos = (pos + 1) & mask_) {
+      Slot& slot = slots_[pos];
+      if (slot.id < 0) {
+        slot = {tag, static_cast<int32_t>(i)};
+        break;
+      }
+      if (slot.tag == tag && texts_[static_cast<size_t>(slot.id)] == texts_[i]) {
+        // On a duplicate text, keep the token plain text can produce.
+        if (!is_text_type(types_[static_cast<size_t>(slot.id)]) && is_text_type(types_[i]))
+          slot.id = static_cast<int32_t>(i);
+        break;
+      }
+    }
+  }
+}
+
 int32_t Vocab::find(std::string_view text) const {
-  const auto it = index_.find(text);
-  return it == index_.end() ? -1 : it->second;
+  if (slots_.empty()) return -1;
+  const uint64_t hash = std::hash<std::string_view>{}(text);
+  const auto tag = static_cast<uint32_t>(hash >> 32);
+  for (uint64_t pos = hash & mask_;; pos = (pos + 1) & mask_) {
+    const Slot& slot = slots_[pos];
+    if (slot.id < 0) return -1;
+    if (slot.tag == tag && texts_[static_cast<size_t>(slot.id)] == text) return slot.id;
+  }
 }
 
 int32_t Vocab::find_text_token(std::string_view text) const {

@@ -3,10 +3,8 @@
 // table with InputError; immutable afterwards and safe to read from any thread. Does not keep the GgufFile.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace kvtrie {
@@ -25,13 +23,6 @@ enum class TokenType : uint8_t {
 };
 
 enum class VocabModel : uint8_t { spm, bpe };  // tokenizer.ggml.model "llama" / "gpt2"
-
-// Heterogeneous lookup so that string_view keys need no temporary std::string.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view text) const noexcept { return std::hash<std::string_view>{}(text); }
-};
-using TokenIndex = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 class Vocab {
  public:
@@ -70,7 +61,15 @@ class Vocab {
   std::vector<std::string> texts_;
   std::vector<float> scores_;  // empty when the file has none
   std::vector<TokenType> types_;
-  TokenIndex index_;
+  // The text -> id index: open addressing with linear probing over a power-of-two table. Flat, because
+  // building and probing it for 100k+ tokens (and 3 lookups per merge) is most of the construction time.
+  struct Slot {
+    uint32_t tag;  // high half of the text's hash, to skip most string compares
+    int32_t id;    // -1 when empty
+  };
+  void build_index();
+  std::vector<Slot> slots_;
+  uint64_t mask_ = 0;
   std::vector<int32_t> special_tokens_;
   std::vector<int32_t> end_of_generation_;  // sorted
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;

@@ -128,6 +128,38 @@ TEST(TokenizerSpecial, AddEosFromMetadata) {
   EXPECT_EQ(loaded.tokenizer->encode("a", EncodeOptions{.add_bos = true}), (std::vector<int32_t>{256, 'a'}));
 }
 
+// Synthetic SentencePiece vocab with a piece that spans a word start ("x▁y"): merging must not be cut at
+// word starts then (the fast word-by-word path is only for vocabs without such pieces).
+TEST(TokenizerSentencePiece, PieceAcrossAWordStartIsFound) {
+  const auto loaded = test::write_and_load(
+      test::spm_writer({{"\xE2\x96\x81", 0}, {"\xE2\x96\x81x", 1}, {"x\xE2\x96\x81", 3}, {"x\xE2\x96\x81y", 5}}),
+      "spm.gguf");
+  const Tokenizer& tok = *loaded.tokenizer;
+  const int32_t space = tok.find_token("\xE2\x96\x81"), xy = tok.find_token("x\xE2\x96\x81y");
+  EXPECT_EQ(tok.encode("x y", false, false), (std::vector<int32_t>{space, xy}));
+  EXPECT_EQ(tok.decode(tok.encode("x y", true, false)), "x y");
+}
+
+// Byte fallback and the dummy prefix on a vocab with only a few pieces; add_space_prefix = false (as Gemma
+// files say) turns the prefix and its removal off.
+TEST(TokenizerSentencePiece, ByteFallbackAndSpacePrefixFlag) {
+  GgufWriter writer = test::spm_writer({{"\xE2\x96\x81", 0}, {"\xE2\x96\x81H", 2}, {"\xE2\x96\x81Hi", 4}});
+  const auto with_prefix = test::write_and_load(writer, "prefix.gguf");
+  const Tokenizer& a = *with_prefix.tokenizer;
+  const int32_t hi = a.find_token("\xE2\x96\x81Hi");
+  // "!" is no piece: it falls back to its byte token <0x21>, id 3 + 0x21.
+  EXPECT_EQ(a.encode("Hi!", true, false), (std::vector<int32_t>{1, hi, 3 + 0x21}));
+  EXPECT_EQ(a.decode(a.encode("Hi!", true, false)), "Hi!");
+
+  writer.set_bool("tokenizer.ggml.add_space_prefix", false);
+  const auto without_prefix = test::write_and_load(writer, "noprefix.gguf");
+  const Tokenizer& b = *without_prefix.tokenizer;
+  EXPECT_EQ(b.encode("Hi", false, false), (std::vector<int32_t>{3 + 'H', 3 + 'i'}));
+  EXPECT_EQ(b.encode(" Hi", false, false), (std::vector<int32_t>{hi}));
+  EXPECT_EQ(b.decode(std::vector<int32_t>{hi}), " Hi");  // nothing to strip without the prefix
+  EXPECT_FALSE(b.strips_leading_space());
+}
+
 // Each broken vocab is refused with InputError, never a crash or a silently wrong tokenizer.
 TEST(TokenizerSpecial, BrokenVocabIsRefused) {
   const std::vector<std::pair<std::string, std::function<void(GgufWriter&)>>> breakages = {

@@ -120,6 +120,35 @@ inline GgufWriter byte_bpe_writer(const std::vector<std::string>& words, const s
   return writer;
 }
 
+// A SentencePiece vocab: <unk>, <s>, </s>, the 256 <0xXX> byte tokens, then `pieces` (text, score) as normal
+// tokens. Ids of pieces start at 259.
+inline GgufWriter spm_writer(const std::vector<std::pair<std::string, double>>& pieces) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<double> scores = {0, 0, 0};
+  std::vector<int64_t> types = {2, 3, 3};
+  const char* hex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(std::string("<0x") + hex[b / 16] + hex[b % 16] + ">");
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (const auto& [text, score] : pieces) {
+    tokens.push_back(text);
+    scores.push_back(score);
+    types.push_back(1);
+  }
+  GgufWriter writer;
+  writer.set_string("general.architecture", "llama");
+  writer.set_string("tokenizer.ggml.model", "llama");
+  writer.set_string_array("tokenizer.ggml.tokens", tokens);
+  writer.set_f32_array("tokenizer.ggml.scores", scores);
+  writer.set_i32_array("tokenizer.ggml.token_type", types);
+  writer.set_u32("tokenizer.ggml.bos_token_id", 1);
+  writer.set_u32("tokenizer.ggml.eos_token_id", 2);
+  writer.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  return writer;
+}
+
 inline LoadedTokenizer write_and_load(const GgufWriter& writer, const std::string& name) {
   const std::filesystem::path path = scratch_dir() / name;
   writer.write(path);
