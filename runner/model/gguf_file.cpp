@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <set>
 #include <string>
 
 #include "kernels/error.h"
@@ -414,10 +413,9 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
   c.check_count(n_tensors, 8 + 4 + 8 + 4 + 8, "tensor count");
   std::vector<RawTensor> raws;
   raws.reserve(static_cast<size_t>(n_tensors));
-  std::set<std::string, std::less<>> names;
   for (uint64_t i = 0; i < n_tensors; ++i) {
     raws.push_back(read_tensor_info(c, i));
-    if (!names.insert(raws.back().tensor.name).second)
+    if (!file.tensor_index_.emplace(raws.back().tensor.name, raws.size() - 1).second)
       c.fail("duplicate tensor name " + quote(raws.back().tensor.name));
   }
 
@@ -541,9 +539,8 @@ std::optional<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key
 }
 
 const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
-  for (const GgufTensor& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
 }  // namespace kvtrie

@@ -89,6 +89,7 @@ class GgufFile {
   uint64_t alignment_ = 32;
   std::map<std::string, GgufEntry, std::less<>> metadata_;
   std::vector<GgufTensor> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;  // name -> index in tensors_
   struct Mapping;
   std::unique_ptr<Mapping> mapping_;
 };
