@@ -116,7 +116,8 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   // families only Llama 3 adds BOS.
   const bool spm = vocab.model_ == VocabModel::spm;
   const bool llama3 = vocab.pre_ == "llama3" || vocab.pre_ == "llama-v3" || vocab.pre_ == "llama-bpe";
-  vocab.add_bos_ = read_flag(file, "tokenizer.ggml.add_bos_token", spm || llama3);
+  // A default never asks for a token the vocab lacks; an explicit flag that does is a broken file.
+  vocab.add_bos_ = read_flag(file, "tokenizer.ggml.add_bos_token", (spm || llama3) && vocab.bos_ >= 0);
   vocab.add_eos_ = read_flag(file, "tokenizer.ggml.add_eos_token", false);
   vocab.add_space_prefix_ = read_flag(file, "tokenizer.ggml.add_space_prefix", spm);
   if (vocab.add_bos_ && vocab.bos_ < 0) fail(file, "add_bos_token is set but there is no bos_token_id");

@@ -160,6 +160,22 @@ TEST(TokenizerSentencePiece, ByteFallbackAndSpacePrefixFlag) {
   EXPECT_FALSE(b.strips_leading_space());
 }
 
+// A pre-tokenizer this project does not implement falls back to the gpt-2 rules (with a warning) instead of
+// refusing the model; ids outside the vocab decode to nothing.
+TEST(TokenizerSpecial, UnknownPreTokenizerAndOutOfRangeIds) {
+  const auto fallback = test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "no-such-rule"), "a.gguf");
+  const auto gpt2 = test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "gpt-2"), "b.gguf");
+  const auto llama3 = test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "llama-bpe"), "c.gguf");
+  const std::string text = "ab 12345 y'all  \n!";
+  EXPECT_EQ(fallback.tokenizer->encode(text, false, false), gpt2.tokenizer->encode(text, false, false));
+  // The rule matters here: llama3 cuts digits in threes, so "1234" cannot merge.
+  EXPECT_NE(llama3.tokenizer->encode(text, false, false), gpt2.tokenizer->encode(text, false, false));
+  const Tokenizer& tok = *gpt2.tokenizer;
+  EXPECT_EQ(tok.token_piece(-1), "");
+  EXPECT_EQ(tok.token_piece(tok.n_vocab()), "");
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{'a', -5, tok.n_vocab(), 'b'}), "ab");
+}
+
 // Each broken vocab is refused with InputError, never a crash or a silently wrong tokenizer.
 TEST(TokenizerSpecial, BrokenVocabIsRefused) {
   const std::vector<std::pair<std::string, std::function<void(GgufWriter&)>>> breakages = {
