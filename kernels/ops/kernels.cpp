@@ -21,15 +21,25 @@ const OpRegistration& Kernels::find(std::string_view op) const {
   throw Error("op '" + std::string(op) + "' is not in the registration table (kernels/ops/op_registry.cpp)");
 }
 
-const vk::ComputePipeline& Kernels::pipeline(std::string_view op, std::string_view variant) const {
+const Kernels::Entry& Kernels::resolve(std::string_view op, std::string_view variant) const {
+  for (const Entry& e : entries_)
+    if (e.op == op && e.variant == variant) return e;
   const OpRegistration& row = find(op);
-  KVTRIE_CHECK(std::find(row.variants.begin(), row.variants.end(), variant) != row.variants.end(),
-               "op " + std::string(op) + " has no registered variant " + std::string(variant));
-  std::string name = std::string(op) + "_" + std::string(variant);
-  return context_->pipelines().get(name, row.spec(context_->device()));
+  auto it = std::find(row.variants.begin(), row.variants.end(), variant);
+  KVTRIE_CHECK(it != row.variants.end(), "op " + std::string(op) + " has no registered variant " + std::string(variant));
+  const std::string name = std::string(op) + "_" + std::string(variant);
+  const vk::ComputePipeline& p = context_->pipelines().get(name, row.spec(context_->device()));
+  entries_.push_back({row.op, *it, &p});
+  return entries_.back();
+}
+
+const vk::ComputePipeline& Kernels::pipeline(std::string_view op, std::string_view variant) const {
+  return *resolve(op, variant).pipeline;
 }
 
 uint32_t Kernels::workgroup_size(std::string_view op) const {
+  for (const Entry& e : entries_)
+    if (e.op == op && !e.pipeline->spec().empty()) return e.pipeline->spec()[0];
   const vk::SpecConstants spec = find(op).spec(context_->device());
   KVTRIE_CHECK(!spec.empty(), "op " + std::string(op) + " has no work-group size constant");
   return spec[0];

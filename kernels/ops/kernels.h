@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/vk/context.h"
 #include "kernels/vk/pipeline.h"
@@ -43,8 +44,16 @@ class Kernels {
   uint32_t workgroup_size(std::string_view op) const;
 
  private:
+  // A resolved (op, variant): looked up without allocating, so recording a step allocates nothing.
+  struct Entry {
+    std::string_view op, variant;  // views of the static table
+    const vk::ComputePipeline* pipeline;
+  };
   const OpRegistration& find(std::string_view op) const;
+  const Entry& resolve(std::string_view op, std::string_view variant) const;
+
   vk::Context* context_;
+  mutable std::vector<Entry> entries_;
 };
 
 }  // namespace kvtrie::kernels

@@ -91,13 +91,19 @@ void CommandRecorder::barrier(VkPipelineStageFlags src, VkAccessFlags src_access
   ++barriers_;
 }
 
+CommandRecorder::Pending* CommandRecorder::find_pending(VkBuffer buffer) {
+  for (auto& [b, p] : pending_)
+    if (b == buffer) return &p;
+  return nullptr;
+}
+
 void CommandRecorder::track(std::span<const Binding> bindings) {
   bool hazard = false;
   for (const Binding& b : bindings) {
-    auto it = pending_.find(b.view.buffer);
-    if (it == pending_.end()) continue;
+    const Pending* p = find_pending(b.view.buffer);
+    if (p == nullptr) continue;
     const bool writes = b.access != Access::Read;
-    if (it->second.written || (writes && it->second.read)) hazard = true;
+    if (p->written || (writes && p->read)) hazard = true;
   }
   if (hazard) {
     // One global memory barrier orders every earlier access, so all tracking starts over after it.
@@ -105,9 +111,10 @@ void CommandRecorder::track(std::span<const Binding> bindings) {
     pending_.clear();
   }
   for (const Binding& b : bindings) {
-    Pending& p = pending_[b.view.buffer];
-    if (b.access != Access::Write) p.read = true;
-    if (b.access != Access::Read) p.written = true;
+    Pending* p = find_pending(b.view.buffer);
+    if (p == nullptr) p = &pending_.emplace_back(b.view.buffer, Pending{}).second;
+    if (b.access != Access::Write) p->read = true;
+    if (b.access != Access::Read) p->written = true;
   }
 }
 
@@ -123,9 +130,10 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
   KVTRIE_CHECK(push.size() == layout.push_constant_size,
                pipeline.name() + ": " + std::to_string(push.size()) + " push-constant bytes given, the shader has " +
                    std::to_string(layout.push_constant_size));
+  KVTRIE_CHECK(bindings.size() <= kMaxBindings, pipeline.name() + ": more bindings than kMaxBindings");
   const PhysicalDeviceInfo& info = context_->device().info();
-  std::vector<VkDescriptorBufferInfo> infos(bindings.size());
-  std::vector<VkWriteDescriptorSet> writes(bindings.size());
+  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
   const VkDescriptorSet set = descriptors_.allocate(pipeline.set_layout());
   for (size_t i = 0; i < bindings.size(); ++i) {
     const BufferView& v = bindings[i].view;
@@ -145,8 +153,7 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
-                         nullptr);
+  vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
   track(bindings);
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
   vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set, 0,

@@ -9,7 +9,8 @@
 // execution (the destructor waits for an in-flight submission).
 //
 // At dispatch it checks that the binding count and push-constant size match the shader (reflected from
-// SPIR-V), that every bound range fits maxStorageBufferRange and the offset alignment.
+// SPIR-V), that every bound range fits maxStorageBufferRange and the offset alignment. A shader has at most
+// kMaxBindings bindings. Once warm (descriptor pools grown), recording performs no heap allocation.
 #pragma once
 #include <vulkan/vulkan.h>
 
@@ -17,7 +18,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/descriptor.h"
@@ -42,6 +44,8 @@ inline Binding read_write(BufferView v) { return {v, Access::ReadWrite}; }
 
 class CommandRecorder {
  public:
+  static constexpr size_t kMaxBindings = 16;
+
   explicit CommandRecorder(Context& context, QueueKind queue = QueueKind::Compute);
   ~CommandRecorder();
   CommandRecorder(const CommandRecorder&) = delete;
@@ -91,6 +95,7 @@ class CommandRecorder {
     bool read = false;
     bool written = false;
   };
+  Pending* find_pending(VkBuffer buffer);
   // Inserts a barrier when any of these accesses conflicts with a pending one, then records them.
   void track(std::span<const Binding> bindings);
   void barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
@@ -103,7 +108,9 @@ class CommandRecorder {
   VkCommandBuffer commands_ = VK_NULL_HANDLE;  // freed with pool_
   FenceHandle fence_;
   DescriptorAllocator descriptors_;
-  std::unordered_map<VkBuffer, Pending> pending_;
+  // Buffers accessed since the last barrier: a small flat list (cleared, never shrunk) so that recording
+  // allocates nothing once warm.
+  std::vector<std::pair<VkBuffer, Pending>> pending_;
   bool recording_ = false;
   bool ended_ = false;
   uint64_t serial_ = 0;  // the context's submission serial while in flight, else 0
