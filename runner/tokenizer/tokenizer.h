@@ -6,8 +6,9 @@
 //
 // Losslessness: decode(encode(x)) == x for any bytes x with byte-level BPE; with SentencePiece for any x that
 // holds no U+2581 (it decodes as a space) when the vocab has the 256 byte tokens. Special tokens are cut out
-// of the text only when parse_special is set (else "<s>" is plain text); control tokens decode to nothing
-// unless render_special is set.
+// of the text only when parse_special is set (else "<s>" is plain text), user-defined ones included (llama.cpp
+// always cuts those out); control tokens decode to nothing unless render_special is set. An unknown
+// tokenizer.ggml.pre falls back to the gpt-2 rules with a logged warning.
 #pragma once
 #include <cstdint>
 #include <memory>
