@@ -115,13 +115,16 @@ int run_daemon(const ServeOptions& options) {
   }
   if (loader.joinable()) loader.join();
 
-  // Stop the engine (finishing in-flight work within the grace period) while the server closes its listener
-  // and waits for the responses to end: the two meet when the last stream delivers its final chunk.
-  std::thread engine_stop;
-  if (LoadedModel* model = host.model())
-    engine_stop = std::thread([&, model] { model->engine->shutdown(std::chrono::milliseconds(options.shutdown_grace_ms)); });
+  // Draining: the engine refuses new work (503) and finishes in-flight generations within the grace period,
+  // cancelling the rest; each stream then delivers its final chunk. Only when the streams have drained do we
+  // close the listener, because closing it makes the HTTP library cut every open response short.
+  if (LoadedModel* model = host.model()) {
+    model->engine->shutdown(std::chrono::milliseconds(options.shutdown_grace_ms));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (server.open_streams() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   server.stop();
-  if (engine_stop.joinable()) engine_stop.join();
   spdlog::info("shutdown complete");
   return exit_code;
 }

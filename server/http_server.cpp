@@ -16,6 +16,7 @@ struct HttpServer::Impl {
   httplib::Server server;
   std::map<std::string, std::set<std::string>> methods_by_path;  // for 405 and the Allow header
   std::atomic<bool> stopping{false};
+  std::atomic<int> open_streams{0};
   std::thread listener;
   int bound_port = 0;
 };
@@ -31,7 +32,17 @@ HttpRequest to_request(const httplib::Request& req) {
   return r;
 }
 
-void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bool>& stopping) {
+// Counts a streaming response from its start until the response (and its provider) is destroyed.
+struct StreamGuard {
+  explicit StreamGuard(std::atomic<int>& n) : count(n) { ++count; }
+  ~StreamGuard() { --count; }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+  std::atomic<int>& count;
+};
+
+void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bool>& stopping,
+           std::atomic<int>& open_streams) {
   to.status = from.status;
   for (const auto& [k, v] : from.headers) to.set_header(k, v);
   if (!from.stream) {
@@ -39,9 +50,10 @@ void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bo
     return;
   }
   std::shared_ptr<StreamBody> stream = from.stream;
+  auto guard = std::make_shared<StreamGuard>(open_streams);
   // The provider (and with it the stream, and the generation it reads) is destroyed with the response,
   // whether the body completed or the client went away.
-  to.set_chunked_content_provider(from.content_type, [stream, &stopping](size_t, httplib::DataSink& sink) {
+  to.set_chunked_content_provider(from.content_type, [stream, guard, &stopping](size_t, httplib::DataSink& sink) {
     ShouldStop should_stop = [&] { return stopping.load() || !sink.is_writable(); };
     std::string piece;
     bool more = stream->next(piece, should_stop);
@@ -88,7 +100,7 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
       err.body = nlohmann::json{{"error", {{"code", res.status}, {"message", "bad request"},
                                            {"type", type_name(ErrorType::InvalidRequest)}}}}.dump();
     }
-    apply(err, res, impl->stopping);
+    apply(err, res, impl->stopping, impl->open_streams);
     return httplib::Server::HandlerResponse::Handled;
   };
   svr.set_error_handler(on_error);
@@ -107,7 +119,7 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
   Impl* impl = impl_.get();
   auto fn = [impl, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     HttpResponse r = invoke_guarded(handler, to_request(req));
-    apply(r, res, impl->stopping);
+    apply(r, res, impl->stopping, impl->open_streams);
   };
   // Paths are matched literally: escape regex metacharacters (only '.' occurs in ours).
   std::string pattern;
@@ -139,6 +151,8 @@ bool HttpServer::start(std::string& error) {
 }
 
 void HttpServer::begin_shutdown() { impl_->stopping = true; }
+
+int HttpServer::open_streams() const { return impl_->open_streams.load(); }
 
 void HttpServer::stop() {
   if (!impl_) return;

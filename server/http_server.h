@@ -37,6 +37,8 @@ class HttpServer {
   // Streams see should_stop() from now on (shutdown began); the listener keeps running until stop().
   void begin_shutdown();
   void stop();
+  // Streaming responses not yet finished (the daemon waits for these to drain before stop()).
+  int open_streams() const;
   uint16_t port() const;
 
  private:
