@@ -1,7 +1,7 @@
 #version 450
 // matvec_<type>: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens t. One work group per 4 weight rows; each
-// thread takes 32-value units of the rows (strided by the group size), loads the x values of every token
-// once and applies them to the decoded values of all 4 rows.
+// thread takes 8-value groups of the rows (strided by the work-group size), loads the x values of every
+// token once and applies them to the decoded values of all 4 rows.
 // Batch invariance (the --deterministic contract): a token's sum is built by the same instruction sequence
 // whatever the token count (per-token accumulators, explicit fma, all tokens reduced by the same subgroup +
 // shared-memory tree, tokens grouped MAX_COLS per work group along z), so a token alone and in any batch
@@ -51,22 +51,22 @@ void main() {
   uint nrows = min(NUM_ROWS, pc.rows - row0);
   uint tid = gl_LocalInvocationID.x;
   uint groups = (pc.k + 7u) / 8u;
-  uint units = (groups + 3u) / 4u;
 
   precise float acc[NUM_ROWS][MAX_COLS];
   for (uint r = 0u; r < NUM_ROWS; ++r)
     for (uint t = 0u; t < MAX_COLS; ++t) acc[r][t] = 0.0;
 
-  for (uint u = tid; u < units; u += gl_WorkGroupSize.x) {
-    for (uint gg = 0u; gg < 4u; ++gg) {
-      uint g = 4u * u + gg;
-      if (g >= groups) break;
+  // No data-dependent branches inside a group: rows past the end re-read the last row and tokens past the
+  // end re-read the last token (their sums are never stored), so the loads can be issued together.
+  uint last_row = pc.rows - 1u, last_tok = pc.ntok - 1u;
+  // Consecutive threads take consecutive 8-value groups, so a subgroup's loads of W and x are contiguous.
+  for (uint g = tid; g < groups; g += gl_WorkGroupSize.x) {
+    {
       uint e0 = 8u * g;
       // The 8 x values of every token, loaded once and applied to all rows of the group.
       float xv[MAX_COLS][8];
       for (uint t = 0u; t < MAX_COLS; ++t) {
-        if (t >= ncols) break;
-        uint xo = (tok0 + t) * pc.x_stride + e0;
+        uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
 #if FLOAT_WEIGHTS
         for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? x[xo + i] : 0.0;
 #else
@@ -77,13 +77,10 @@ void main() {
 #endif
       }
       for (uint r = 0u; r < NUM_ROWS; ++r) {
-        if (r >= nrows) break;
         float v[8];
-        decode8(pc.w_offset + (row0 + r) * pc.row_bytes, g, pc.k, v);
-        for (uint t = 0u; t < MAX_COLS; ++t) {
-          if (t >= ncols) break;
+        decode8(pc.w_offset + min(row0 + r, last_row) * pc.row_bytes, g, pc.k, v);
+        for (uint t = 0u; t < MAX_COLS; ++t)
           for (uint i = 0u; i < 8u; ++i) acc[r][t] = fma(v[i], xv[t][i], acc[r][t]);
-        }
       }
     }
   }
