@@ -67,6 +67,7 @@ Instance::Instance(InstanceOptions options) {
   if (validation) {
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   }
   counter_ = std::make_unique<std::atomic<uint64_t>>(0);
 
@@ -87,8 +88,16 @@ Instance::Instance(InstanceOptions options) {
   info.ppEnabledLayerNames = layers.data();
   info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
   info.ppEnabledExtensionNames = extensions.data();
+  // Synchronization validation reports missing or wrong barriers (the recorder's automatic barriers are
+  // checked by every GPU test, not only by their results, which a serial CPU driver would hide).
+  const VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT features{};
+  features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = enables;
+  features.pNext = &messenger_info;
   // Chained so that messages from vkCreateInstance/vkDestroyInstance themselves are caught too.
-  if (validation) info.pNext = &messenger_info;
+  if (validation) info.pNext = &features;
   VK_CHECK(vkCreateInstance(&info, nullptr, &instance_));
 
   if (validation) {
