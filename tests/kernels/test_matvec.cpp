@@ -6,6 +6,7 @@
 // for every type (F32, F16, BF16 and the block types alike; the weight precision is not part of it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -123,6 +124,41 @@ TEST_P(MatvecTest, TokenAloneAndInBatchAreBitIdentical) {
     const std::vector<float> alone = run(w, type, rows, cols, one, 1);
     EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
         << "token " << t << " differs alone vs in a batch of " << tokens;
+  }
+}
+
+// The weight view starts at an offset that no device aligns storage buffers to (the op binds an aligned-down
+// range and passes the byte offset to the shader), and x / y are strided (rows of wider activations).
+TEST_P(MatvecTest, UnalignedWeightViewAndStridedActivations) {
+  const TensorType type = GetParam();
+  const uint32_t rows = 13, cols = test_cols(type), tokens = 3;
+  const uint32_t x_stride = cols + 4, y_stride = rows + 3;
+  const uint64_t offset = 6;
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  std::vector<uint8_t> shifted(offset + m.bytes.size(), 0xAB);
+  std::memcpy(shifted.data() + offset, m.bytes.data(), m.bytes.size());
+  vk::Buffer w = device_buffer(shifted);
+  const std::vector<float> xs = random_vector(uint64_t{tokens} * x_stride, rng());
+  Kernels k(context(), Prewarm::No);
+  vk::Buffer xb = device_buffer(xs);
+  vk::Buffer yb = device_buffer(std::vector<float>(uint64_t{tokens} * y_stride, -7.0f));
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  matvec(rec, k, {{w.view(offset, m.bytes.size()), type, rows, cols}, xb.view(), yb.view(), tokens, x_stride, y_stride});
+  rec.end();
+  rec.submit_and_wait();
+  const std::vector<float> y = read_back<float>(yb, uint64_t{tokens} * y_stride);
+  std::vector<float> x(uint64_t{tokens} * cols);
+  for (uint32_t t = 0; t < tokens; ++t)
+    std::copy_n(xs.begin() + uint64_t{t} * x_stride, cols, x.begin() + uint64_t{t} * cols);
+  std::vector<double> ref, scale;
+  reference(m, rows, cols, x, tokens, ref, scale);
+  for (uint32_t t = 0; t < tokens; ++t) {
+    for (uint32_t r = 0; r < rows; ++r) {
+      const size_t i = uint64_t{t} * rows + r;
+      EXPECT_LE(std::abs(y[uint64_t{t} * y_stride + r] - ref[i]), kTolerance * scale[i] + 1e-7) << "t " << t << " r " << r;
+    }
+    for (uint32_t r = rows; r < y_stride; ++r) EXPECT_EQ(y[uint64_t{t} * y_stride + r], -7.0f) << "padding overwritten";
   }
 }
 
