@@ -1,0 +1,353 @@
+#include "runner/engine/gpu_engine.h"
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <future>
+#include <thread>
+
+#include "cache/kv_cache.h"
+#include "cache/vk_page_store.h"
+#include "kernels/error.h"
+#include "runner/engine/generation.h"
+#include "runner/engine/gpu_model.h"
+#include "runner/engine/request_queue.h"
+#include "runner/sampler.h"
+#include "runner/tokenizer/tokenizer.h"
+
+namespace kvtrie::engine {
+
+namespace {
+
+// One running request: its cache sequence, its tokens and its output state.
+struct Running {
+  std::unique_ptr<QueuedRequest> queued;
+  NamespaceId ns = 0;
+  SeqId seq{};
+  std::vector<int32_t> tokens;  // prompt, then every sampled token
+  uint32_t prompt_size = 0;
+  uint32_t computed = 0;        // tokens whose KV is written and committed
+  AcquireResult hit;
+  std::unique_ptr<Generation> generation;
+  std::unique_ptr<Sampler> sampler;
+  Clock::time_point prompt_started{}, first_token{};
+  double prompt_ms = 0;
+  bool has_first_token = false;
+  bool prefilling() const { return computed < prompt_size; }
+};
+
+NamespaceId namespace_of(const std::string& name) { return XXH64(name.data(), name.size(), 0); }
+
+uint32_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return static_cast<uint32_t>(i);
+}
+
+}  // namespace
+
+struct GpuEngine::State {
+  const Tokenizer& tokenizer;
+  GpuEngineConfig config;
+  EngineInfo info;
+  GpuModel model;
+  VkPageStore pages;
+  KvCache cache;
+  RequestQueue queue{info};
+  std::vector<std::unique_ptr<Running>> running;  // engine thread only
+  Batch batch;                                    // reused every step: no allocation in steady state
+  std::vector<float> logits;
+  struct Scheduled {
+    Running* job;
+    uint32_t tokens;  // consecutive batch tokens of this job
+    bool sampled;     // its last batch token has a logits row
+  };
+  std::vector<Scheduled> scheduled;               // this step's jobs, in batch order
+  mutable std::mutex stats_mutex;
+  KvCacheStats stats_snapshot;
+  std::thread worker;
+
+  State(vk::Context& context, const GgufFile& file, const ModelConfig& mc, const Tokenizer& tok,
+        const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages, uint32_t host_pages)
+      : tokenizer(tok),
+        config(cfg),
+        model(context, file, mc, options),
+        pages(context, model.kv_layout(), device_pages, host_pages),
+        cache(KvCacheConfig{cfg.page_tokens, model.kv_layout().page_bytes(),
+                            uint64_t{device_pages} * model.kv_layout().page_bytes(),
+                            uint64_t{host_pages} * model.kv_layout().page_bytes()},
+              pages) {
+    model.bind_pages(pages);
+  }
+
+  void run();
+  void admit(RequestQueue::Taken& taken);
+  bool build_batch();
+  void after_forward();
+  void finish(Running& job, StopKind reason);
+  void drop(size_t index);
+  void publish_stats() {
+    std::lock_guard lock(stats_mutex);
+    stats_snapshot = cache.stats();
+  }
+};
+
+GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer, GpuEngineConfig config) {
+  const ModelConfig mc = ModelConfig::from_gguf(file);
+  const uint32_t train = mc.n_ctx_train ? mc.n_ctx_train : 8192;
+  config.n_ctx = config.n_ctx ? config.n_ctx : std::min<uint32_t>(train, 8192);
+  config.parallel = std::max<uint32_t>(1, config.parallel);
+  GpuModelOptions options;
+  options.max_batch_tokens = std::max<uint32_t>(config.max_batch_tokens, config.parallel);
+  options.max_sequences = config.parallel;
+  options.max_context = config.n_ctx;
+  options.page_tokens = config.page_tokens;
+  options.deterministic = config.deterministic;
+
+  // Size the tiers in pages. Attention binds the device tier as one buffer, so it is capped at one binding.
+  kernels::KvLayout layout{mc.n_layers, config.page_tokens, mc.n_kv_heads * mc.head_dim_k};
+  const uint64_t page_bytes = layout.page_bytes();
+  const uint64_t pages_per_seq = (config.n_ctx + config.page_tokens - 1) / config.page_tokens;
+  const uint64_t wanted = config.kv_device_bytes ? config.kv_device_bytes / page_bytes
+                                                 : 2 * uint64_t{config.parallel} * pages_per_seq;
+  const uint64_t binding = layout.pages_per_binding(context.device().max_storage_buffer_range());
+  const auto device_pages = static_cast<uint32_t>(std::min(wanted, binding));
+  if (device_pages < wanted)
+    spdlog::warn("kv: device tier capped at {} pages ({} MiB): one storage-buffer binding", device_pages,
+                 device_pages * page_bytes >> 20);
+  if (device_pages < config.parallel * pages_per_seq)
+    spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: long requests may be "
+                 "cancelled for lack of room", device_pages, config.parallel, config.n_ctx,
+                 config.parallel * pages_per_seq);
+  const auto host_pages =
+      static_cast<uint32_t>(config.kv_host_bytes ? config.kv_host_bytes / page_bytes : device_pages);
+
+  state_ = std::make_unique<State>(context, file, mc, tokenizer, config, options, device_pages, host_pages);
+  EngineInfo& info = state_->info;
+  info.name = "vulkan";
+  info.device = context.device().info().name;
+  info.n_vocab = mc.n_vocab;
+  info.n_ctx = config.n_ctx;
+  info.parallel = config.parallel;
+  info.queue_capacity = config.queue_capacity;
+  spdlog::info("engine: vulkan on {} n_ctx={} parallel={} batch={} deterministic={}", info.device, info.n_ctx,
+               info.parallel, options.max_batch_tokens, config.deterministic);
+  spdlog::info("kv: page {} tokens = {} KiB; device tier {} pages ({} MiB), host tier {} pages ({} MiB)",
+               config.page_tokens, page_bytes >> 10, device_pages, device_pages * page_bytes >> 20, host_pages,
+               host_pages * page_bytes >> 20);
+  state_->publish_stats();
+  state_->worker = std::thread([s = state_.get()] { s->run(); });
+}
+
+GpuEngine::~GpuEngine() { shutdown(std::chrono::milliseconds(0)); }
+
+const EngineInfo& GpuEngine::info() const { return state_->info; }
+
+std::variant<GenerationStream, SubmitRejection> GpuEngine::submit(GenerateRequest request) {
+  return state_->queue.submit(std::move(request));
+}
+
+bool GpuEngine::has_free_slot() const { return state_->queue.has_free_slot(); }
+
+EngineCounters GpuEngine::counters() const { return state_->queue.counters(); }
+
+GpuEngine::MemoryUse GpuEngine::memory_use() const {
+  const auto& layout = state_->model.kv_layout();
+  uint64_t device = 0, host = 0;
+  for (const PageChunk& c : state_->pages.device_chunks()) device += uint64_t{c.page_count} * layout.page_bytes();
+  for (const PageChunk& c : state_->pages.host_chunks()) host += uint64_t{c.page_count} * layout.page_bytes();
+  return {state_->model.weight_bytes(), device, host, state_->model.compute_bytes()};
+}
+
+CacheStats GpuEngine::cache_stats() const {
+  KvCacheStats s;
+  {
+    std::lock_guard lock(state_->stats_mutex);
+    s = state_->stats_snapshot;
+  }
+  CacheStats out;
+  out.enabled = true;
+  out.page_tokens = state_->config.page_tokens;
+  out.trie_nodes = s.trie_nodes;
+  out.trie_tokens = uint64_t{s.device_pages_cached + s.host_pages_cached} * state_->config.page_tokens;
+  out.miss_tokens = s.miss_tokens;
+  out.demotions = s.demoted_pages;
+  out.promotions = s.promoted_pages;
+  out.evictions = s.evicted_device_pages + s.evicted_host_pages;
+  const uint64_t page_bytes = state_->model.kv_layout().page_bytes();
+  out.copy_bytes_to_host = s.demoted_pages * page_bytes;
+  out.copy_bytes_to_device = s.promoted_pages * page_bytes;
+  out.copy_seconds = state_->pages.copy_seconds();
+  out.device = {s.device_pages_capacity, s.device_pages_used, s.device_bytes_budget, s.device_bytes_used,
+                s.hit_tokens_device};
+  out.host = {s.host_pages_capacity, s.host_pages_used, s.host_bytes_budget, s.host_bytes_used, s.hit_tokens_host};
+  return out;
+}
+
+FlushResult GpuEngine::flush_cache() {
+  auto done = std::make_shared<std::promise<FlushResult>>();
+  auto future = done->get_future();
+  state_->queue.post([s = state_.get(), done] {
+    const KvCacheStats before = s->cache.stats();
+    // TODO(lead): s->cache.flush() once KvCache has it
+    const KvCacheStats after = s->cache.stats();
+    s->publish_stats();
+    done->set_value(FlushResult{before.device_pages_cached + before.host_pages_cached -
+                                    (after.device_pages_cached + after.host_pages_cached),
+                                after.device_pages_pinned});
+  });
+  return future.get();
+}
+
+void GpuEngine::shutdown(std::chrono::milliseconds grace) {
+  state_->queue.shutdown(grace);
+  if (state_->worker.joinable() && state_->worker.get_id() != std::this_thread::get_id()) state_->worker.join();
+}
+
+void GpuEngine::State::run() {
+  for (;;) {
+    RequestQueue::Taken taken = queue.take(config.parallel - running.size(), running.empty());
+    for (auto& task : taken.tasks) task();
+    admit(taken);
+    for (size_t i = running.size(); i-- > 0;)
+      if (taken.cancel_all || running[i]->queued->channel->cancelled()) {
+        finish(*running[i], StopKind::Cancelled);
+        drop(i);
+      }
+    queue.set_active(static_cast<uint32_t>(running.size()));
+    if (taken.stop && running.empty()) return;
+    if (running.empty()) continue;
+    try {
+      if (!build_batch()) continue;
+      cache.sync();
+      model.forward(batch, logits);
+      after_forward();
+    } catch (const std::exception& e) {
+      // A failure inside one step must not take the daemon down: end every request of the step cleanly.
+      spdlog::error("engine: step failed, cancelling {} requests: {}", running.size(), e.what());
+      for (size_t i = running.size(); i-- > 0;) {
+        finish(*running[i], StopKind::Cancelled);
+        drop(i);
+      }
+    }
+    publish_stats();
+    queue.set_active(static_cast<uint32_t>(running.size()));
+  }
+}
+
+void GpuEngine::State::admit(RequestQueue::Taken& taken) {
+  std::vector<std::unique_ptr<QueuedRequest>> deferred;
+  for (auto& queued : taken.requests) {
+    auto job = std::make_unique<Running>();
+    job->ns = namespace_of(queued->request.cache_namespace);
+    job->tokens = queued->request.prompt;
+    job->prompt_size = static_cast<uint32_t>(job->tokens.size());
+    if (!taken.cancel_all) {
+      // Same new prefix as a request still prefilling: wait for it to be cached rather than compute it twice.
+      const uint32_t cached = cache.peek(job->ns, job->tokens).matched_tokens;
+      const bool wait = std::any_of(running.begin(), running.end(), [&](const auto& other) {
+        return other->ns == job->ns && other->prefilling() &&
+               common_prefix(other->tokens, job->tokens) >= cached + config.page_tokens;
+      });
+      if (wait) {
+        deferred.push_back(std::move(queued));
+        continue;
+      }
+    }
+    job->queued = std::move(queued);
+    job->hit = cache.acquire(job->ns, job->tokens);
+    job->seq = job->hit.seq;
+    job->computed = job->hit.cached_tokens;
+    job->generation = std::make_unique<Generation>(tokenizer, job->queued->request, info.n_ctx);
+    job->sampler = std::make_unique<Sampler>(job->queued->request.sampling);
+    running.push_back(std::move(job));
+  }
+  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) queue.put_back(std::move(*it));
+}
+
+bool GpuEngine::State::build_batch() {
+  batch.clear();
+  scheduled.clear();
+  uint32_t budget = model.options().max_batch_tokens;
+  // Decodes first (one token each, latency-critical), then prefill chunks in arrival order.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& job_ptr : running) {
+      Running& job = *job_ptr;
+      if (job.prefilling() != (pass == 1) || budget == 0) continue;
+      const uint32_t n = job.prefilling() ? std::min(job.prompt_size - job.computed, budget) : 1;
+      if (cache.reserve(job.seq, job.computed + n) != ReserveStatus::Ok) continue;  // no room this step
+      if (job.prefilling() && job.computed == job.hit.cached_tokens) job.prompt_started = Clock::now();
+      const auto seq_index = static_cast<uint32_t>(batch.page_tables.size());
+      const auto table = cache.page_table(job.seq);
+      batch.page_tables.emplace_back(table.begin(), table.end());
+      for (uint32_t i = 0; i < n; ++i) {
+        batch.tokens.push_back(job.tokens[job.computed + i]);
+        batch.positions.push_back(job.computed + i);
+        batch.seq.push_back(seq_index);
+      }
+      budget -= n;
+      const bool sample = job.computed + n >= job.prompt_size;  // the last prompt token, or a decode
+      if (sample) batch.logits_for.push_back(static_cast<uint32_t>(batch.tokens.size() - 1));
+      scheduled.push_back({&job, n, sample});
+    }
+  }
+  if (!batch.tokens.empty()) return true;
+  // Nothing could reserve pages: every device page is pinned by running sequences. End the newest request
+  // (its computed prefix stays cached) so the others can progress.
+  spdlog::error("engine: the KV device tier is full of pinned pages; cancelling the newest request");
+  finish(*running.back(), StopKind::Cancelled);
+  drop(running.size() - 1);
+  return false;
+}
+
+void GpuEngine::State::after_forward() {
+  const uint32_t n_vocab = info.n_vocab;
+  size_t row = 0;
+  for (const Scheduled& s : scheduled) {
+    Running& job = *s.job;
+    cache.commit(job.seq, std::span<const int32_t>(job.tokens).subspan(job.computed, s.tokens));
+    job.computed += s.tokens;
+    if (!s.sampled) continue;
+    if (job.prompt_ms == 0) job.prompt_ms = ms_between(job.prompt_started, Clock::now());
+    const std::span<const float> logits_row(logits.data() + row++ * n_vocab, n_vocab);
+    const int32_t token = job.sampler->sample(logits_row, job.tokens);
+    if (!job.has_first_token) {
+      job.has_first_token = true;
+      job.first_token = Clock::now();
+    }
+    std::optional<TokenLogprob> lp;
+    if (job.queued->request.logprobs > 0) lp = make_token_logprob(logits_row, token, job.queued->request.logprobs);
+    Chunk chunk = job.generation->accept(token, std::move(lp));
+    if (!chunk.tokens.empty() || !chunk.text.empty()) job.queued->channel->push(std::move(chunk));
+    job.tokens.push_back(token);
+  }
+  for (size_t i = running.size(); i-- > 0;)
+    if (running[i]->generation->done()) {
+      finish(*running[i], *running[i]->generation->stop_kind());
+      drop(i);
+    }
+}
+
+void GpuEngine::State::finish(Running& job, StopKind reason) {
+  GenerationStats timings;
+  timings.prompt_ms = job.prompt_ms;
+  timings.cached_tokens = job.hit.cached_tokens;
+  timings.cached_tokens_device = job.hit.device_hit_tokens;
+  timings.cached_tokens_host = job.hit.host_hit_tokens;
+  if (job.has_first_token) {
+    timings.ttft_ms = ms_between(job.queued->submitted, job.first_token);
+    timings.decode_ms = ms_between(job.first_token, Clock::now());
+  }
+  Chunk last = final_chunk(job.generation.get(), *job.queued, timings, reason);
+  queue.report_finished(*last.final, job.prompt_size - job.hit.cached_tokens);
+  job.queued->channel->finish(std::move(last));
+}
+
+void GpuEngine::State::drop(size_t index) {
+  cache.release(running[index]->seq);
+  running.erase(running.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+}  // namespace kvtrie::engine

@@ -1,0 +1,58 @@
+// Contract: GpuEngine is the production Engine: the Vulkan forward pass (GpuModel) driven by a continuous-
+// batching scheduler over the prefix-trie KV cache (cache/kv_cache.h). One engine thread owns the model, the
+// cache and every running sequence; each step it admits queued requests (matching their prompts against the
+// trie, so only uncached tokens are computed, at least one), packs prefill chunks and decode tokens of all
+// running sequences into one batch, runs it, commits the new KV into the trie, and samples. Requests that
+// share a new prefix with one still prefilling wait for it, so that prefix is computed once. A cancelled
+// request keeps the prefix it computed. Thread-safety as in engine.h (every public method, any thread). The
+// Context, GgufFile and Tokenizer must outlive the engine.
+#pragma once
+#include <memory>
+
+#include "kernels/vk/context.h"
+#include "runner/engine/engine.h"
+#include "runner/model/gguf_file.h"
+
+namespace kvtrie {
+class Tokenizer;
+}
+
+namespace kvtrie::engine {
+
+struct GpuEngineConfig {
+  uint32_t n_ctx = 0;             // tokens per sequence; 0: the model's training context, capped at 8192
+  uint32_t parallel = 4;          // sequences running together
+  uint32_t queue_capacity = 64;   // requests waiting for a slot
+  uint64_t kv_device_bytes = 0;   // device tier budget; 0: room for 2 x parallel x n_ctx tokens
+  uint64_t kv_host_bytes = 0;     // host tier budget; 0: as large as the device tier
+  uint32_t page_tokens = 16;      // tokens per KV page
+  uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)
+  bool deterministic = false;     // batch-invariant kernels: cached and cold runs agree bit for bit
+};
+
+class GpuEngine final : public Engine {
+ public:
+  // Uploads the model and allocates the KV tiers; throws InputError / kvtrie::Error when that fails.
+  GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer, GpuEngineConfig config);
+  ~GpuEngine() override;
+
+  const EngineInfo& info() const override;
+  std::variant<GenerationStream, SubmitRejection> submit(GenerateRequest request) override;
+  bool has_free_slot() const override;
+  EngineCounters counters() const override;
+  CacheStats cache_stats() const override;
+  FlushResult flush_cache() override;
+  void shutdown(std::chrono::milliseconds grace) override;
+
+  // Bytes of device memory for weights, the KV device tier and activations (for load-time log lines).
+  struct MemoryUse {
+    uint64_t weights = 0, kv_device = 0, kv_host = 0, compute = 0;
+  };
+  MemoryUse memory_use() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvtrie::engine

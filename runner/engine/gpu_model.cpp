@@ -1,0 +1,369 @@
+#include "runner/engine/gpu_model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/error.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/kernels.h"
+#include "kernels/ops/matmul.h"
+#include "kernels/ops/matvec.h"
+#include "kernels/ops/ops.h"
+#include "kernels/vk/command_recorder.h"
+#include "kernels/vk/device.h"
+#include "kernels/vk/staging.h"
+
+namespace kvtrie::engine {
+
+namespace {
+
+// A weight tensor resident in device-local memory.
+struct DeviceTensor {
+  vk::Buffer buffer;
+  TensorType type = TensorType::F32;
+  uint32_t rows = 0, cols = 0;
+  kernels::WeightMatrix matrix() const { return {buffer.view(0, rows * row_bytes(type, cols)), type, rows, cols}; }
+  vk::BufferView view() const { return buffer.view(0, rows * row_bytes(type, cols)); }
+};
+
+struct DeviceLayer {
+  DeviceTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
+};
+
+// Shader-visible f32/int32 scratch of the largest batch.
+vk::Buffer scratch(const vk::Device& device, uint64_t elements, vk::MemoryKind kind = vk::MemoryKind::DeviceLocal) {
+  return vk::Buffer(device, std::max<uint64_t>(elements, 4) * 4, kind);
+}
+
+}  // namespace
+
+struct GpuModel::Impl {
+  vk::Context& context;
+  ModelConfig config;
+  GpuModelOptions options;
+  kernels::Kernels kernels;
+  kernels::KvLayout layout;
+  kernels::MatmulPath path;
+
+  DeviceTensor token_embd, output_norm, output, rope_freqs;
+  bool tied = false;
+  std::vector<DeviceLayer> layers;
+  uint64_t weight_bytes = 0;
+
+  // Activations for max_batch_tokens tokens.
+  vk::Buffer x, xn, q, k, v, attn, gate, up, tmp, attn_scratch;
+  vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
+  // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
+  vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
+  vk::Buffer logits_host;
+  uint32_t max_logits = 0;
+  uint64_t compute_bytes = 0;
+  std::optional<PageChunk> kv_pages;
+  vk::CommandRecorder recorder;
+
+  Impl(vk::Context& ctx, const ModelConfig& mc, const GpuModelOptions& opts)
+      : context(ctx),
+        config(mc),
+        options(opts),
+        kernels(ctx, kernels::Prewarm::Yes),
+        layout{mc.n_layers, opts.page_tokens, mc.n_kv_heads * mc.head_dim_k},
+        path(opts.deterministic ? kernels::MatmulPath::Deterministic : kernels::MatmulPath::Auto),
+        recorder(ctx) {}
+
+  DeviceTensor upload(const GgufTensor* tensor) {
+    DeviceTensor out;
+    if (!tensor) return out;
+    out.type = tensor->type;
+    out.cols = static_cast<uint32_t>(tensor->shape[0]);
+    out.rows = static_cast<uint32_t>(tensor->rows());
+    // Shaders read whole 32-bit words: round the allocation up (the tail is never used).
+    out.buffer = vk::Buffer(context.device(), (tensor->data.size() + 15) / 16 * 16, vk::MemoryKind::DeviceLocal);
+    vk::upload(context, out.buffer, 0, std::as_bytes(tensor->data));
+    weight_bytes += out.buffer.size();
+    return out;
+  }
+
+  void allocate_activations() {
+    const vk::Device& dev = context.device();
+    const uint64_t T = options.max_batch_tokens;
+    const uint64_t q_dim = uint64_t{config.n_heads} * config.head_dim_k;
+    const uint64_t kv_dim = layout.kv_dim;
+    max_logits = std::min(options.max_batch_tokens, std::max(options.max_sequences, 1u));
+    x = scratch(dev, T * config.n_embd);
+    xn = scratch(dev, T * config.n_embd);
+    q = scratch(dev, T * q_dim);
+    k = scratch(dev, T * kv_dim);
+    v = scratch(dev, T * kv_dim);
+    attn = scratch(dev, T * q_dim);
+    gate = scratch(dev, T * config.n_ff);
+    up = scratch(dev, T * config.n_ff);
+    tmp = scratch(dev, T * std::max<uint64_t>(config.n_embd, q_dim));
+    kernels::AttentionArgs probe;
+    probe.tokens = options.max_batch_tokens;
+    probe.n_heads = config.n_heads;
+    probe.n_kv_heads = config.n_kv_heads;
+    probe.head_dim = config.head_dim_k;
+    probe.layout = layout;
+    probe.max_position = options.max_context;
+    attn_scratch = vk::Buffer(dev, std::max<uint64_t>(kernels::attention_scratch_bytes(probe), 16),
+                              vk::MemoryKind::DeviceLocal);
+    rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
+    rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
+    logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
+    const auto host = vk::MemoryKind::HostCoherent;
+    ids = scratch(dev, T, host);
+    positions = scratch(dev, T, host);
+    slots = scratch(dev, T, host);
+    token_info = scratch(dev, 2 * T, host);
+    const uint64_t pages_per_seq = (options.max_context + options.page_tokens - 1) / options.page_tokens;
+    page_table = scratch(dev, uint64_t{options.max_sequences} * pages_per_seq, host);
+    logits_index = scratch(dev, max_logits, host);
+    logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
+    for (const vk::Buffer* b : {&x, &xn, &q, &k, &v, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
+                                &logits_device})
+      compute_bytes += b->size();
+  }
+
+  void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
+    kernels::MatmulArgs args;
+    args.w = w.matrix();
+    args.x = in.view();
+    args.y = out.view();
+    args.tokens = tokens;
+    kernels::matmul(recorder, kernels, args, path);
+  }
+
+  void rms_norm(const vk::Buffer& in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows) {
+    kernels::RmsNormArgs a;
+    a.x = in.view();
+    a.weight = weight.view();
+    a.y = out.view();
+    a.rows = rows;
+    a.n = config.n_embd;
+    a.eps = config.rms_eps;
+    kernels::rms_norm(recorder, kernels, a);
+  }
+
+  void head_norm(const vk::Buffer& buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
+    kernels::RmsNormArgs a;
+    a.x = buf.view();
+    a.weight = weight.view();
+    a.y = buf.view();
+    a.rows = tokens * heads;
+    a.n = config.head_dim_k;
+    a.heads = heads;
+    a.eps = config.rms_eps;
+    kernels::rms_norm(recorder, kernels, a);
+  }
+
+  void rope(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) {
+    kernels::RopeArgs a;
+    a.x = buf.view();
+    a.positions = positions.view();
+    if (rope_freqs.buffer.valid()) a.freq_factors = rope_freqs.view();
+    a.n_tokens = tokens;
+    a.n_heads = heads;
+    a.head_dim = config.head_dim_k;
+    a.rope_dims = config.rope_dims ? config.rope_dims : config.head_dim_k;
+    a.freq_base = config.rope_freq_base;
+    a.mode = config.rope_type == RopeType::Neox ? kernels::RopeMode::Neox : kernels::RopeMode::Normal;
+    kernels::rope(recorder, kernels, a);
+  }
+
+  void embed(const vk::Buffer& index, const DeviceTensor& table, const vk::Buffer& out, uint32_t tokens) {
+    const auto chunks = kernels::split_rows(table.matrix(), context.device().max_storage_buffer_range(),
+                                            context.device().info().min_storage_buffer_offset_alignment);
+    for (const kernels::RowChunk& c : chunks) {
+      kernels::GetRowsArgs a;
+      a.table = table.buffer.view(uint64_t{c.first_row} * row_bytes(table.type, table.cols),
+                                  uint64_t{c.rows} * row_bytes(table.type, table.cols));
+      a.type = table.type;
+      a.n = table.cols;
+      a.row_begin = c.first_row;
+      a.row_count = c.rows;
+      a.ids = index.view();
+      a.out = out.view();
+      a.n_tokens = tokens;
+      kernels::get_rows(recorder, kernels, a);
+    }
+  }
+
+  void record(const Batch& batch, uint32_t max_position) {
+    const auto T = static_cast<uint32_t>(batch.tokens.size());
+    const auto L = static_cast<uint32_t>(batch.logits_for.size());
+    const uint32_t q_dim = config.n_heads * config.head_dim_k;
+    const uint32_t kv_dim = layout.kv_dim;
+    recorder.begin();
+    embed(ids, token_embd, x, T);
+    for (uint32_t l = 0; l < config.n_layers; ++l) {
+      const DeviceLayer& w = layers[l];
+      rms_norm(x, w.attn_norm, xn, T);
+      matmul(w.wq, xn, q, T);
+      matmul(w.wk, xn, k, T);
+      matmul(w.wv, xn, v, T);
+      if (config.has_qkv_bias) {
+        kernels::add_bias(recorder, kernels, q.view(), w.bq.view(), T, q_dim);
+        kernels::add_bias(recorder, kernels, k.view(), w.bk.view(), T, kv_dim);
+        kernels::add_bias(recorder, kernels, v.view(), w.bv.view(), T, kv_dim);
+      }
+      if (config.has_qk_norm) {
+        head_norm(q, w.q_norm, T, config.n_heads);
+        head_norm(k, w.k_norm, T, config.n_kv_heads);
+      }
+      rope(q, T, config.n_heads);
+      rope(k, T, config.n_kv_heads);
+      kernels::KvWriteArgs kw;
+      kw.k = k.view();
+      kw.v = v.view();
+      kw.slots = slots.view();
+      kw.pages = kv_pages->view;
+      kw.layout = layout;
+      kw.layer = l;
+      kw.n_tokens = T;
+      kw.page_begin = kv_pages->page_begin;
+      kw.page_count = kv_pages->page_count;
+      kernels::kv_write(recorder, kernels, kw);
+      kernels::AttentionArgs at;
+      at.q = q.view();
+      at.kv_pages = kv_pages->view;
+      at.page_table = page_table.view();
+      at.token_info = token_info.view();
+      at.scratch = attn_scratch.view();
+      at.out = attn.view();
+      at.tokens = T;
+      at.n_heads = config.n_heads;
+      at.n_kv_heads = config.n_kv_heads;
+      at.head_dim = config.head_dim_k;
+      at.layout = layout;
+      at.layer = l;
+      at.max_position = max_position;
+      kernels::attention(recorder, kernels, at);
+      matmul(w.wo, attn, tmp, T);
+      kernels::add(recorder, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+      rms_norm(x, w.ffn_norm, xn, T);
+      matmul(w.w_gate, xn, gate, T);
+      matmul(w.w_up, xn, up, T);
+      kernels::swiglu(recorder, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
+      matmul(w.w_down, gate, tmp, T);
+      kernels::add(recorder, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+    }
+    // Only the rows that are sampled go through the final norm and the output matrix.
+    kernels::GetRowsArgs gather;
+    gather.table = x.view();
+    gather.type = TensorType::F32;
+    gather.n = config.n_embd;
+    gather.row_begin = 0;
+    gather.row_count = T;
+    gather.ids = logits_index.view();
+    gather.out = rows_x.view();
+    gather.n_tokens = L;
+    kernels::get_rows(recorder, kernels, gather);
+    rms_norm(rows_x, output_norm, rows_xn, L);
+    matmul(tied ? token_embd : output, rows_xn, logits_device, L);
+    recorder.copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
+                  logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
+    recorder.end();
+  }
+
+  void write_inputs(const Batch& batch, uint32_t& max_position) {
+    const auto T = batch.tokens.size();
+    auto* id = static_cast<int32_t*>(ids.data());
+    auto* pos = static_cast<int32_t*>(positions.data());
+    auto* slot = static_cast<int32_t*>(slots.data());
+    auto* info = static_cast<uint32_t*>(token_info.data());
+    auto* table = static_cast<uint32_t*>(page_table.data());
+    auto* index = static_cast<uint32_t*>(logits_index.data());
+    std::vector<uint32_t> offsets(batch.page_tables.size());
+    uint64_t used = 0;
+    const uint64_t capacity = page_table.size() / 4;
+    for (size_t s = 0; s < batch.page_tables.size(); ++s) {
+      offsets[s] = static_cast<uint32_t>(used);
+      KVTRIE_CHECK(used + batch.page_tables[s].size() <= capacity, "page tables exceed the batch's capacity");
+      std::copy(batch.page_tables[s].begin(), batch.page_tables[s].end(), table + used);
+      used += batch.page_tables[s].size();
+    }
+    max_position = 0;
+    const uint32_t P = options.page_tokens;
+    for (size_t t = 0; t < T; ++t) {
+      const uint32_t s = batch.seq[t], p = batch.positions[t];
+      KVTRIE_CHECK(p / P < batch.page_tables[s].size(), "a token's position is outside its page table");
+      id[t] = batch.tokens[t];
+      pos[t] = static_cast<int32_t>(p);
+      slot[t] = static_cast<int32_t>(batch.page_tables[s][p / P] * P + p % P);
+      info[2 * t] = offsets[s];
+      info[2 * t + 1] = p;
+      max_position = std::max(max_position, p);
+    }
+    for (size_t i = 0; i < batch.logits_for.size(); ++i) index[i] = batch.logits_for[i];
+  }
+};
+
+GpuModel::GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig& config,
+                   const GpuModelOptions& options)
+    : impl_(std::make_unique<Impl>(context, config, options)) {
+  Impl& m = *impl_;
+  KVTRIE_CHECK(options.max_batch_tokens > 0 && options.max_sequences > 0, "empty batch limits");
+  const ModelWeights w = ModelWeights::from_gguf(file, config);
+  m.token_embd = m.upload(w.token_embd);
+  m.output_norm = m.upload(w.output_norm);
+  m.tied = config.tied_output || w.output == w.token_embd;
+  if (!m.tied) m.output = m.upload(w.output);
+  m.rope_freqs = m.upload(w.rope_freqs);
+  for (const LayerWeights& lw : w.layers) {
+    DeviceLayer& d = m.layers.emplace_back();
+    d.attn_norm = m.upload(lw.attn_norm);
+    d.wq = m.upload(lw.wq);
+    d.wk = m.upload(lw.wk);
+    d.wv = m.upload(lw.wv);
+    d.wo = m.upload(lw.wo);
+    d.bq = m.upload(lw.bq);
+    d.bk = m.upload(lw.bk);
+    d.bv = m.upload(lw.bv);
+    d.q_norm = m.upload(lw.q_norm);
+    d.k_norm = m.upload(lw.k_norm);
+    d.ffn_norm = m.upload(lw.ffn_norm);
+    d.w_gate = m.upload(lw.w_gate);
+    d.w_up = m.upload(lw.w_up);
+    d.w_down = m.upload(lw.w_down);
+  }
+  m.allocate_activations();
+}
+
+GpuModel::~GpuModel() = default;
+
+const ModelConfig& GpuModel::config() const { return impl_->config; }
+const GpuModelOptions& GpuModel::options() const { return impl_->options; }
+kernels::KvLayout GpuModel::kv_layout() const { return impl_->layout; }
+uint64_t GpuModel::weight_bytes() const { return impl_->weight_bytes; }
+uint64_t GpuModel::compute_bytes() const { return impl_->compute_bytes; }
+
+void GpuModel::bind_pages(const VkPageStore& pages) {
+  KVTRIE_CHECK(pages.device_chunks().size() == 1, "attention binds the device KV tier as one buffer");
+  KVTRIE_CHECK(pages.layout().page_bytes() == impl_->layout.page_bytes(), "KV page layout mismatch");
+  impl_->kv_pages = pages.device_chunks()[0];
+}
+
+void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
+  Impl& m = *impl_;
+  KVTRIE_CHECK(m.kv_pages.has_value(), "bind_pages() before forward()");
+  KVTRIE_CHECK(!batch.tokens.empty() && batch.tokens.size() <= m.options.max_batch_tokens,
+               "batch size outside 1..max_batch_tokens");
+  KVTRIE_CHECK(batch.logits_for.size() <= m.max_logits, "too many logits rows in one batch");
+  KVTRIE_CHECK(batch.page_tables.size() <= m.options.max_sequences, "too many sequences in one batch");
+  for (int32_t t : batch.tokens)
+    KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < m.config.n_vocab, "token id outside the vocabulary");
+  uint32_t max_position = 0;
+  m.recorder.wait();  // the previous step's inputs may still be read
+  m.write_inputs(batch, max_position);
+  m.record(batch, max_position);
+  m.recorder.submit_and_wait();
+  const size_t n = batch.logits_for.size() * m.config.n_vocab;
+  m.logits_host.invalidate();
+  logits.resize(n);
+  std::memcpy(logits.data(), m.logits_host.data(), n * sizeof(float));
+}
+
+}  // namespace kvtrie::engine

@@ -1,0 +1,77 @@
+// Contract: GpuModel is the whole forward pass of one model on a Vulkan device. The constructor uploads
+// every weight from the GgufFile into device-local buffers (split by rows where a tensor exceeds one
+// binding), creates every pipeline and every activation buffer for the largest batch it accepts, so that
+// forward() allocates nothing and creates no pipeline. KV lives in pages owned by the cache's VkPageStore
+// (cache/vk_page_store.h), laid out as kv_layout() says; forward() writes each token's K and V into the
+// slot the batch names and attends through per-sequence page tables, so one batch may hold tokens of many
+// sequences (continuous batching). Only the logits rows the batch asks for are read back.
+// With deterministic=true every matrix product takes the batch-invariant path (kernels/ops/matmul.h), so a
+// token's logits do not depend on the batch it ran in. Single owner thread (the engine's). The Context,
+// GgufFile and the page store's buffers must outlive it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cache/vk_page_store.h"
+#include "kernels/ops/kv_layout.h"
+#include "kernels/vk/context.h"
+#include "runner/model/gguf_file.h"
+#include "runner/model/model_config.h"
+
+namespace kvtrie::engine {
+
+struct GpuModelOptions {
+  uint32_t max_batch_tokens = 512;  // tokens of one forward() at most (prefill chunk + decodes)
+  uint32_t max_sequences = 16;      // sequences of one forward() at most
+  uint32_t max_context = 4096;      // positions per sequence at most
+  uint32_t page_tokens = 16;        // P of the KV layout
+  bool deterministic = false;       // batch-invariant kernels everywhere
+};
+
+// One forward step. Token i belongs to sequence seq[i] (an index into page_tables), sits at position
+// positions[i] of it and writes its K/V to global slot page * P + offset (the page from that sequence's
+// page table: slot = page_tables[seq[i]][positions[i] / P] * P + positions[i] % P; the model computes it).
+// Logits are returned for the tokens listed in logits_for, in that order.
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> positions;
+  std::vector<uint32_t> seq;
+  std::vector<std::vector<uint32_t>> page_tables;  // device page ids per sequence, covering its positions
+  std::vector<uint32_t> logits_for;                // token indices
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    seq.clear();
+    page_tables.clear();
+    logits_for.clear();
+  }
+};
+
+class GpuModel {
+ public:
+  GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig& config, const GpuModelOptions& options);
+  ~GpuModel();
+  GpuModel(const GpuModel&) = delete;
+  GpuModel& operator=(const GpuModel&) = delete;
+
+  const ModelConfig& config() const;
+  const GpuModelOptions& options() const;
+  // The page layout this model writes and reads (page_tokens from the options).
+  kernels::KvLayout kv_layout() const;
+  // Binds the device tier's page chunks (call once, before the first forward()).
+  void bind_pages(const VkPageStore& pages);
+  // Bytes of device memory taken by weights and by activations/scratch (for the load-time log lines).
+  uint64_t weight_bytes() const;
+  uint64_t compute_bytes() const;
+
+  // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, into `logits` (resized).
+  void forward(const Batch& batch, std::vector<float>& logits);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtrie::engine

@@ -1,0 +1,147 @@
+#include "runner/engine/request_queue.h"
+
+#include <spdlog/spdlog.h>
+
+#include "runner/engine/generation.h"
+
+namespace kvtrie::engine {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::variant<GenerationStream, SubmitRejection> RequestQueue::reject(SubmitError error, std::string message) {
+  std::lock_guard lock(mutex_);
+  ++counters_.requests_rejected;
+  const auto retry = std::chrono::seconds(error == SubmitError::ShuttingDown ? 5 : 1);
+  return SubmitRejection{error, std::move(message), retry};
+}
+
+std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateRequest request) {
+  if (request.prompt.empty()) return reject(SubmitError::InvalidRequest, "the prompt is empty");
+  for (int32_t t : request.prompt)
+    if (t < 0 || static_cast<uint32_t>(t) >= info_.n_vocab)
+      return reject(SubmitError::InvalidRequest, "token id " + std::to_string(t) + " is outside the vocabulary");
+  if (request.prompt.size() >= info_.n_ctx)
+    return reject(SubmitError::InvalidRequest, "the prompt has " + std::to_string(request.prompt.size()) +
+                                                   " tokens; the context holds " + std::to_string(info_.n_ctx));
+  if (request.logprobs > 20) return reject(SubmitError::InvalidRequest, "logprobs must be 0..20");
+
+  auto queued = std::make_unique<QueuedRequest>();
+  queued->request = std::move(request);
+  queued->channel = std::make_shared<StreamChannel>();
+  queued->submitted = Clock::now();
+  GenerationStream stream(queued->channel);
+  {
+    std::lock_guard lock(mutex_);
+    if (!accepting_) {
+      ++counters_.requests_rejected;
+      return SubmitRejection{SubmitError::ShuttingDown, "the server is shutting down", std::chrono::seconds(5)};
+    }
+    if (active_ + queue_.size() >= info_.parallel + info_.queue_capacity) {
+      ++counters_.requests_rejected;
+      return SubmitRejection{SubmitError::Overloaded, "every slot is busy and the queue is full",
+                             std::chrono::seconds(1)};
+    }
+    queue_.push_back(std::move(queued));
+    ++counters_.requests_submitted;
+  }
+  wake_.notify_all();
+  return stream;
+}
+
+bool RequestQueue::has_free_slot() const {
+  std::lock_guard lock(mutex_);
+  return accepting_ && active_ + queue_.size() < info_.parallel;
+}
+
+EngineCounters RequestQueue::counters() const {
+  std::lock_guard lock(mutex_);
+  EngineCounters c = counters_;
+  c.active = active_;
+  c.queued = static_cast<uint32_t>(queue_.size());
+  return c;
+}
+
+RequestQueue::Taken RequestQueue::take(size_t free_slots, bool idle) {
+  std::unique_lock lock(mutex_);
+  if (idle) {
+    idle_.notify_all();
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty() || !tasks_.empty(); });
+  }
+  Taken taken;
+  taken.tasks.swap(tasks_);
+  while (taken.requests.size() < free_slots && !queue_.empty() && !cancel_all_) {
+    taken.requests.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  active_ += static_cast<uint32_t>(taken.requests.size());
+  taken.cancel_all = cancel_all_;
+  taken.stop = stop_;
+  if (cancel_all_) {  // queued requests never started: they end cancelled too
+    while (!queue_.empty()) {
+      taken.requests.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      ++active_;
+    }
+  }
+  return taken;
+}
+
+void RequestQueue::put_back(std::unique_ptr<QueuedRequest> request) {
+  std::lock_guard lock(mutex_);
+  queue_.push_front(std::move(request));
+  --active_;
+}
+
+void RequestQueue::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  wake_.notify_all();
+}
+
+void RequestQueue::set_active(uint32_t active) {
+  std::lock_guard lock(mutex_);
+  active_ = active;
+  if (active_ == 0 && queue_.empty()) idle_.notify_all();
+}
+
+void RequestQueue::report_finished(const GenerationStats& stats, uint32_t computed_tokens) {
+  std::lock_guard lock(mutex_);
+  if (stats.stop_kind == StopKind::Cancelled) ++counters_.requests_cancelled;
+  else ++counters_.requests_completed;
+  counters_.prompt_tokens += stats.prompt_tokens;
+  counters_.prompt_tokens_computed += computed_tokens;
+  counters_.completion_tokens += stats.completion_tokens;
+}
+
+void RequestQueue::shutdown(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  accepting_ = false;
+  idle_.wait_until(lock, Clock::now() + grace, [&] { return active_ == 0 && queue_.empty(); });
+  if (active_ != 0 || !queue_.empty())
+    spdlog::warn("engine: grace period over, cancelling {} running and {} queued requests", active_, queue_.size());
+  cancel_all_ = true;
+  stop_ = true;
+  lock.unlock();
+  wake_.notify_all();
+}
+
+Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings, StopKind reason) {
+  Chunk last;
+  if (generation) {
+    last = generation->finish(timings, reason);
+  } else {
+    timings.stop_kind = reason;
+    timings.prompt_tokens = static_cast<uint32_t>(request.request.prompt.size());
+    last.final = timings;
+  }
+  GenerationStats& fs = *last.final;
+  if (fs.completion_tokens > 1 && fs.decode_ms > 0)
+    fs.tokens_per_second = (fs.completion_tokens - 1) / (fs.decode_ms / 1000.0);
+  return last;
+}
+
+}  // namespace kvtrie::engine
