@@ -3,6 +3,8 @@
 #include "cache/kv_cache.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <optional>
 #include <string>
 
@@ -35,7 +37,15 @@ KvCache::KvCache(const KvCacheConfig& config, PageCopier& copier)
       host_(Tier::Host, config.page_bytes, config.host_budget_bytes),
       trie_(device_, host_, config.page_tokens) {}
 
-KvCache::~KvCache() = default;
+KvCache::~KvCache() {
+  if (in_flight_.empty()) return;
+  // The copier may still be writing pages whose memory its owner frees after us.
+  try {
+    copier_.wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtrie: waiting for KV page copies at shutdown failed: %s\n", e.what());
+  }
+}
 
 KvCache::Sequence& KvCache::sequence(SeqId seq) {
   auto it = sequences_.find(static_cast<std::uint64_t>(seq));
@@ -138,7 +148,7 @@ void KvCache::commit(SeqId seq, std::span<const TokenId> tokens) {
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
   const std::span<const PageId> pages(s.pages.data(), (total + P - 1) / P);
   // Pin the new path before unpinning the old one, so nothing of it is evictable in between.
-  Lease fresh = trie_.insert(s.ns, s.tokens, pages);
+  Lease fresh = trie_.insert(s.ns, s.tokens, pages, &s.lease);
   s.lease = std::move(fresh);
 }
 
@@ -237,6 +247,13 @@ bool KvCache::make_device_room(std::uint32_t pages) {
   }
   for (PageId page : retiring) device_.release(page);
   return device_.free_pages() >= pages;
+}
+
+std::uint32_t KvCache::reclaimable_device_pages() const {
+  // Pinned pages include every node mid-promotion; all other cached device pages are in unlocked nodes,
+  // whose descendants are unlocked too, so evicting leaves first reaches all of them.
+  const TrieTotals& t = trie_.totals();
+  return device_.free_pages() + t.device_pages - t.device_protected;
 }
 
 KvCacheStats KvCache::stats() const {

@@ -14,8 +14,9 @@
 //   (run the model: write KV of positions [cached, n) into page_table(seq))
 //   commit(seq, tokens)      -> those tokens' KV is written: cache them (callable after each step)
 //   release(seq)             -> unpin; committed tokens stay cached (a cancelled request keeps its prefix)
-// Writes: a sequence writes only positions at or after its committed length; the pages it writes there
-// are its own (a shared partial page is copied on acquire), so sharing needs no further copies.
+// Writes: a sequence writes only positions at or after its committed length. No other sequence writes
+// those positions' pages: a reused partial page is copied on acquire, and the trie shares only the
+// committed head of a page its creator is still filling. So sharing needs no further copies.
 //
 // Copies in flight: a page that is the source or destination of a queued copy is never freed before the
 // copy completes (a sequence released meanwhile keeps its pages and pins until the next sync()), so pages
@@ -91,7 +92,7 @@ struct KvCacheStats {
 class KvCache {
  public:
   KvCache(const KvCacheConfig& config, PageCopier& copier);
-  ~KvCache();
+  ~KvCache();  // waits for copies in flight
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -118,12 +119,16 @@ class KvCache {
   // Reuse the cache would offer now (no side effects): for admission decisions and tests.
   MatchResult peek(NamespaceId ns, std::span<const TokenId> tokens) const { return trie_.match(ns, tokens); }
 
+  // Device pages reserve() could obtain now: free pages plus every cached page no sequence pins (each
+  // can be demoted or dropped). For admission control: reserve() of k new pages succeeds iff k <= this.
+  std::uint32_t reclaimable_device_pages() const;
   KvCacheStats stats() const;
   std::size_t live_sequences() const { return sequences_.size(); }
   std::uint64_t leases_outstanding() const { return trie_.leases_outstanding(); }
   // Failure injection (tests): forwarded to the pools.
   PagePool& device_pool() { return device_; }
   PagePool& host_pool() { return host_; }
+  // Full audit, O(pages + nodes): for tests and debug builds. Throws kvtrie::Error naming the broken rule.
   void check_invariants() const;
 
  private:

@@ -165,11 +165,20 @@ Lease PrefixTrie::pin(NamespaceId ns, std::span<const TokenId> tokens, std::uint
   return Lease(this, node);
 }
 
-Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::span<const PageId> pages) {
+Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::span<const PageId> pages,
+                         const Lease* from) {
   KVTRIE_CHECK(pages.size() == pages_for(tokens.size()), "insert needs one page per started page of tokens");
   const std::size_t n = tokens.size();
   TrieNode* node = root(ns);
-  std::size_t pos = 0;
+  if (from != nullptr && !from->empty()) {
+    // The leased path spells a prefix of tokens and stays put while pinned (splits only add nodes inside
+    // it, merges never touch pinned nodes); the leased node itself may have grown past the caller's
+    // tokens, so the walk restarts at its parent.
+    KVTRIE_CHECK(from->trie_ == this && from->node_->ns == ns, "insert hint from another trie or namespace");
+    node = from->node_->is_root() ? from->node_ : from->node_->parent;
+    KVTRIE_CHECK(node->end <= n, "insert hint beyond the tokens");
+  }
+  std::size_t pos = node->end;
   while (pos < n) {
     const ChildMatch m = best_child(*node, tokens.subspan(pos));
     const std::size_t rest = n - pos;

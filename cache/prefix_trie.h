@@ -125,7 +125,11 @@ class PrefixTrie {
   // Host-only nodes the tokens fully cover adopt the caller's device pages (their host copy is dropped).
   // A partial leaf the tokens extend takes the caller's fuller page for its last page. The insert stops
   // early at a partial leaf mid-promotion (nothing is lost but the extension).
-  Lease insert(NamespaceId ns, std::span<const TokenId> tokens, std::span<const PageId> device_pages);
+  // `from`, when given, is a lease this caller holds on a prefix of the same tokens (its previous pin or
+  // insert): the walk starts at that node's parent instead of the root, so committing one decode step
+  // costs O(tokens of the last node), not O(sequence length).
+  Lease insert(NamespaceId ns, std::span<const TokenId> tokens, std::span<const PageId> device_pages,
+               const Lease* from = nullptr);
 
   // Path queries on a lease (root first).
   std::vector<PageRef> path_pages(const Lease& lease) const;

@@ -136,7 +136,11 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
       // Compute the rest of the prompt, or decode one to three tokens.
       if (s.committed == s.tokens.size())
         for (std::uint64_t k = 1 + below(3); k > 0; --k) s.tokens.push_back(static_cast<TokenId>(below(6)));
-      if (cache.reserve(s.seq, static_cast<std::uint32_t>(s.tokens.size())) == ReserveStatus::NoRoom) {
+      const std::size_t missing = (s.tokens.size() + kP - 1) / kP - cache.page_table(s.seq).size();
+      const bool fits = missing <= cache.reclaimable_device_pages();
+      const ReserveStatus status = cache.reserve(s.seq, static_cast<std::uint32_t>(s.tokens.size()));
+      ASSERT_EQ(status == ReserveStatus::Ok, fits) << "reclaimable_device_pages() mispredicted reserve()";
+      if (status == ReserveStatus::NoRoom) {
         ASSERT_FALSE(roomy) << "NoRoom with a budget that fits everything";
         ++no_room;
         cache.check_invariants();

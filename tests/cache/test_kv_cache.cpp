@@ -227,12 +227,14 @@ TEST_F(KvCacheTest, PinnedPagesAreNeverEvictedAndABudgetTooSmallFailsCleanly) {
   const AcquireResult ra = start(1, a);
   compute(1, ra, a);  // a holds every device page, pinned
   const AcquireResult rb = start(1, range(500, 8));
+  EXPECT_EQ(cache_->reclaimable_device_pages(), 0u);
   EXPECT_EQ(cache_->reserve(rb.seq, 8), ReserveStatus::NoRoom);
   cache_->check_invariants();
   EXPECT_EQ(cache_->page_table(rb.seq).size(), 0u);
   EXPECT_EQ(cache_->peek(1, a).device_tokens, 16u);
   EXPECT_EQ(copier_->wrong_positions(cache_->page_table(ra.seq), kv_values(1, a), a.size()), 0u);
   cache_->release(ra.seq);
+  EXPECT_EQ(cache_->reclaimable_device_pages(), 4u);
   EXPECT_EQ(cache_->reserve(rb.seq, 8), ReserveStatus::Ok);  // a is unpinned now: demoted to make room
   cache_->release(rb.seq);
   EXPECT_EQ(cache_->stats().demoted_pages, 2u);
@@ -276,6 +278,18 @@ TEST_F(KvCacheTest, ReleaseBeforeSyncKeepsPagesOfCopiesInFlight) {
   EXPECT_EQ(copier_->wrong_positions(cache_->page_table(ra.seq), kv_values(1, longer), longer.size()), 0u);
   EXPECT_EQ(cache_->device_pool().refcount(cow_page), 0u);  // freed once the copy completed
   cache_->release(ra.seq);
+}
+
+TEST_F(KvCacheTest, DestructionWaitsForCopiesInFlight) {
+  make(16, 0);
+  request(1, range(10, 6));
+  const AcquireResult r = cache_->acquire(1, range(10, 7));  // queues a copy-on-write copy
+  ASSERT_TRUE(cache_->copies_in_flight());
+  cache_->release(r.seq);
+  const int waits = copier_->waits();
+  cache_.reset();  // the copier's memory may be freed next: the cache must not leave copies running
+  EXPECT_EQ(copier_->waits(), waits + 1);
+  EXPECT_EQ(copier_->pending(), 0u);
 }
 
 TEST_F(KvCacheTest, DroppingHostLeavesThatMergeTheVictimIsSafe) {
