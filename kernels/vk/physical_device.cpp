@@ -1,5 +1,6 @@
 #include "kernels/vk/physical_device.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 
@@ -58,8 +59,12 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.has_memory_budget = has_extension(extensions, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   info.nv_cooperative_matrix = has_extension(extensions, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
 
+  const bool has_pci = has_extension(extensions, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci{};
+  pci.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  if (has_pci) subgroup.pNext = &pci;
   VkPhysicalDeviceProperties2 props{};
   props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   props.pNext = &subgroup;
@@ -71,6 +76,11 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.device_id = props.properties.deviceID;
   info.api_version = props.properties.apiVersion;
   info.subgroup_size = subgroup.subgroupSize;
+  if (has_pci) {
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pci.pciDomain, pci.pciBus, pci.pciDevice, pci.pciFunction);
+    info.pci_bus_id = bus;
+  }
   info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                              (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   info.max_storage_buffer_range = limits.maxStorageBufferRange;
