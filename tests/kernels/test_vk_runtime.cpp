@@ -188,6 +188,26 @@ TEST_F(VkRuntime, InjectedAllocationFailureIsAnExpectedOutcomeWithoutLeaks) {
   }
 }
 
+TEST_F(VkRuntime, EveryAllocationSiteOfAStagedUploadFailsCleanly) {
+  // make_buffer of device-local memory allocates the buffer, then a staging buffer: fail each in turn.
+  const std::vector<float> data = random_floats(301);
+  for (uint64_t n = 1;; ++n) {
+    SCOPED_TRACE("failing allocation " + std::to_string(n));
+    inject_allocation_failure(n);
+    try {
+      Buffer b = make_buffer<float>(context(), data, MemoryKind::DeviceLocal);
+      inject_allocation_failure(0);
+      EXPECT_EQ(n, 3u) << "two allocation sites expected";
+      EXPECT_EQ(download<float>(context(), b, data.size()), data);
+      break;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("VK_ERROR_OUT_OF_DEVICE_MEMORY"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(live_allocation_count(), 0u) << "leak after a failed allocation";
+    ASSERT_LT(n, 10u);
+  }
+}
+
 TEST_F(VkRuntime, TimestampsAreMonotonic) {
   if (!context().device().info().timestamps) GTEST_SKIP() << "device has no compute timestamps";
   QueryPool queries(context().device(), 2);
