@@ -1,7 +1,9 @@
 #include "kernels/ops/attention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/error.h"
 
@@ -12,6 +14,7 @@ namespace {
 struct PagedPush {
   uint32_t n_heads, n_kv_heads, head_dim, page_size, n_layers, layer, chunk, max_splits, q_stride;
   float scale;
+  uint32_t pages_per_binding;
 };
 struct CombinePush {
   uint32_t n_heads, head_dim, chunk, max_splits, out_stride;
@@ -34,8 +37,8 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args) {
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args) {
   KVTRIE_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0,
                "attention: n_heads must be a multiple of n_kv_heads");
-  KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 8 == 0,
-               "attention: head_dim must be a multiple of 8 and at most 256");
+  KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 2 == 0,
+               "attention: head_dim must be even and at most 256");
   KVTRIE_CHECK(args.layout.kv_dim == args.n_kv_heads * args.head_dim, "attention: layout.kv_dim != n_kv_heads * head_dim");
   KVTRIE_CHECK(args.layout.page_tokens > 0 && args.layer < args.layout.n_layers, "attention: bad page geometry");
   KVTRIE_CHECK(args.scratch.range >= attention_scratch_bytes(args), "attention: scratch is too small");
@@ -46,11 +49,23 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
 
+  // Pool bindings: kv_pages, then the extra chunks; unused slots repeat kv_pages (never read).
+  vk::BufferView pools[4] = {args.kv_pages, args.kv_pages, args.kv_pages, args.kv_pages};
+  uint32_t per_binding = args.pages_per_binding;
+  if (per_binding == 0) {
+    per_binding = UINT32_MAX / 2;  // everything in binding 0
+  } else {
+    for (size_t i = 0; i < args.kv_pages_more.size(); ++i)
+      if (!args.kv_pages_more[i].empty()) pools[i + 1] = args.kv_pages_more[i];
+  }
+  for (const vk::BufferView& p : pools)
+    KVTRIE_CHECK(p.range < (uint64_t{1} << 32), "attention: a pool binding must stay below 4 GiB");
   const PagedPush paged{args.n_heads, args.n_kv_heads, hd, args.layout.page_tokens, args.layout.n_layers,
-                        args.layer, args.split_size, splits, args.q_stride ? args.q_stride : width, scale};
+                        args.layer, args.split_size, splits, args.q_stride ? args.q_stride : width, scale,
+                        per_binding};
   rec.dispatch(k.pipeline("attention", "paged"),
-               {vk::read(args.q), vk::read(args.kv_pages), vk::read(args.page_table), vk::read(args.token_info),
-                vk::write(args.scratch)},
+               {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
+                vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
                paged, splits, args.n_heads, args.tokens);
 
   const CombinePush combine{args.n_heads, hd, args.split_size, splits, args.out_stride ? args.out_stride : width};

@@ -9,6 +9,7 @@
 // output is bit-identical whatever batch it runs in (the --deterministic contract holds on every path).
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "kernels/ops/kernels.h"
@@ -20,7 +21,11 @@ namespace kvtrie::kernels {
 
 struct AttentionArgs {
   vk::BufferView q;           // f32 [tokens][n_heads * head_dim], token stride q_stride floats
-  vk::BufferView kv_pages;    // the page pool (f16), must fit one binding (maxStorageBufferRange)
+  vk::BufferView kv_pages;    // the page pool (f16), or its first pages_per_binding pages
+  // A pool larger than one binding (maxStorageBufferRange): bindings 2..4 hold the next pages_per_binding
+  // pages each (page p lives in binding p / pages_per_binding). Empty views when unused.
+  std::array<vk::BufferView, 3> kv_pages_more{};
+  uint32_t pages_per_binding = 0;  // 0: the whole pool is in kv_pages
   vk::BufferView page_table;  // uint32 page ids
   vk::BufferView token_info;  // uint32 pairs per token: (offset of its sequence in page_table, position)
   vk::BufferView scratch;     // at least attention_scratch_bytes(...) bytes
@@ -28,7 +33,7 @@ struct AttentionArgs {
   uint32_t tokens = 0;
   uint32_t n_heads = 0;
   uint32_t n_kv_heads = 0;    // divides n_heads
-  uint32_t head_dim = 0;      // a multiple of 8 (K/V rows are read 16 bytes at a time), at most 256
+  uint32_t head_dim = 0;      // even, at most 256 (multiples of 8 read K 16 bytes at a time)
   KvLayout layout;            // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
   uint32_t layer = 0;
   uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)

@@ -18,10 +18,15 @@ layout(local_size_x_id = 0) in;  // >= 32 so that head_dim <= 256 needs at most 
 #define NEG_BIG -3.0e38
 
 layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
-layout(set = 0, binding = 1) readonly buffer KV { uvec4 kv[]; };  // 8 f16 per element (head_dim % 8 == 0)
-layout(set = 0, binding = 2) readonly buffer PageTable { uint page_table[]; };
-layout(set = 0, binding = 3) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
-layout(set = 0, binding = 4) writeonly buffer Partial { float partial[]; };
+// The page pool in up to 4 bindings of pages_per_binding whole pages each (a pool larger than one binding's
+// maxStorageBufferRange); 8 f16 per element. Unused bindings repeat the first.
+layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
+layout(set = 0, binding = 2) readonly buffer KV1 { uvec4 kv1[]; };
+layout(set = 0, binding = 3) readonly buffer KV2 { uvec4 kv2[]; };
+layout(set = 0, binding = 4) readonly buffer KV3 { uvec4 kv3[]; };
+layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
+layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
+layout(set = 0, binding = 7) writeonly buffer Partial { float partial[]; };
 
 layout(push_constant) uniform Push {
   uint n_heads;
@@ -34,6 +39,7 @@ layout(push_constant) uniform Push {
   uint max_splits;  // partial slots per (token, head)
   uint q_stride;    // floats between tokens in q
   float scale;
+  uint pages_per_binding;
 } pc;
 
 shared float qs[MAX_HEAD_DIM];
@@ -61,15 +67,29 @@ float wg_sum(float v) {
   return r;
 }
 
-// 32-bit word index of element 0 of key (is_v = 0) or value (is_v = 1) row of position j, KV head kh.
+// Location of element 0 of the key (is_v = 0) or value (is_v = 1) row of position j, KV head kh: the
+// binding in the top 2 bits, the 32-bit word index inside it below (a binding holds < 2^30 words).
 uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
   uint page = page_table[pt_off + j / pc.page_size];
+  uint chunk = page / pc.pages_per_binding;
+  page -= chunk * pc.pages_per_binding;
   uint slot = j % pc.page_size;
   uint kv_dim = pc.n_kv_heads * pc.head_dim;
   uint elem = ((page * pc.n_layers + pc.layer) * 2u + is_v) * pc.page_size * kv_dim + slot * kv_dim +
               kh * pc.head_dim;
-  return elem >> 1;
+  return (chunk << 30) | (elem >> 1);
 }
+
+uvec4 kv_load4(uint loc) {  // the 16 bytes holding word loc (loc's word index a multiple of 4 when used)
+  uint i = (loc & 0x3FFFFFFFu) >> 2;
+  switch (loc >> 30) {
+    case 0u: return kv0[i];
+    case 1u: return kv1[i];
+    case 2u: return kv2[i];
+    default: return kv3[i];
+  }
+}
+uint kv_load(uint loc) { return kv_load4(loc)[loc & 3u]; }
 
 void main() {
   uint c = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
@@ -94,12 +114,20 @@ void main() {
     if (j < end) {
       uint kw = kv_word(tok.x, j, kh, 0u);
       float dot = 0.0;
-      for (uint d = 0u; d < hd; d += 8u) {
-        uvec4 k8 = kv[(kw + d / 2u) >> 2];
-        for (uint c = 0u; c < 4u; ++c) {
-          vec2 kk = unpackHalf2x16(k8[c]);
-          dot = fma(qs[d + 2u * c], kk.x, dot);
-          dot = fma(qs[d + 2u * c + 1u], kk.y, dot);
+      if (hd % 8u == 0u) {  // uniform: 16-byte loads when rows are 16-byte aligned
+        for (uint d = 0u; d < hd; d += 8u) {
+          uvec4 k8 = kv_load4(kw + d / 2u);
+          for (uint c = 0u; c < 4u; ++c) {
+            vec2 kk = unpackHalf2x16(k8[c]);
+            dot = fma(qs[d + 2u * c], kk.x, dot);
+            dot = fma(qs[d + 2u * c + 1u], kk.y, dot);
+          }
+        }
+      } else {
+        for (uint d = 0u; d < hd; d += 2u) {
+          vec2 kk = unpackHalf2x16(kv_load(kw + d / 2u));
+          dot = fma(qs[d], kk.x, dot);
+          dot = fma(qs[d + 1u], kk.y, dot);
         }
       }
       s = dot;
@@ -118,7 +146,7 @@ void main() {
       float a = acc[i] * alpha;
       for (uint jj = 0u; jj < nkeys; ++jj) {
         uint vw = vbase[jj] + d / 2u;
-        vec2 vv = unpackHalf2x16(kv[vw >> 2][vw & 3u]);
+        vec2 vv = unpackHalf2x16(kv_load(vw));
         a = fma(ps[jj], (d & 1u) == 0u ? vv.x : vv.y, a);
       }
       acc[i] = a;

@@ -1,6 +1,7 @@
 // Paged causal GQA attention against a plain C++ reference: several sequences of different lengths in one
 // batch, page tables out of order, a page shared by two sequences, GQA ratios 1, 2 and 4, head dims 8, 64
-// and 128, splits of the context (split-K) and a single split; and batch invariance (a token alone gives
+// and 128 (and 12, the path for rows that are not 16-byte aligned), a pool split over several bindings,
+// splits of the context (split-K) and a single split; and batch invariance (a token alone gives
 // the same bits as in the batch).
 //
 // Tolerance: K and V are f16 values read exactly by both sides; the reference computes the softmax in
@@ -82,7 +83,9 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     return out;
   }
 
-  std::vector<float> run(const Batch& b, const vk::Buffer& pool, uint32_t split_size) {
+  // pools: the page pool in one buffer, or in several of pages_per_binding pages each.
+  std::vector<float> run(const Batch& b, const std::vector<const vk::Buffer*>& pools, uint32_t split_size,
+                         uint32_t pages_per_binding = 0) {
     const Shape s = GetParam();
     Kernels k(context(), Prewarm::No);
     vk::Buffer qb = device_buffer(b.q);
@@ -101,7 +104,9 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     const uint64_t out_count = uint64_t{b.tokens} * s.n_heads * s.head_dim;
     vk::Buffer out(context().device(), out_count * sizeof(float), vk::MemoryKind::DeviceLocal);
     a.q = qb.view();
-    a.kv_pages = pool.view();
+    a.kv_pages = pools[0]->view();
+    for (size_t i = 1; i < pools.size(); ++i) a.kv_pages_more[i - 1] = pools[i]->view();
+    a.pages_per_binding = pages_per_binding;
     a.page_table = pt.view();
     a.token_info = ti.view();
     a.scratch = scratch.view();
@@ -165,15 +170,34 @@ TEST_P(AttentionTest, MatchesReferenceWithAndWithoutSplits) {
   const std::vector<double> ref = reference(b, pool_host);
   for (uint32_t split : {7u, 16u, 256u}) {  // 7: splits that cut pages; 256: one split per token
     SCOPED_TRACE("split_size " + std::to_string(split));
-    expect_close(run(b, pool, split), ref, GetParam().head_dim);
+    expect_close(run(b, {&pool}, split), ref, GetParam().head_dim);
   }
+}
+
+// A pool split over three bindings of 5 pages (as for a pool larger than maxStorageBufferRange): the
+// sequences' pages 7 2 9 / 7 4 / 11 live in bindings 1 0 1 / 1 0 / 2. Same bits as the single binding.
+TEST_P(AttentionTest, PoolSplitOverBindingsGivesTheSameBits) {
+  const Batch b = make_batch();
+  const std::vector<uint16_t> pool_host = make_pool();
+  const uint64_t page = layout().page_elements();
+  std::vector<vk::Buffer> chunks;
+  for (uint64_t first = 0; first < kPages; first += 5) {
+    const uint64_t n = std::min<uint64_t>(5, kPages - first);
+    chunks.push_back(device_buffer(std::vector<uint16_t>(pool_host.begin() + first * page,
+                                                         pool_host.begin() + (first + n) * page)));
+  }
+  vk::Buffer whole = device_buffer(pool_host);
+  const std::vector<float> one = run(b, {&whole}, 16);
+  const std::vector<float> split = run(b, {&chunks[0], &chunks[1], &chunks[2]}, 16, 5);
+  expect_close(split, reference(b, pool_host), GetParam().head_dim);
+  EXPECT_EQ(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)), 0);
 }
 
 TEST_P(AttentionTest, TokenAloneGivesTheSameBitsAsInTheBatch) {
   const Batch b = make_batch();
   vk::Buffer pool = device_buffer(make_pool());
   const uint32_t split = 16;
-  const std::vector<float> batch = run(b, pool, split);
+  const std::vector<float> batch = run(b, {&pool}, split);
   const uint32_t width = GetParam().n_heads * GetParam().head_dim;
   for (uint32_t t : {0u, 1u, 6u}) {
     Batch one;
@@ -182,14 +206,15 @@ TEST_P(AttentionTest, TokenAloneGivesTheSameBitsAsInTheBatch) {
     one.q.assign(b.q.begin() + uint64_t{t} * width, b.q.begin() + uint64_t{t + 1} * width);
     one.tokens = 1;
     one.max_position = one.token_info[1];
-    const std::vector<float> alone = run(one, pool, split);
+    const std::vector<float> alone = run(one, {&pool}, split);
     EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * width, width * sizeof(float)), 0)
         << "token " << t << " differs alone vs in the batch";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
-                         ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128}, Shape{4, 1, 128}),
+                         ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128}, Shape{4, 1, 128},
+                                           Shape{6, 3, 12}),  // 12: rows not 16-byte aligned
                          [](const auto& p) {
                            return "heads" + std::to_string(p.param.n_heads) + "_kv" + std::to_string(p.param.n_kv_heads) +
                                   "_dim" + std::to_string(p.param.head_dim);
