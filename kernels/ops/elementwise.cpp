@@ -8,7 +8,8 @@ void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk:
             vk::BufferView out, uint32_t count) {
   if (count == 0) return;
   const Grid grid = grid_1d(div_up(count, k.workgroup_size("swiglu")));
-  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)}, count, grid.x, grid.y);
+  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)}, count, grid.x,
+               grid.y);
 }
 
 void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::BufferView b, vk::BufferView out,
@@ -18,8 +19,8 @@ void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::Buffe
   rec.dispatch(k.pipeline("add", "f32"), {vk::read(a), vk::read(b), vk::write(out)}, count, grid.x, grid.y);
 }
 
-void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias, uint32_t rows,
-              uint32_t n, uint32_t stride) {
+void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias,
+              uint32_t rows, uint32_t n, uint32_t stride) {
   if (rows == 0 || n == 0) return;
   struct Push {
     uint32_t rows, n, stride;

@@ -33,7 +33,8 @@ const char* type_variant(TensorType type) {
 }
 
 void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a) {
-  KVTRIE_CHECK(a.n % tensor_type_info(a.type).block_elements == 0, "get_rows: n is not a whole number of blocks");
+  KVTRIE_CHECK(a.n % tensor_type_info(a.type).block_elements == 0,
+               "get_rows: n is not a whole number of blocks");
   if (a.n_tokens == 0 || a.row_count == 0) return;
   const uint64_t row_bytes = kvtrie::row_bytes(a.type, a.n);
   KVTRIE_CHECK(a.table.range >= row_bytes * a.row_count, "get_rows: table view smaller than its rows");
@@ -43,8 +44,8 @@ void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a) 
   } push{a.n_tokens,  a.n,         static_cast<uint32_t>(row_bytes), table.byte_offset,
          a.row_begin, a.row_count, a.out_stride ? a.out_stride : a.n};
   const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * a.n, k.workgroup_size("get_rows")));
-  rec.dispatch(k.pipeline("get_rows", type_variant(a.type)), {vk::read(table.view), vk::read(a.ids), vk::write(a.out)},
-               push, grid.x, grid.y);
+  rec.dispatch(k.pipeline("get_rows", type_variant(a.type)),
+               {vk::read(table.view), vk::read(a.ids), vk::write(a.out)}, push, grid.x, grid.y);
 }
 
 }  // namespace kvtrie::kernels

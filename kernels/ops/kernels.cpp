@@ -26,7 +26,8 @@ const Kernels::Entry& Kernels::resolve(std::string_view op, std::string_view var
     if (e.op == op && e.variant == variant) return e;
   const OpRegistration& row = find(op);
   auto it = std::find(row.variants.begin(), row.variants.end(), variant);
-  KVTRIE_CHECK(it != row.variants.end(), "op " + std::string(op) + " has no registered variant " + std::string(variant));
+  KVTRIE_CHECK(it != row.variants.end(),
+               "op " + std::string(op) + " has no registered variant " + std::string(variant));
   const std::string name = std::string(op) + "_" + std::string(variant);
   const vk::ComputePipeline& p = context_->pipelines().get(name, row.spec(context_->device()));
   entries_.push_back({row.op, *it, &p});

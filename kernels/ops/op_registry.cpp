@@ -29,9 +29,15 @@ vk::SpecConstants spec_row_reduce(const vk::Device& d) {
 
 // Matrix ops (owner: mm): matvec's and attention's reduction order follows the work-group size, fixed per
 // device; matmul tiles have a fixed size.
-vk::SpecConstants spec_matvec(const vk::Device& d) { return {matvec_workgroup_size(d)}; }
-vk::SpecConstants spec_attention(const vk::Device& d) { return {attention_workgroup_size(d)}; }
-vk::SpecConstants spec_none(const vk::Device&) { return {}; }
+vk::SpecConstants spec_matvec(const vk::Device& d) {
+  return {matvec_workgroup_size(d)};
+}
+vk::SpecConstants spec_attention(const vk::Device& d) {
+  return {attention_workgroup_size(d)};
+}
+vk::SpecConstants spec_none(const vk::Device&) {
+  return {};
+}
 
 constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
@@ -57,6 +63,8 @@ const OpRegistration kOps[] = {
 
 }  // namespace
 
-std::span<const OpRegistration> registered_ops() { return kOps; }
+std::span<const OpRegistration> registered_ops() {
+  return kOps;
+}
 
 }  // namespace kvtrie::kernels

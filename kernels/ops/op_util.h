@@ -25,7 +25,9 @@ inline AlignedBinding align_binding(const vk::Device& device, vk::BufferView v) 
   return out;
 }
 
-inline uint32_t div_up(uint64_t n, uint32_t d) { return static_cast<uint32_t>((n + d - 1) / d); }
+inline uint32_t div_up(uint64_t n, uint32_t d) {
+  return static_cast<uint32_t>((n + d - 1) / d);
+}
 
 // Splits a 1-D element count into a grid that respects maxComputeWorkGroupCount[0] (65535 is the minimum
 // every device guarantees): x groups * y groups; shaders index with gl_WorkGroupID.y * gl_NumWorkGroups.x.

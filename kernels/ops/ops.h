@@ -45,8 +45,8 @@ void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk:
 void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::BufferView b, vk::BufferView out,
          uint32_t count);
 // x[r * stride + c] += bias[c], c < n, in place (stride 0: n).
-void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias, uint32_t rows,
-              uint32_t n, uint32_t stride = 0);
+void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias,
+              uint32_t rows, uint32_t n, uint32_t stride = 0);
 
 // Embedding lookup: out[t] = dequant(row ids[t]) of a table of `type` with n values per row. The table may
 // be given as several chunks of whole rows (a table larger than a binding): call once per chunk with

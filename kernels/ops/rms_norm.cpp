@@ -10,8 +10,13 @@ void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a) 
   struct Push {
     uint32_t rows, n, heads, x_stride, y_stride, has_weight;
     float eps;
-  } push{a.rows, a.n, a.heads, a.x_stride ? a.x_stride : a.n * a.heads, a.y_stride ? a.y_stride : a.n * a.heads,
-         a.weight.empty() ? 0u : 1u, a.eps};
+  } push{a.rows,
+         a.n,
+         a.heads,
+         a.x_stride ? a.x_stride : a.n * a.heads,
+         a.y_stride ? a.y_stride : a.n * a.heads,
+         a.weight.empty() ? 0u : 1u,
+         a.eps};
   const vk::BufferView weight = a.weight.empty() ? a.x : a.weight;  // bound but unread when absent
   const Grid grid = grid_1d(a.rows);
   rec.dispatch(k.pipeline("rms_norm", "f32"), {vk::read(a.x), vk::read(weight), vk::write(a.y)}, push, grid.x,

@@ -22,8 +22,8 @@ void rope(vk::CommandRecorder& rec, const Kernels& k, const RopeArgs& a) {
   const vk::BufferView factors = a.freq_factors.empty() ? a.positions : a.freq_factors;  // unread if absent
   const uint32_t local = k.workgroup_size("rope");
   const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * a.n_heads * (a.rope_dims / 2), local));
-  rec.dispatch(k.pipeline("rope", "f32"), {vk::read_write(a.x), vk::read(a.positions), vk::read(factors)}, push,
-               grid.x, grid.y);
+  rec.dispatch(k.pipeline("rope", "f32"), {vk::read_write(a.x), vk::read(a.positions), vk::read(factors)},
+               push, grid.x, grid.y);
 }
 
 }  // namespace kvtrie::kernels

@@ -54,7 +54,9 @@ std::optional<Buffer> Buffer::try_create(const Device& device, uint64_t size, Me
   }
 }
 
-Buffer::~Buffer() { destroy(); }
+Buffer::~Buffer() {
+  destroy();
+}
 
 Buffer::Buffer(Buffer&& other) noexcept
     : device_(std::exchange(other.device_, VK_NULL_HANDLE)),

@@ -128,8 +128,8 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
                pipeline.name() + ": " + std::to_string(bindings.size()) + " bindings given, the shader has " +
                    std::to_string(layout.binding_count));
   KVTRIE_CHECK(push.size() == layout.push_constant_size,
-               pipeline.name() + ": " + std::to_string(push.size()) + " push-constant bytes given, the shader has " +
-                   std::to_string(layout.push_constant_size));
+               pipeline.name() + ": " + std::to_string(push.size()) +
+                   " push-constant bytes given, the shader has " + std::to_string(layout.push_constant_size));
   KVTRIE_CHECK(bindings.size() <= kMaxBindings, pipeline.name() + ": more bindings than kMaxBindings");
   const PhysicalDeviceInfo& info = context_->device().info();
   VkDescriptorBufferInfo infos[kMaxBindings];
@@ -153,11 +153,12 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
+  vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0,
+                         nullptr);
   track(bindings);
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-  vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set, 0,
-                          nullptr);
+  vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set,
+                          0, nullptr);
   if (!push.empty())
     vkCmdPushConstants(commands_, pipeline.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                        static_cast<uint32_t>(push.size()), push.data());

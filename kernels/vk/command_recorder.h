@@ -32,15 +32,24 @@ class ComputePipeline;
 class QueryPool;
 
 enum class Access { Read, Write, ReadWrite };
-enum class QueueKind { Compute, Transfer };  // Transfer falls back to the compute queue when the device has none
+enum class QueueKind {
+  Compute,
+  Transfer
+};  // Transfer falls back to the compute queue when the device has none
 
 struct Binding {
   BufferView view;
   Access access;
 };
-inline Binding read(BufferView v) { return {v, Access::Read}; }
-inline Binding write(BufferView v) { return {v, Access::Write}; }
-inline Binding read_write(BufferView v) { return {v, Access::ReadWrite}; }
+inline Binding read(BufferView v) {
+  return {v, Access::Read};
+}
+inline Binding write(BufferView v) {
+  return {v, Access::Write};
+}
+inline Binding read_write(BufferView v) {
+  return {v, Access::ReadWrite};
+}
 
 class CommandRecorder {
  public:
@@ -60,7 +69,8 @@ class CommandRecorder {
   // Records one dispatch of groups_x * groups_y * groups_z work groups. push.size() must equal the shader's
   // push-constant block size and bindings.size() its binding count.
   void dispatch(const ComputePipeline& pipeline, std::span<const Binding> bindings,
-                std::span<const std::byte> push, uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+                std::span<const std::byte> push, uint32_t groups_x, uint32_t groups_y = 1,
+                uint32_t groups_z = 1);
   template <typename Push>
   void dispatch(const ComputePipeline& pipeline, std::initializer_list<Binding> bindings, const Push& push,
                 uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1) {

@@ -10,7 +10,9 @@
 namespace kvtrie::vk {
 namespace {
 
-Instance make_instance(const ContextOptions& options) { return Instance(InstanceOptions{options.validation}); }
+Instance make_instance(const ContextOptions& options) {
+  return Instance(InstanceOptions{options.validation});
+}
 
 PhysicalDeviceInfo choose(const Instance& instance, const ContextOptions& options) {
   const std::vector<PhysicalDeviceInfo> devices = list_physical_devices(instance);

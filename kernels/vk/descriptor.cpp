@@ -42,7 +42,8 @@ VkDescriptorSet DescriptorAllocator::allocate(VkDescriptorSetLayout layout) {
 }
 
 void DescriptorAllocator::reset() {
-  for (const DescriptorPoolHandle& pool : pools_) VK_CHECK(vkResetDescriptorPool(device_->handle(), pool.get(), 0));
+  for (const DescriptorPoolHandle& pool : pools_)
+    VK_CHECK(vkResetDescriptorPool(device_->handle(), pool.get(), 0));
   current_ = 0;
 }
 

@@ -1,6 +1,7 @@
 // Contract: DescriptorAllocator owns a growing chain of descriptor pools (storage buffers only) and hands
 // out descriptor sets that live until reset() or destruction. A CommandRecorder owns one, so a recorded
-// command buffer keeps its sets for as long as it may be replayed. Not thread-safe; the Device must outlive it.
+// command buffer keeps its sets for as long as it may be replayed. Not thread-safe; the Device must outlive
+// it.
 #pragma once
 #include <vulkan/vulkan.h>
 

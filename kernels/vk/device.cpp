@@ -92,7 +92,9 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
   if (transfer_family_) vkGetDeviceQueue(device_, *transfer_family_, 0, &transfer_queue_);
 }
 
-Device::~Device() { destroy(); }
+Device::~Device() {
+  destroy();
+}
 
 Device::Device(Device&& other) noexcept
     : info_(std::move(other.info_)),
@@ -117,7 +119,9 @@ Device& Device::operator=(Device&& other) noexcept {
   return *this;
 }
 
-void Device::wait_idle() const { VK_CHECK(vkDeviceWaitIdle(device_)); }
+void Device::wait_idle() const {
+  VK_CHECK(vkDeviceWaitIdle(device_));
+}
 
 void Device::destroy() noexcept {
   if (device_ != VK_NULL_HANDLE) {

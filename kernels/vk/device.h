@@ -1,8 +1,9 @@
 // Contract: Device owns the VkDevice created on one physical device, with one compute queue and, when the
 // device has a separate transfer-only queue family, one transfer queue. It enables 16-bit and 8-bit storage,
 // shaderFloat16, shaderInt8 and shaderInt16 when the device offers them (see the `has_*` flags), and
-// VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()). The Instance it was created from must
-// outlive it. Queue submission is not thread-safe: one thread (the engine's owner thread) submits.
+// VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()). The
+// Instance it was created from must outlive it. Queue submission is not thread-safe: one thread (the engine's
+// owner thread) submits.
 #pragma once
 #include <vulkan/vulkan.h>
 

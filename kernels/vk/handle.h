@@ -1,7 +1,7 @@
 // Contract: DeviceHandle<T, destroy> is the single move-only owner of one device-level Vulkan handle of type
-// T (shader module, pipeline, layout, pool, fence, query pool...), destroyed with `destroy` on the VkDevice it
-// came from. Copies are deleted; moves are noexcept and null the source; the destructor skips null handles.
-// The VkDevice must outlive the handle. Not thread-safe (as the handle it wraps).
+// T (shader module, pipeline, layout, pool, fence, query pool...), destroyed with `destroy` on the VkDevice
+// it came from. Copies are deleted; moves are noexcept and null the source; the destructor skips null
+// handles. The VkDevice must outlive the handle. Not thread-safe (as the handle it wraps).
 #pragma once
 #include <vulkan/vulkan.h>
 

@@ -48,13 +48,16 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
 
 }  // namespace
 
-uint64_t validation_message_count() { return g_validation_messages.load(); }
+uint64_t validation_message_count() {
+  return g_validation_messages.load();
+}
 
 Instance::Instance(InstanceOptions options) {
   const bool validation = options.validation || env_validation();
   if (validation && !has_layer(kValidationLayer))
-    throw Error("validation requested but VK_LAYER_KHRONOS_validation is not installed "
-                "(Debian: vulkan-validationlayers)");
+    throw Error(
+        "validation requested but VK_LAYER_KHRONOS_validation is not installed "
+        "(Debian: vulkan-validationlayers)");
 
   VkApplicationInfo app{};
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
@@ -90,7 +93,8 @@ Instance::Instance(InstanceOptions options) {
   info.ppEnabledExtensionNames = extensions.data();
   // Synchronization validation reports missing or wrong barriers (the recorder's automatic barriers are
   // checked by every GPU test, not only by their results, which a serial CPU driver would hide).
-  const VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  const VkValidationFeatureEnableEXT enables[] = {
+      VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
   VkValidationFeaturesEXT features{};
   features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
   features.enabledValidationFeatureCount = 1;
@@ -115,7 +119,9 @@ Instance::Instance(InstanceOptions options) {
   }
 }
 
-Instance::~Instance() { destroy(); }
+Instance::~Instance() {
+  destroy();
+}
 
 Instance::Instance(Instance&& other) noexcept
     : instance_(std::exchange(other.instance_, VK_NULL_HANDLE)),

@@ -42,9 +42,15 @@ const char* memory_kind_name(MemoryKind kind) {
   return "?";
 }
 
-uint64_t live_allocation_count() { return g_live_count.load(); }
-uint64_t live_allocation_bytes() { return g_live_bytes.load(); }
-void inject_allocation_failure(uint64_t n) { g_fail_countdown.store(n); }
+uint64_t live_allocation_count() {
+  return g_live_count.load();
+}
+uint64_t live_allocation_bytes() {
+  return g_live_bytes.load();
+}
+void inject_allocation_failure(uint64_t n) {
+  g_fail_countdown.store(n);
+}
 
 Allocation::Allocation(const Device& device, const VkMemoryRequirements& requirements, MemoryKind kind)
     : device_(device.handle()), size_(requirements.size), kind_(kind) {
@@ -95,7 +101,9 @@ Allocation::Allocation(const Device& device, const VkMemoryRequirements& require
   }
 }
 
-Allocation::~Allocation() { destroy(); }
+Allocation::~Allocation() {
+  destroy();
+}
 
 Allocation::Allocation(Allocation&& other) noexcept
     : device_(std::exchange(other.device_, VK_NULL_HANDLE)),

@@ -78,7 +78,8 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.subgroup_size = subgroup.subgroupSize;
   if (has_pci) {
     char bus[32];
-    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pci.pciDomain, pci.pciBus, pci.pciDevice, pci.pciFunction);
+    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pci.pciDomain, pci.pciBus, pci.pciDevice,
+                  pci.pciFunction);
     info.pci_bus_id = bus;
   }
   info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&

@@ -26,7 +26,7 @@ struct PhysicalDeviceInfo {
   uint32_t vendor_id = 0;
   uint32_t device_id = 0;
   uint32_t api_version = 0;
-  std::string pci_bus_id;  // "0000:01:00.0" when VK_EXT_pci_bus_info is offered, else empty
+  std::string pci_bus_id;           // "0000:01:00.0" when VK_EXT_pci_bus_info is offered, else empty
   uint64_t device_local_bytes = 0;  // size of the largest device-local heap
   uint64_t device_local_free = 0;   // VK_EXT_memory_budget estimate when present, else the heap size
   bool has_memory_budget = false;

@@ -12,7 +12,8 @@ ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, st
                                  const SpecConstants& spec)
     : name_(variant), spec_(spec) {
   const SpirvBlob* blob = find_spirv(variant);
-  if (blob == nullptr) throw Error("no embedded shader variant '" + name_ + "' (see kernels/shaders/variants.cmake)");
+  if (blob == nullptr)
+    throw Error("no embedded shader variant '" + name_ + "' (see kernels/shaders/variants.cmake)");
   layout_ = reflect_spirv({blob->words, blob->word_count});
   KVTRIE_CHECK(layout_.push_constant_size <= device.info().max_push_constants,
                name_ + ": push constants exceed the device limit");
@@ -88,10 +89,10 @@ const ComputePipeline& PipelineCache::get(std::string_view variant, const SpecCo
   auto key = std::make_pair(std::string(variant), spec);
   auto it = pipelines_.find(key);
   if (it == pipelines_.end())
-    it = pipelines_
-             .emplace(std::move(key),
-                      std::make_unique<ComputePipeline>(*device_, cache_.get(), variant, spec))
-             .first;
+    it =
+        pipelines_
+            .emplace(std::move(key), std::make_unique<ComputePipeline>(*device_, cache_.get(), variant, spec))
+            .first;
   return *it->second;
 }
 

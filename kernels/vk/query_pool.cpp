@@ -23,7 +23,8 @@ std::vector<double> QueryPool::results_ns(uint32_t n) const {
     VK_CHECK(vkGetQueryPoolResults(device_->handle(), pool_.get(), 0, n, n * sizeof(uint64_t), ticks.data(),
                                    sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
   std::vector<double> out(n);
-  for (uint32_t i = 0; i < n; ++i) out[i] = static_cast<double>(ticks[i]) * device_->info().timestamp_period_ns;
+  for (uint32_t i = 0; i < n; ++i)
+    out[i] = static_cast<double>(ticks[i]) * device_->info().timestamp_period_ns;
   return out;
 }
 

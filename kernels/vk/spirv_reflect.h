@@ -8,7 +8,7 @@
 namespace kvtrie::vk {
 
 struct ShaderLayout {
-  uint32_t binding_count = 0;  // bindings are 0..binding_count-1 of set 0, each a storage buffer
+  uint32_t binding_count = 0;       // bindings are 0..binding_count-1 of set 0, each a storage buffer
   uint32_t push_constant_size = 0;  // bytes; 0 when the shader has no push-constant block
 };
 

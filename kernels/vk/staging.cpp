@@ -14,7 +14,8 @@ constexpr uint64_t kStagingChunk = 64ull << 20;
 }  // namespace
 
 void upload(Context& context, const Buffer& dst, uint64_t dst_offset, std::span<const std::byte> data) {
-  KVTRIE_CHECK(dst_offset <= dst.size() && data.size() <= dst.size() - dst_offset, "upload past the buffer end");
+  KVTRIE_CHECK(dst_offset <= dst.size() && data.size() <= dst.size() - dst_offset,
+               "upload past the buffer end");
   if (data.empty()) return;
   if (dst.data() != nullptr) {
     std::memcpy(static_cast<std::byte*>(dst.data()) + dst_offset, data.data(), data.size());
@@ -36,7 +37,8 @@ void upload(Context& context, const Buffer& dst, uint64_t dst_offset, std::span<
 }
 
 void download(Context& context, const Buffer& src, uint64_t src_offset, std::span<std::byte> out) {
-  KVTRIE_CHECK(src_offset <= src.size() && out.size() <= src.size() - src_offset, "download past the buffer end");
+  KVTRIE_CHECK(src_offset <= src.size() && out.size() <= src.size() - src_offset,
+               "download past the buffer end");
   if (out.empty()) return;
   if (src.data() != nullptr) {
     src.invalidate();

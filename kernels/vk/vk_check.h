@@ -18,9 +18,9 @@ const char* result_name(VkResult result);
 
 }  // namespace kvtrie::vk
 
-#define VK_CHECK(call)                                                      \
-  do {                                                                      \
-    VkResult vk_check_result_ = (call);                                     \
+#define VK_CHECK(call)                                                       \
+  do {                                                                       \
+    VkResult vk_check_result_ = (call);                                      \
     if (vk_check_result_ != VK_SUCCESS && vk_check_result_ != VK_INCOMPLETE) \
-      ::kvtrie::vk::throw_vk_error(vk_check_result_, #call);                \
+      ::kvtrie::vk::throw_vk_error(vk_check_result_, #call);                 \
   } while (0)

@@ -74,9 +74,10 @@ TEST_P(GetRows, LooksUpRowsOfAChunkedTableExactlyAsTheCpuDequantizes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, GetRows,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                                           TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                           TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16,
+                                           TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                           TensorType::Q5_0, TensorType::Q5_1, TensorType::Q4_K,
+                                           TensorType::Q5_K, TensorType::Q6_K),
                          [](const ::testing::TestParamInfo<TensorType>& p) {
                            return std::string(tensor_type_info(p.param).name);
                          });

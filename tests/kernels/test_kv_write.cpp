@@ -49,8 +49,10 @@ TEST_F(KvWrite, ScattersKAndVIntoPagesAtEachTokensSlot) {
     if (slots[t] < 0) continue;
     const uint32_t page = slots[t] / layout.page_tokens, s = slots[t] % layout.page_tokens;
     for (uint32_t c = 0; c < layout.kv_dim; ++c) {
-      want[layout.offset_elements(page, layer, false, s, c)] = fp32_to_fp16(qkv[size_t{t} * stride + layout.kv_dim + c]);
-      want[layout.offset_elements(page, layer, true, s, c)] = fp32_to_fp16(qkv[size_t{t} * stride + 2 * layout.kv_dim + c]);
+      want[layout.offset_elements(page, layer, false, s, c)] =
+          fp32_to_fp16(qkv[size_t{t} * stride + layout.kv_dim + c]);
+      want[layout.offset_elements(page, layer, true, s, c)] =
+          fp32_to_fp16(qkv[size_t{t} * stride + 2 * layout.kv_dim + c]);
     }
   }
   const std::vector<uint16_t> got = read_back<uint16_t>(bp, pool.size());

@@ -11,8 +11,9 @@ namespace kvtrie::kernels {
 namespace {
 
 // Reference: the same row addressing as RmsNormArgs.
-std::vector<float> reference(const std::vector<float>& x, const std::vector<float>* w, uint32_t rows, uint32_t n,
-                             uint32_t heads, uint32_t x_stride, uint32_t y_stride, float eps, std::vector<float> y) {
+std::vector<float> reference(const std::vector<float>& x, const std::vector<float>* w, uint32_t rows,
+                             uint32_t n, uint32_t heads, uint32_t x_stride, uint32_t y_stride, float eps,
+                             std::vector<float> y) {
   for (uint32_t r = 0; r < rows; ++r) {
     const size_t xb = size_t{r / heads} * x_stride + size_t{r % heads} * n;
     const size_t yb = size_t{r / heads} * y_stride + size_t{r % heads} * n;
@@ -49,15 +50,22 @@ class RmsNorm : public test::VulkanTest {
     rec.end();
     rec.submit_and_wait();
     const std::vector<float> got = read_back<float>(by, y0.size());
-    const std::vector<float> want = reference(x, weight ? &w : nullptr, rows, n, heads, x_stride, y_stride, 1e-5f, y0);
+    const std::vector<float> want =
+        reference(x, weight ? &w : nullptr, rows, n, heads, x_stride, y_stride, 1e-5f, y0);
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 2e-5f * std::max(1.0f, std::fabs(want[i]))) << "index " << i;
   }
 };
 
-TEST_F(RmsNorm, PlainRowsWithWeightMatchReference) { check(7, 523, 1, 523, 523, true); }
-TEST_F(RmsNorm, RowsWithoutWeightMatchReference) { check(5, 61, 1, 61, 61, false); }
-TEST_F(RmsNorm, LongRowsMatchReference) { check(2, 4099, 1, 4099, 4099, true); }
+TEST_F(RmsNorm, PlainRowsWithWeightMatchReference) {
+  check(7, 523, 1, 523, 523, true);
+}
+TEST_F(RmsNorm, RowsWithoutWeightMatchReference) {
+  check(5, 61, 1, 61, 61, false);
+}
+TEST_F(RmsNorm, LongRowsMatchReference) {
+  check(2, 4099, 1, 4099, 4099, true);
+}
 TEST_F(RmsNorm, PerHeadRowsInsideStridedTokensMatchReference) {
   // 3 tokens x 5 heads of 67, tokens 5*67+13 floats apart in x (a fused QKV row), 5*67+3 in y.
   check(15, 67, 5, 5 * 67 + 13, 5 * 67 + 3, true);

@@ -64,8 +64,12 @@ class Rope : public test::VulkanTest {
   }
 };
 
-TEST_F(Rope, NormalPairsMatchReference) { check(RopeMode::Normal, 7, 3, 64, 64, 3 * 64, false, 100); }
-TEST_F(Rope, NeoxHalvesMatchReference) { check(RopeMode::Neox, 5, 7, 32, 32, 7 * 32, false, 300); }
+TEST_F(Rope, NormalPairsMatchReference) {
+  check(RopeMode::Normal, 7, 3, 64, 64, 3 * 64, false, 100);
+}
+TEST_F(Rope, NeoxHalvesMatchReference) {
+  check(RopeMode::Neox, 5, 7, 32, 32, 7 * 32, false, 300);
+}
 TEST_F(Rope, PartialRopeDimsLeaveTheRestUntouched) {
   check(RopeMode::Normal, 3, 2, 38, 22, 2 * 38, false, 50);
   check(RopeMode::Neox, 3, 2, 38, 22, 2 * 38, false, 50);

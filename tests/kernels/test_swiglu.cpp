@@ -14,7 +14,8 @@ class Swiglu : public test::VulkanTest {};
 TEST_F(Swiglu, MatchesSiluTimesUp) {
   const uint32_t n = 3001;
   const std::vector<float> gate = random_floats(n, -8.0f, 8.0f), up = random_floats(n, -2.0f, 2.0f);
-  vk::Buffer bg = device_buffer(gate), bu = device_buffer(up), bo = device_buffer(std::vector<float>(n + 1, 7.0f));
+  vk::Buffer bg = device_buffer(gate), bu = device_buffer(up),
+             bo = device_buffer(std::vector<float>(n + 1, 7.0f));
   Kernels k(context(), Prewarm::No);
   vk::CommandRecorder rec(context());
   rec.begin();

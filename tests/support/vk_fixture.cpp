@@ -13,13 +13,15 @@ std::unique_ptr<vk::Context> VulkanTest::context_;
 void VulkanTest::SetUpTestSuite() {
   const uint64_t before = vk::validation_message_count();
   context_ = std::make_unique<vk::Context>();
-  EXPECT_EQ(vk::validation_message_count(), before) << "validation messages while creating the Vulkan context";
+  EXPECT_EQ(vk::validation_message_count(), before)
+      << "validation messages while creating the Vulkan context";
 }
 
 void VulkanTest::TearDownTestSuite() {
   const uint64_t before = vk::validation_message_count();
   context_.reset();
-  EXPECT_EQ(vk::validation_message_count(), before) << "validation messages while destroying the Vulkan context";
+  EXPECT_EQ(vk::validation_message_count(), before)
+      << "validation messages while destroying the Vulkan context";
   EXPECT_EQ(vk::live_allocation_count(), 0u) << "device allocations alive after the context was destroyed";
 }
 
@@ -33,8 +35,8 @@ void VulkanTest::SetUp() {
     seed_ = (seed_ << 32) ^ std::random_device{}();
   }
   rng_.seed(seed_);
-  trace_ = std::make_unique<::testing::ScopedTrace>(__FILE__, __LINE__,
-                                                    "random seed " + std::to_string(seed_) + " (KVTRIE_TEST_SEED)");
+  trace_ = std::make_unique<::testing::ScopedTrace>(
+      __FILE__, __LINE__, "random seed " + std::to_string(seed_) + " (KVTRIE_TEST_SEED)");
 }
 
 std::vector<float> VulkanTest::random_floats(size_t n, float lo, float hi) {
@@ -46,7 +48,8 @@ std::vector<float> VulkanTest::random_floats(size_t n, float lo, float hi) {
 
 void VulkanTest::TearDown() {
   if (context_) context_->device().wait_idle();
-  EXPECT_EQ(vk::validation_message_count(), messages_at_start_) << "Vulkan validation messages during the test";
+  EXPECT_EQ(vk::validation_message_count(), messages_at_start_)
+      << "Vulkan validation messages during the test";
   EXPECT_EQ(vk::live_allocation_count(), 0u) << "device allocations still alive at the end of the test";
   trace_.reset();
 }
