@@ -249,6 +249,24 @@ bool KvCache::make_device_room(std::uint32_t pages) {
   return device_.free_pages() >= pages;
 }
 
+std::uint32_t KvCache::flush() {
+  wait_for_copies();  // resolves promotions, so no node is left pinned only by a transfer
+  std::uint32_t dropped = 0;
+  while (TrieNode* victim = trie_.coldest_host_evictable()) {
+    const DroppedPages d = trie_.drop(victim);
+    stats_.evicted_host_pages += d.host;
+    dropped += d.host;
+  }
+  // Dropping a device leaf can make its parent a leaf: repeat until only pinned nodes are left.
+  while (TrieNode* victim = trie_.coldest_device_evictable()) {
+    const DroppedPages d = trie_.drop(victim);
+    stats_.evicted_device_pages += d.device;
+    stats_.evicted_host_pages += d.host;
+    dropped += d.device + d.host;
+  }
+  return dropped;
+}
+
 std::uint32_t KvCache::reclaimable_device_pages() const {
   // Pinned pages include every node mid-promotion; all other cached device pages are in unlocked nodes,
   // whose descendants are unlocked too, so evicting leaves first reaches all of them.

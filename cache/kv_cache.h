@@ -112,6 +112,9 @@ class KvCache {
   // copy is in flight, so the scheduler may call it before every forward pass.
   void sync();
   bool copies_in_flight() const { return !in_flight_.empty(); }
+  // Drops every cached page no running sequence pins, on both tiers (admin flush; counted as evictions).
+  // Waits for copies in flight first. Returns the number of pages dropped.
+  std::uint32_t flush();
 
   // The sequence's page table: device page of each page-sized block of positions, in order.
   std::span<const PageId> page_table(SeqId seq) const;

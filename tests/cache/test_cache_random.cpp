@@ -160,7 +160,11 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
       finish(below(live.size()));
       cache.check_invariants();
     } else {
-      cache.sync();
+      if (!roomy && below(8) == 0) {
+        cache.flush();  // admin flush: only pinned prefixes survive
+      } else {
+        cache.sync();
+      }
       cache.check_invariants();
     }
     const KvCacheStats st = cache.stats();

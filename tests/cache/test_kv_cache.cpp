@@ -292,6 +292,28 @@ TEST_F(KvCacheTest, DestructionWaitsForCopiesInFlight) {
   EXPECT_EQ(copier_->pending(), 0u);
 }
 
+TEST_F(KvCacheTest, FlushDropsEverythingUnpinnedOnBothTiers) {
+  make(8, 8);
+  request(1, range(10, 16));
+  request(1, range(500, 16));  // 10.. partly demoted to host
+  const auto running = range(900, 9);
+  const AcquireResult r = start(1, running);
+  compute(1, r, running);  // 3 pinned device pages
+  ASSERT_GT(cache_->stats().host_pages_cached, 0u);
+  const KvCacheStats before = cache_->stats();
+  const std::uint32_t dropped = cache_->flush();
+  cache_->check_invariants();
+  const KvCacheStats after = cache_->stats();
+  EXPECT_EQ(dropped, before.device_pages_cached + before.host_pages_cached - 3);
+  EXPECT_EQ(after.device_pages_cached, 3u);
+  EXPECT_EQ(after.device_pages_pinned, 3u);
+  EXPECT_EQ(after.host_pages_cached, 0u);
+  EXPECT_EQ(cache_->peek(1, range(10, 16)).matched_tokens, 0u);
+  EXPECT_EQ(cache_->peek(1, running).matched_tokens, running.size());
+  EXPECT_EQ(copier_->wrong_positions(cache_->page_table(r.seq), kv_values(1, running), running.size()), 0u);
+  cache_->release(r.seq);
+}
+
 TEST_F(KvCacheTest, DroppingHostLeavesThatMergeTheVictimIsSafe) {
   // Regression: making host room for a demotion dropped a host leaf, which merged the chosen device
   // victim into its parent; the victim was then demoted after being freed (use after free, exception
