@@ -11,6 +11,7 @@ namespace kvtrie::kernels {
 namespace {
 constexpr uint32_t kMaxCols = 8;  // tokens per work group, MAX_COLS in matvec.comp
 constexpr uint32_t kRows = 4;     // rows per work group, NUM_ROWS in matvec.comp
+constexpr uint32_t kRows1 = 8;    // NUM_ROWS of the single-token build
 }  // namespace
 
 uint32_t matvec_workgroup_size(const vk::Device& device) {
@@ -60,7 +61,7 @@ void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) 
                "matvec: x_stride must be a multiple of 4 floats for block types");
   // One token (the decode step) takes the single-token build: same per-token arithmetic, fewer registers.
   if (args.tokens == 1)
-    dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows, 1);
+    dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows1, 1);
   else
     dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), kRows, kMaxCols);
 }

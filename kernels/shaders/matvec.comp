@@ -1,7 +1,7 @@
 #version 450
-// matvec_<type>: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens t. One work group per 4 weight rows; each
+// matvec_<type>: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens t. One work group per 4 weight rows (8 for one token); each
 // thread takes 8-value groups of the rows (strided by the work-group size), loads the x values of every
-// token once and applies them to the decoded values of all 4 rows.
+// token once and applies them to the decoded values of all its rows.
 // Batch invariance (the --deterministic contract): a token's sum is built by the same instruction sequence
 // whatever the token count (per-token accumulators, explicit fma, all tokens reduced by the same subgroup +
 // shared-memory tree, tokens grouped MAX_COLS per work group along z), so a token alone and in any batch
@@ -14,10 +14,19 @@ layout(local_size_x_id = 0) in;
 
 // F32, F16, BF16 rows have any length (scalar x loads with a tail); block types use vec4 loads.
 #define FLOAT_WEIGHTS (WTYPE == 0 || WTYPE == 1 || WTYPE == 30)
-#ifndef MAX_COLS
-#define MAX_COLS 8u  // tokens per work group; the matvec1_* variants are built with 1 (fewer registers)
+// Tokens per work group: 8, or 1 in the matvec1_* builds (SINGLE_TOKEN: fewer registers).
+#ifdef SINGLE_TOKEN
+#define MAX_COLS 1u
+#else
+#define MAX_COLS 8u
 #endif
-#define NUM_ROWS 4u  // rows per work group: each x load serves all of them
+// Rows per work group: each x load serves all of them (x is re-read by every work group, so more rows means
+// less x traffic); the single-token build affords more accumulators.
+#ifdef SINGLE_TOKEN
+#define NUM_ROWS 8u
+#else
+#define NUM_ROWS 4u
+#endif
 #define MAX_SUBGROUPS 64u
 
 layout(set = 0, binding = 0) readonly buffer W { uint wq[]; };
@@ -76,11 +85,25 @@ void main() {
         xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
 #endif
       }
+#if DECODE_HAS_B
+      precise float sx[MAX_COLS];  // sum of the 8 x values, for the block-minimum term
+      for (uint t = 0u; t < MAX_COLS; ++t) {
+        sx[t] = 0.0;
+        for (uint i = 0u; i < 8u; ++i) sx[t] += xv[t][i];
+      }
+#endif
       for (uint r = 0u; r < NUM_ROWS; ++r) {
-        float v[8];
-        decode8(pc.w_offset + min(row0 + r, last_row) * pc.row_bytes, g, pc.k, v);
-        for (uint t = 0u; t < MAX_COLS; ++t)
-          for (uint i = 0u; i < 8u; ++i) acc[r][t] = fma(v[i], xv[t][i], acc[r][t]);
+        float q[8], a, b;
+        decode8q(pc.w_offset + min(row0 + r, last_row) * pc.row_bytes, g, pc.k, q, a, b);
+        for (uint t = 0u; t < MAX_COLS; ++t) {
+          precise float s = 0.0;
+          for (uint i = 0u; i < 8u; ++i) s = fma(q[i], xv[t][i], s);
+#if DECODE_HAS_B
+          acc[r][t] = fma(a, s, fma(b, sx[t], acc[r][t]));
+#else
+          acc[r][t] = fma(a, s, acc[r][t]);
+#endif
+        }
       }
     }
   }

@@ -39,12 +39,20 @@ void kq_scale_min(uint o, uint j, out float sc, out float mn) {
   }
 }
 
-// Values 8g .. 8g+7 of the row starting at byte `rb`; `k` is the row length (only float types have tails).
-void decode8(uint rb, uint g, uint k, out float v[8]) {
+// Types whose values are a * q + b with b != 0 (a block minimum).
+#define DECODE_HAS_B (WTYPE == T_Q4_1 || WTYPE == T_Q5_1 || WTYPE == T_Q4_K || WTYPE == T_Q5_K)
+
+// Values 8g .. 8g+7 of the row starting at byte `rb` as a * v[i] + b: v holds the small integers of the
+// quantized types (the raw values of float types, a = 1, b = 0), so matvec applies the scale once per 8
+// values. `k` is the row length (only float types have tails).
+void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b) {
+  b = 0.0;
 #if WTYPE == T_F32
+  a = 1.0;
   uint e0 = 8u * g;
   for (uint i = 0u; i < 8u; ++i) v[i] = (e0 + i < k) ? uintBitsToFloat(w_u32(rb + 4u * (e0 + i))) : 0.0;
 #elif WTYPE == T_F16 || WTYPE == T_BF16
+  a = 1.0;
   uint e0 = 8u * g;
   uint h[4];
   if (e0 + 8u <= k) {
@@ -80,15 +88,17 @@ void decode8(uint rb, uint g, uint k, out float v[8]) {
   uint w0 = w_u32(qo), w1 = w_u32(qo + 4u);
   uint sh = (sub >> 1) * 4u;
 #if WTYPE == T_Q4_0
+  a = d;
   for (uint i = 0u; i < 4u; ++i) {
-    v[i] = float(int((w0 >> (8u * i + sh)) & 0xFu) - 8) * d;
-    v[i + 4u] = float(int((w1 >> (8u * i + sh)) & 0xFu) - 8) * d;
+    v[i] = float(int((w0 >> (8u * i + sh)) & 0xFu) - 8);
+    v[i + 4u] = float(int((w1 >> (8u * i + sh)) & 0xFu) - 8);
   }
 #else
-  float m = w_f16(bo + 2u);
+  a = d;
+  b = w_f16(bo + 2u);
   for (uint i = 0u; i < 4u; ++i) {
-    v[i] = float((w0 >> (8u * i + sh)) & 0xFu) * d + m;
-    v[i + 4u] = float((w1 >> (8u * i + sh)) & 0xFu) * d + m;
+    v[i] = float((w0 >> (8u * i + sh)) & 0xFu);
+    v[i + 4u] = float((w1 >> (8u * i + sh)) & 0xFu);
   }
 #endif
 #elif WTYPE == T_Q5_0 || WTYPE == T_Q5_1
@@ -105,18 +115,19 @@ void decode8(uint rb, uint g, uint k, out float v[8]) {
   uint qo = bo + QS + (sub & 1u) * 8u;
   uint w0 = w_u32(qo), w1 = w_u32(qo + 4u);
   uint sh = (sub >> 1) * 4u;
+  a = d;
 #if WTYPE == T_Q5_1
-  float m = w_f16(bo + 2u);
+  b = w_f16(bo + 2u);
 #endif
   for (uint i = 0u; i < 4u; ++i) {
     uint q0 = ((w0 >> (8u * i + sh)) & 0xFu) | (((qh >> i) & 1u) << 4);
     uint q1 = ((w1 >> (8u * i + sh)) & 0xFu) | (((qh >> (i + 4u)) & 1u) << 4);
 #if WTYPE == T_Q5_0
-    v[i] = float(int(q0) - 16) * d;
-    v[i + 4u] = float(int(q1) - 16) * d;
+    v[i] = float(int(q0) - 16);
+    v[i + 4u] = float(int(q1) - 16);
 #else
-    v[i] = float(q0) * d + m;
-    v[i + 4u] = float(q1) * d + m;
+    v[i] = float(q0);
+    v[i + 4u] = float(q1);
 #endif
   }
 #elif WTYPE == T_Q8_0
@@ -124,9 +135,10 @@ void decode8(uint rb, uint g, uint k, out float v[8]) {
   float d = w_f16(bo);
   uint qo = bo + 2u + (g & 3u) * 8u;
   int w0 = int(w_u32(qo)), w1 = int(w_u32(qo + 4u));
+  a = d;
   for (int i = 0; i < 4; ++i) {
-    v[i] = float(bitfieldExtract(w0, 8 * i, 8)) * d;
-    v[i + 4] = float(bitfieldExtract(w1, 8 * i, 8)) * d;
+    v[i] = float(bitfieldExtract(w0, 8 * i, 8));
+    v[i + 4] = float(bitfieldExtract(w1, 8 * i, 8));
   }
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
   // 256 values: d, dmin, 12 scale bytes, (Q5_K: 32 high-bit bytes), 128 nibble bytes. Chunk j of 64 values
@@ -157,9 +169,11 @@ void decode8(uint rb, uint g, uint k, out float v[8]) {
     q0 |= ((h0 >> (8u * i + hb)) & 1u) << 4;
     q1 |= ((h1 >> (8u * i + hb)) & 1u) << 4;
 #endif
-    v[i] = d * float(q0) - m;
-    v[i + 4u] = d * float(q1) - m;
+    v[i] = float(q0);
+    v[i + 4u] = float(q1);
   }
+  a = d;
+  b = -m;
 #elif WTYPE == T_Q6_K
   // 256 values: 128 low-nibble bytes, 64 high-2-bit bytes, 16 int8 scales, d. Half n (128 values), quarter
   // q (32 values), lane l: low bits from byte 64n + 32(q&1) + l (nibble q>>1), high bits from byte
@@ -177,10 +191,18 @@ void decode8(uint rb, uint g, uint k, out float v[8]) {
   for (uint i = 0u; i < 4u; ++i) {
     int q0 = int(((w0 >> (8u * i + sh)) & 0xFu) | (((h0 >> (8u * i + hs)) & 3u) << 4)) - 32;
     int q1 = int(((w1 >> (8u * i + sh)) & 0xFu) | (((h1 >> (8u * i + hs)) & 3u) << 4)) - 32;
-    v[i] = d * float(q0);
-    v[i + 4u] = d * float(q1);
+    v[i] = float(q0);
+    v[i + 4u] = float(q1);
   }
+  a = d;
 #else
 #error "WTYPE is not a supported type"
 #endif
+}
+
+// Values 8g .. 8g+7 of the row (see decode8q).
+void decode8(uint rb, uint g, uint k, out float v[8]) {
+  float a, b;
+  decode8q(rb, g, k, v, a, b);
+  for (uint i = 0u; i < 8u; ++i) v[i] = fma(a, v[i], b);
 }
