@@ -1,0 +1,110 @@
+// kvtrie-bench: GPU measurements (docs/BENCHMARKS.md says what each subcommand measures). Each measurement
+// prints one JSON line on stdout and a human row on stderr.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "bench/perf/benches.h"
+
+int main(int argc, char** argv) {
+  using namespace kvtrie::bench;
+  CLI::App app{"kvtrie-bench: load, prefill, decode, multi-turn cache and copy measurements on a Vulkan device"};
+  app.require_subcommand(1);
+  CommonOptions common;
+  auto add_common = [&](CLI::App* sub, uint32_t repeats, uint32_t warmup) {
+    common.repeats = repeats;
+    common.warmup = warmup;
+    sub->add_option("--device", common.device, "Vulkan device index (-1: default choice)")->capture_default_str();
+    sub->add_option("--repeats", common.repeats, "timed repeats (median reported)")->capture_default_str();
+    sub->add_option("--warmup", common.warmup, "untimed runs (decode: untimed steps) first")->capture_default_str();
+  };
+  // Defaults are set per subcommand after parsing (add_common's assignments above only fix the shown default).
+  struct Defaults {
+    uint32_t repeats, warmup;
+  };
+
+  LoadOptions load;
+  auto* load_cmd = app.add_subcommand("load", "GgufFile::open to GpuEngine ready (upload + pipelines)");
+  load_cmd->add_option("--model", load.model, "GGUF model")->required()->check(CLI::ExistingFile);
+
+  PrefillOptions prefill;
+  auto* prefill_cmd = app.add_subcommand("prefill", "one sequence's prompt through GpuModel, tokens/s");
+  prefill_cmd->add_option("--model", prefill.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  prefill_cmd->add_option("--prompt", prefill.prompt, "prompt tokens")->capture_default_str();
+  prefill_cmd->add_option("--batch", prefill.max_batch_tokens, "max_batch_tokens (chunk size)")->capture_default_str();
+
+  DecodeOptions decode;
+  auto* decode_cmd = app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");
+  decode_cmd->add_option("--model", decode.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  decode_cmd->add_option("--context", decode.context, "KV tokens per sequence before decoding")->capture_default_str();
+  decode_cmd->add_option("--sequences", decode.sequences, "sequences decoding together")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  decode_cmd->add_option("--tokens", decode.tokens, "timed decode steps")->check(CLI::PositiveNumber)->capture_default_str();
+  decode_cmd->add_option("--read-bandwidth", decode.read_bandwidth, "device read bandwidth, bytes/s (bound)")
+      ->capture_default_str();
+
+  MultiturnOptions multi;
+  auto* multi_cmd = app.add_subcommand("multiturn", "shared-prefix conversations through GpuEngine, cache on/off");
+  multi_cmd->add_option("--model", multi.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  multi_cmd->add_option("--conversations", multi.conversations)->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--turns", multi.turns)->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--system", multi.system, "system prompt tokens")->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--user", multi.user, "user tokens per turn")->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--answer", multi.answer, "answer tokens per turn")->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--parallel", multi.parallel, "engine slots")->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--kv-device-mib", multi.kv_device_mib, "device tier MiB (0: engine default)")->capture_default_str();
+  multi_cmd->add_option("--kv-host-mib", multi.kv_host_mib, "host tier MiB (0: engine default)")->capture_default_str();
+  bool no_baseline = false;
+  multi_cmd->add_flag("--no-baseline", no_baseline, "skip the cache-off run");
+
+  CopyOptions copy;
+  auto* copy_cmd = app.add_subcommand("copy", "host<->device KV page copies (VkPageStore) vs one vkCmdCopyBuffer");
+  copy_cmd->add_option("--pages", copy.pages)->check(CLI::PositiveNumber)->capture_default_str();
+  copy_cmd->add_option("--batch", copy.batch, "pages per copy batch")->check(CLI::PositiveNumber)->capture_default_str();
+  copy_cmd->add_option("--layers", copy.layers, "page shape: layers")->check(CLI::PositiveNumber)->capture_default_str();
+  copy_cmd->add_option("--kv-dim", copy.kv_dim, "page shape: n_kv_heads * head_dim")->check(CLI::PositiveNumber)->capture_default_str();
+  copy_cmd->add_option("--page-tokens", copy.page_tokens)->check(CLI::PositiveNumber)->capture_default_str();
+
+  BandwidthOptions bw;
+  auto* bw_cmd = app.add_subcommand("bandwidth", "device-local copy bandwidth (read + write)");
+  bw_cmd->add_option("--mib", bw.mib, "buffer size")->check(CLI::PositiveNumber)->capture_default_str();
+
+  // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
+  add_common(load_cmd, 3, 0);
+  add_common(prefill_cmd, 5, 1);
+  add_common(decode_cmd, 1, 3);
+  add_common(multi_cmd, 1, 0);
+  add_common(copy_cmd, 5, 1);
+  add_common(bw_cmd, 10, 2);
+  common.repeats = 0;
+  common.warmup = 0;
+  const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}};
+  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd, copy_cmd, bw_cmd};
+  CLI11_PARSE(app, argc, argv);
+  for (size_t i = 0; i < std::size(commands); ++i) {
+    if (!commands[i]->parsed()) continue;
+    if (commands[i]->count("--repeats") == 0) common.repeats = defaults[i].repeats;
+    if (commands[i]->count("--warmup") == 0) common.warmup = defaults[i].warmup;
+  }
+  if (common.repeats == 0) common.repeats = 1;
+  multi.baseline = !no_baseline;
+
+  try {
+    // stdout carries only the JSON lines: the engine's log lines go to stderr with the human rows.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("kvtrie-bench"));
+    if (load_cmd->parsed()) run_load(common, load);
+    if (prefill_cmd->parsed()) run_prefill(common, prefill);
+    if (decode_cmd->parsed()) run_decode(common, decode);
+    if (multi_cmd->parsed()) run_multiturn(common, multi);
+    if (copy_cmd->parsed()) run_copy(common, copy);
+    if (bw_cmd->parsed()) run_bandwidth(common, bw);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvtrie-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

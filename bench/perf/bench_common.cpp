@@ -1,0 +1,86 @@
+#include "bench/perf/bench_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace kvtrie::bench {
+
+namespace {
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string number(double v, const char* format) {
+  if (!std::isfinite(v)) return "null";  // JSON has no NaN/inf
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+}  // namespace
+
+Row::Row(std::string_view bench) { text("bench", bench); }
+
+Row& Row::text(std::string_view key, std::string_view value) {
+  json_.emplace_back(std::string(key), json_string(value));
+  human_.emplace_back(std::string(key), std::string(value));
+  return *this;
+}
+
+Row& Row::num(std::string_view key, double value) {
+  json_.emplace_back(std::string(key), number(value, "%.6g"));
+  human_.emplace_back(std::string(key), number(value, "%.4g"));
+  return *this;
+}
+
+Row& Row::integer(std::string_view key, int64_t value) {
+  json_.emplace_back(std::string(key), std::to_string(value));
+  human_.emplace_back(std::string(key), std::to_string(value));
+  return *this;
+}
+
+void Row::emit() const {
+  std::string line = "{";
+  for (size_t i = 0; i < json_.size(); ++i)
+    line += (i ? "," : "") + json_string(json_[i].first) + ":" + json_[i].second;
+  line += "}\n";
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+  std::string row = "|";
+  for (const auto& [key, value] : human_) row += " " + key + "=" + value + " |";
+  std::fprintf(stderr, "%s\n", row.c_str());
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::vector<int32_t> pseudo_random_tokens(uint32_t count, uint64_t seed, uint32_t vocab) {
+  std::vector<int32_t> out(count);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& t : out) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t = static_cast<int32_t>(3 + x % (vocab - 3));
+  }
+  return out;
+}
+
+std::string model_label(const std::filesystem::path& path) { return path.stem().string(); }
+
+}  // namespace kvtrie::bench

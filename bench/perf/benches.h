@@ -1,0 +1,65 @@
+// Contract: the kvtrie-bench subcommands, one function each; each opens its own Vulkan Context, runs its
+// measurement and emits Rows (bench_common.h). They throw kvtrie::Error / InputError on failure (the CLI
+// prints the message and exits non-zero). Single thread (main); GpuEngine runs its own engine thread.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+
+#include "bench/perf/bench_common.h"
+
+namespace kvtrie::bench {
+
+// load: GgufFile::open -> GpuEngine constructed (weights uploaded, pipelines created): "load to ready".
+struct LoadOptions {
+  std::filesystem::path model;
+};
+void run_load(const CommonOptions& common, const LoadOptions& options);
+
+// prefill: one sequence's prompt through GpuModel::forward in chunks of max_batch_tokens.
+struct PrefillOptions {
+  std::filesystem::path model;
+  uint32_t prompt = 512;
+  uint32_t max_batch_tokens = 512;
+};
+void run_prefill(const CommonOptions& common, const PrefillOptions& options);
+
+// decode: `sequences` sequences with `context` tokens of KV each, one token per sequence per step.
+struct DecodeOptions {
+  std::filesystem::path model;
+  uint32_t context = 512;
+  uint32_t sequences = 1;
+  uint32_t tokens = 128;                 // decode steps timed
+  double read_bandwidth = 4.44e12;       // bytes/s, for the bandwidth bound
+};
+void run_decode(const CommonOptions& common, const DecodeOptions& options);
+
+// multiturn: conversations sharing a system prompt through GpuEngine, cache on and (as a baseline) off.
+struct MultiturnOptions {
+  std::filesystem::path model;
+  uint32_t conversations = 32;
+  uint32_t turns = 5;
+  uint32_t system = 2048;
+  uint32_t user = 256;
+  uint32_t answer = 128;
+  uint32_t parallel = 8;
+  uint64_t kv_device_mib = 0;  // 0: the engine's default (capped at one binding)
+  uint64_t kv_host_mib = 0;    // 0: the engine's default (as large as the device tier)
+  bool baseline = true;        // also run with the cache effectively off
+};
+void run_multiturn(const CommonOptions& common, const MultiturnOptions& options);
+
+// copy: host<->device page copies through VkPageStore, against one plain vkCmdCopyBuffer.
+struct CopyOptions {
+  uint32_t pages = 1024;
+  uint32_t batch = 256;
+  uint32_t layers = 32, kv_dim = 1024, page_tokens = 16;  // llama3-8b: 2 MiB pages
+};
+void run_copy(const CommonOptions& common, const CopyOptions& options);
+
+// bandwidth: device-local -> device-local vkCmdCopyBuffer (no read-only shader exists in kernels/ yet).
+struct BandwidthOptions {
+  uint64_t mib = 2048;
+};
+void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options);
+
+}  // namespace kvtrie::bench

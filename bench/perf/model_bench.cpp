@@ -1,0 +1,203 @@
+// load, prefill and decode: the forward pass alone (GpuModel driven directly with a bench-owned page
+// allocator: sequence s owns device pages [s * pages_per_seq, (s + 1) * pages_per_seq)), and load to ready
+// through GpuEngine.
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "bench/perf/benches.h"
+#include "cache/vk_page_store.h"
+#include "kernels/error.h"
+#include "kernels/vk/context.h"
+#include "runner/engine/gpu_engine.h"
+#include "runner/engine/gpu_model.h"
+#include "runner/model/gguf_file.h"
+#include "runner/model/model_config.h"
+#include "runner/tokenizer/tokenizer.h"
+
+namespace kvtrie::bench {
+
+using engine::Batch;
+using engine::GpuModel;
+using engine::GpuModelOptions;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+vk::ContextOptions context_options(const CommonOptions& common) {
+  vk::ContextOptions o;
+  if (common.device >= 0) o.device_index = static_cast<uint32_t>(common.device);
+  return o;
+}
+
+// The model, its page store and the bench's page tables, set up for `sequences` sequences of at most
+// `max_context` positions.
+struct ModelRig {
+  GgufFile file;
+  ModelConfig config;
+  std::unique_ptr<GpuModel> model;
+  std::unique_ptr<VkPageStore> pages;
+  uint32_t pages_per_seq = 0;
+
+  ModelRig(vk::Context& ctx, const std::filesystem::path& path, uint32_t sequences, uint32_t max_context,
+           uint32_t max_batch_tokens)
+      : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)) {
+    GpuModelOptions mo;
+    mo.max_batch_tokens = std::max(max_batch_tokens, sequences);
+    mo.max_sequences = sequences;
+    mo.max_context = max_context;
+    model = std::make_unique<GpuModel>(ctx, file, config, mo);
+    const kernels::KvLayout layout = model->kv_layout();
+    pages_per_seq = (max_context + layout.page_tokens - 1) / layout.page_tokens;
+    const uint64_t total = uint64_t{pages_per_seq} * sequences;
+    const uint64_t binding = layout.pages_per_binding(ctx.device().max_storage_buffer_range());
+    KVTRIE_CHECK(total <= binding, "the KV pages (" + std::to_string(total) +
+                                       ") exceed one storage-buffer binding (" + std::to_string(binding) +
+                                       "): fewer sequences or a shorter context");
+    pages = std::make_unique<VkPageStore>(ctx, layout, static_cast<uint32_t>(total), 0);
+    model->bind_pages(*pages);
+  }
+
+  std::vector<uint32_t> page_table(uint32_t seq) const {
+    std::vector<uint32_t> t(pages_per_seq);
+    for (uint32_t i = 0; i < pages_per_seq; ++i) t[i] = seq * pages_per_seq + i;
+    return t;
+  }
+
+  // Prefills `tokens` into sequence `seq` from position 0 in chunks; logits only for the last token.
+  void prefill(uint32_t seq, const std::vector<int32_t>& tokens, std::vector<float>& logits) {
+    const uint32_t chunk = model->options().max_batch_tokens;
+    Batch batch;
+    for (uint32_t begin = 0; begin < tokens.size(); begin += chunk) {
+      const auto end = static_cast<uint32_t>(std::min<size_t>(tokens.size(), begin + chunk));
+      batch.clear();
+      batch.page_tables.push_back(page_table(seq));
+      for (uint32_t p = begin; p < end; ++p) {
+        batch.tokens.push_back(tokens[p]);
+        batch.positions.push_back(p);
+        batch.seq.push_back(0);
+      }
+      batch.logits_for.push_back(end - begin - 1);
+      model->forward(batch, logits);
+    }
+  }
+};
+
+}  // namespace
+
+void run_load(const CommonOptions& common, const LoadOptions& options) {
+  // A fresh Context per repeat (created outside the timing): the Context's pipeline cache would otherwise
+  // make every load after the first skip pipeline creation.
+  std::vector<double> seconds, context_seconds;
+  uint64_t weights = 0;
+  std::string device;
+  for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+    const auto context_start = Clock::now();
+    vk::Context ctx(context_options(common));
+    const double context_s = seconds_since(context_start);
+    device = ctx.device().info().name;
+    const auto start = Clock::now();
+    const GgufFile file = GgufFile::open(options.model);
+    const auto tokenizer = Tokenizer::from_gguf(file);
+    engine::GpuEngineConfig config;
+    config.parallel = 1;
+    config.n_ctx = std::min<uint32_t>(4096, ModelConfig::from_gguf(file).n_ctx_train);
+    engine::GpuEngine eng(ctx, file, *tokenizer, config);
+    const double s = seconds_since(start);
+    weights = eng.memory_use().weights;
+    eng.shutdown(std::chrono::milliseconds(0));
+    if (i >= common.warmup) {
+      seconds.push_back(s);
+      context_seconds.push_back(context_s);
+    }
+  }
+  Row("load")
+      .text("model", model_label(options.model))
+      .text("device", device)
+      .num("load_s", median(seconds))
+      .num("first_load_s", seconds.empty() ? 0 : seconds.front())
+      .num("context_s", median(context_seconds))
+      .integer("weight_bytes", static_cast<int64_t>(weights))
+      .integer("repeats", static_cast<int64_t>(seconds.size()))
+      .emit();
+}
+
+void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
+  vk::Context ctx(context_options(common));
+  ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens);
+  const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
+  std::vector<float> logits;
+  std::vector<double> seconds;
+  for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+    const auto start = Clock::now();
+    rig.prefill(0, prompt, logits);  // forward() waits for the GPU and reads the logits back
+    const double s = seconds_since(start);
+    if (i >= common.warmup) seconds.push_back(s);
+  }
+  const double med = median(seconds);
+  Row("prefill")
+      .text("model", model_label(options.model))
+      .text("device", ctx.device().info().name)
+      .text("path", "GpuModel")
+      .integer("prompt", options.prompt)
+      .integer("chunk", rig.model->options().max_batch_tokens)
+      .num("prefill_ms", med * 1e3)
+      .num("tok_s", options.prompt / med)
+      .integer("repeats", static_cast<int64_t>(seconds.size()))
+      .emit();
+}
+
+void run_decode(const CommonOptions& common, const DecodeOptions& options) {
+  vk::Context ctx(context_options(common));
+  const uint32_t steps = common.warmup + options.tokens;
+  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 1, 512);
+  std::vector<float> logits;
+  // Every sequence gets `context` tokens of KV first (untimed).
+  for (uint32_t s = 0; s < options.sequences; ++s)
+    rig.prefill(s, pseudo_random_tokens(options.context, 100 + s, rig.config.n_vocab), logits);
+  Batch batch;
+  for (uint32_t s = 0; s < options.sequences; ++s) batch.page_tables.push_back(rig.page_table(s));
+  std::vector<double> step_seconds;
+  const auto next = pseudo_random_tokens(steps * options.sequences, 7, rig.config.n_vocab);
+  for (uint32_t step = 0; step < steps; ++step) {
+    batch.tokens.clear();
+    batch.positions.clear();
+    batch.seq.clear();
+    batch.logits_for.clear();
+    for (uint32_t s = 0; s < options.sequences; ++s) {
+      batch.tokens.push_back(next[step * options.sequences + s]);  // speed only: no sampling needed
+      batch.positions.push_back(options.context + step);
+      batch.seq.push_back(s);
+      batch.logits_for.push_back(s);  // a real decode reads every sequence's logits back
+    }
+    const auto start = Clock::now();
+    rig.model->forward(batch, logits);
+    const double sec = seconds_since(start);
+    if (step >= common.warmup) step_seconds.push_back(sec);
+  }
+  double total = 0;
+  for (const double s : step_seconds) total += s;
+  const double step_med = median(step_seconds);
+  const uint64_t weight_bytes = rig.model->weight_bytes();
+  // One step reads every weight once, whatever the batch: steps/s cannot beat bandwidth / weight bytes.
+  const double bound_steps = options.read_bandwidth / static_cast<double>(weight_bytes);
+  Row("decode")
+      .text("model", model_label(options.model))
+      .text("device", ctx.device().info().name)
+      .integer("context", options.context)
+      .integer("sequences", options.sequences)
+      .integer("tokens", options.tokens)
+      .num("step_ms", step_med * 1e3)
+      .num("tok_s", options.sequences / step_med)
+      .num("tok_s_mean", static_cast<double>(options.sequences) * step_seconds.size() / total)
+      .num("tok_s_per_seq", 1 / step_med)
+      .integer("weight_bytes", static_cast<int64_t>(weight_bytes))
+      .num("read_bw", options.read_bandwidth)
+      .num("bound_tok_s", bound_steps)
+      .num("bound_ratio", (1 / step_med) / bound_steps)
+      .emit();
+}
+
+}  // namespace kvtrie::bench
