@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/error.h"
+#include "runner/engine/gpu_engine.h"
 #include "runner/engine/reference_engine.h"
 #include "server/http_types.h"
 
@@ -12,13 +13,26 @@ namespace {
 
 uint64_t mib(uint64_t bytes) { return (bytes + (1u << 20) - 1) >> 20; }
 
-// The lines Ollama reads from a runner's log for its memory accounting (SPEC 5): "<word>: <device> <kind>
-// buffer size = X MiB" and "offloaded N/M layers to GPU". The CPU reference engine keeps everything in host
-// memory as float32, so it reports device CPU and no offloaded layer.
-void log_memory_accounting(const LoadedModel& m, const engine::EngineInfo& info) {
+// The lines Ollama reads from a runner's log for its memory accounting (SPEC 5): "using device ...",
+// "offloaded N/M layers to GPU" and "<word>: <device> <kind> buffer size = X MiB".
+void log_memory_accounting(const LoadedModel& m) {
+  const auto& c = m.config;
+  if (const auto* gpu = dynamic_cast<const engine::GpuEngine*>(m.engine.get())) {
+    const auto& info = m.context->device().info();
+    const engine::GpuEngine::MemoryUse use = gpu->memory_use();
+    spdlog::info("llama_model_load_from_file_impl: using device Vulkan0 ({}) ({}) - {} MiB free", info.name,
+                 info.pci_bus_id.empty() ? "0000:00:00.0" : info.pci_bus_id, mib(info.device_local_free));
+    spdlog::info("load_tensors: offloaded {}/{} layers to GPU", c.n_layers + 1, c.n_layers + 1);
+    spdlog::info("load_tensors: Vulkan0 model buffer size = {} MiB", mib(use.weights));
+    spdlog::info("kv_cache: Vulkan0 KV buffer size = {} MiB", mib(use.kv_device));
+    spdlog::info("kv_cache: Vulkan_Host KV buffer size = {} MiB", mib(use.kv_host));
+    spdlog::info("context: Vulkan0 compute buffer size = {} MiB", mib(use.compute));
+    return;
+  }
+  // The CPU reference engine keeps everything in host memory as float32: device CPU, no offloaded layer.
+  const engine::EngineInfo& info = m.engine->info();
   uint64_t params = 0;
   for (const auto& t : m.file.tensors()) params += t.element_count();
-  const auto& c = m.config;
   const uint64_t kv_bytes = uint64_t{c.n_layers} * info.n_ctx * info.parallel * c.n_kv_heads *
                             (c.head_dim_k + c.head_dim_v) * sizeof(float);
   const uint64_t compute_bytes = uint64_t{c.n_vocab} * sizeof(float) * info.parallel +
@@ -31,14 +45,23 @@ void log_memory_accounting(const LoadedModel& m, const engine::EngineInfo& info)
 
 }  // namespace
 
-std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, const LoadedModel& model) {
-  if (!options.cpu_reference)
-    spdlog::warn("engine: the Vulkan engine is not built yet; falling back to the CPU reference engine");
-  engine::ReferenceEngineConfig config;
+std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model) {
+  if (options.cpu_reference) {
+    engine::ReferenceEngineConfig config;
+    config.n_ctx = options.ctx_size;
+    config.parallel = options.parallel;
+    config.queue_capacity = options.queue;
+    return std::make_unique<engine::ReferenceEngine>(model.file, *model.tokenizer, config);
+  }
+  model.context = std::make_unique<vk::Context>(vk::ContextOptions{options.device, false});
+  engine::GpuEngineConfig config;
   config.n_ctx = options.ctx_size;
   config.parallel = options.parallel;
   config.queue_capacity = options.queue;
-  return std::make_unique<engine::ReferenceEngine>(model.file, *model.tokenizer, config);
+  config.kv_device_bytes = options.kv_device_mb << 20;
+  config.kv_host_bytes = options.kv_host_mb << 20;
+  config.deterministic = options.deterministic;
+  return std::make_unique<engine::GpuEngine>(*model.context, model.file, *model.tokenizer, config);
 }
 
 bool ModelHost::load() {
@@ -56,7 +79,7 @@ bool ModelHost::load() {
                  m->config.arch_name, m->config.n_layers, m->config.n_embd, m->config.n_heads,
                  m->config.n_kv_heads, m->config.n_vocab, m->config.n_ctx_train);
     m->engine = make_engine(options_, *m);
-    log_memory_accounting(*m, m->engine->info());
+    log_memory_accounting(*m);
     model_ = std::move(m);
     progress_ = 1.0f;
     phase_ = Phase::Ready;

@@ -1,14 +1,15 @@
 // Contract: the loaded model and its engine, and the daemon's readiness. The daemon creates one ModelHost,
 // calls load() once on a background thread, and the HTTP handlers (any thread) read phase() and, once Ready,
 // model(), which stays valid until the ModelHost is destroyed (after the HTTP server has stopped).
-// make_engine() is the single place that chooses the engine (the CPU reference now; the Vulkan scheduler when
-// it exists), so the HTTP layer never names an engine type.
+// make_engine() is the single place that chooses the engine (the Vulkan GpuEngine; the CPU reference with
+// --cpu-reference), so the HTTP layer never names an engine type.
 #pragma once
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "kernels/vk/context.h"
 #include "runner/engine/engine.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
@@ -22,13 +23,15 @@ struct LoadedModel {
   GgufFile file;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<engine::Engine> engine;  // declared last: destroyed first, it uses the tokenizer
+  std::unique_ptr<vk::Context> context;    // the Vulkan device (null with the CPU reference engine)
+  std::unique_ptr<engine::Engine> engine;  // declared last: destroyed first, it uses the tokenizer and context
   std::string name;           // general.name, else the file name
   std::string chat_template;  // tokenizer.chat_template metadata ("" when absent)
 };
 
 // Chooses and builds the engine for these options; throws InputError when the model cannot be served.
-std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, const LoadedModel& model);
+// Creates model.context for the Vulkan engine.
+std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model);
 
 class ModelHost {
  public:
