@@ -16,6 +16,9 @@
 //
 // Leases: a Lease pins a node and all its ancestors (lock counts) while a sequence uses their pages.
 // Pinned nodes are never evicted, demoted or merged. Leases are move-only; the destructor unpins.
+// Merging: when a lease ends, a node drops or is demoted, an unpinned node whose only child is unpinned
+// and on the same tier absorbs it (splits made for pins and evictions heal). Pinned nodes are not merged
+// because a lease holds its node by address; a tier boundary stays a node boundary.
 //
 // Invariants (check_invariants() throws kvtrie::Error when one is broken):
 //   - every root is locked (a permanent lock) and holds no tokens or pages;
