@@ -190,13 +190,9 @@ FlushResult GpuEngine::flush_cache() {
   auto done = std::make_shared<std::promise<FlushResult>>();
   auto future = done->get_future();
   state_->queue.post([s = state_.get(), done] {
-    const KvCacheStats before = s->cache.stats();
-    // TODO(lead): s->cache.flush() once KvCache has it
-    const KvCacheStats after = s->cache.stats();
+    const uint32_t freed = s->cache.flush();
     s->publish_stats();
-    done->set_value(FlushResult{before.device_pages_cached + before.host_pages_cached -
-                                    (after.device_pages_cached + after.host_pages_cached),
-                                after.device_pages_pinned});
+    done->set_value(FlushResult{freed, s->cache.stats().device_pages_pinned});
   });
   return future.get();
 }

@@ -143,6 +143,10 @@ TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
   EXPECT_EQ(hit.stats.cached_tokens, prompt.size() - 1) << "all but the last prompt token come from the cache";
   EXPECT_EQ(hit.stats.cached_tokens_device, hit.stats.cached_tokens);
   EXPECT_EQ(hit.tokens, cold.tokens);
+  EXPECT_GT(engine.flush_cache().pages_freed, 0u);
+  const Result after_flush = run(engine, greedy(prompt, 24));
+  EXPECT_EQ(after_flush.stats.cached_tokens, 0u) << "a flushed cache serves nothing";
+  EXPECT_EQ(after_flush.tokens, cold.tokens);
 }
 
 TEST_F(GpuEngineTest, HostHitGeneratesTheSameTokensAsAColdRun) {
