@@ -110,8 +110,13 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   kernels::KvLayout layout{mc.n_layers, config.page_tokens, mc.n_kv_heads * mc.head_dim_k};
   const uint64_t page_bytes = layout.page_bytes();
   const uint64_t pages_per_seq = (config.n_ctx + config.page_tokens - 1) / config.page_tokens;
-  const uint64_t wanted = config.kv_device_bytes ? config.kv_device_bytes / page_bytes
-                                                 : 2 * uint64_t{config.parallel} * pages_per_seq;
+  // Default device tier: a quarter of the free device-local memory, and room for at least two full contexts
+  // per slot (so a whole round of requests can stay cached while the next one runs).
+  const uint64_t wanted =
+      config.kv_device_bytes
+          ? config.kv_device_bytes / page_bytes
+          : std::max(2 * uint64_t{config.parallel} * pages_per_seq,
+                     context.device().info().device_local_free / 4 / page_bytes);
   const uint64_t binding = layout.pages_per_binding(context.device().max_storage_buffer_range());
   const auto device_pages = static_cast<uint32_t>(std::min(wanted, binding));
   if (device_pages < wanted)
@@ -121,8 +126,9 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
     spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: long requests may be "
                  "cancelled for lack of room", device_pages, config.parallel, config.n_ctx,
                  config.parallel * pages_per_seq);
+  // Default host tier: twice the device tier (host memory is larger and cheaper; demoted pages go there).
   const auto host_pages =
-      static_cast<uint32_t>(config.kv_host_bytes ? config.kv_host_bytes / page_bytes : device_pages);
+      static_cast<uint32_t>(config.kv_host_bytes ? config.kv_host_bytes / page_bytes : 2 * uint64_t{device_pages});
 
   state_ = std::make_unique<State>(context, file, mc, tokenizer, config, options, device_pages, host_pages);
   EngineInfo& info = state_->info;
