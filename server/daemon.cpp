@@ -20,6 +20,12 @@ namespace kvtrie::server {
 
 namespace {
 
+// Set by the handler when a shutdown signal reaches a thread that does not block it (a library thread that
+// reset its mask): the main loop sees it as well as what sigtimedwait collects, and the default action (dying
+// mid-teardown) never runs.
+std::atomic<int> g_signal_seen{0};
+extern "C" void on_shutdown_signal(int sig) { g_signal_seen.store(sig); }
+
 sigset_t shutdown_signals() {
   sigset_t set;
   sigemptyset(&set);
@@ -43,6 +49,11 @@ int run_daemon(const ServeOptions& options) {
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and the main
   // thread alone collects them with sigtimedwait. A client that vanishes must not kill us with SIGPIPE.
   sigset_t signals = shutdown_signals();
+  struct sigaction action {};
+  action.sa_handler = on_shutdown_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -95,6 +106,7 @@ int run_daemon(const ServeOptions& options) {
   for (;;) {
     timespec tick{0, 200'000'000};
     int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig <= 0) sig = g_signal_seen.load();
     if (sig > 0) {
       spdlog::info("received {}, shutting down (grace period {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                    options.shutdown_grace_ms);

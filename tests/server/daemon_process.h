@@ -122,6 +122,12 @@ class DaemonProcess {
     if (!exited_ || !WIFEXITED(status_)) return std::nullopt;
     return WEXITSTATUS(status_);
   }
+  // "exit N", "signal N" or "running", for failure messages.
+  std::string how_it_ended() {
+    if (!has_exited()) return "running";
+    if (WIFEXITED(status_)) return "exit " + std::to_string(WEXITSTATUS(status_));
+    return "signal " + std::to_string(WIFSIGNALED(status_) ? WTERMSIG(status_) : -1);
+  }
 
   void signal(int sig) { kill(pid_, sig); }
   pid_t pid() const { return pid_; }
