@@ -96,8 +96,7 @@ struct GpuEngine::State {
 
 GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer, GpuEngineConfig config) {
   const ModelConfig mc = ModelConfig::from_gguf(file);
-  const uint32_t train = mc.n_ctx_train ? mc.n_ctx_train : 8192;
-  config.n_ctx = config.n_ctx ? config.n_ctx : std::min<uint32_t>(train, 8192);
+  config.n_ctx = context_size(config.n_ctx, mc.n_ctx_train, 8192);
   config.parallel = std::max<uint32_t>(1, config.parallel);
   GpuModelOptions options;
   options.max_batch_tokens = std::max<uint32_t>(config.max_batch_tokens, config.parallel);

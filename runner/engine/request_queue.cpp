@@ -2,12 +2,32 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "runner/engine/generation.h"
 
 namespace kvtrie::engine {
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+uint32_t context_size(uint32_t requested, uint32_t trained, uint32_t fallback) {
+  const uint32_t n = requested ? requested : (trained ? std::min(trained, fallback) : fallback);
+  if (trained && n > trained) {
+    spdlog::warn("engine: context {} exceeds the model's training context {}; using {}", n, trained, trained);
+    return trained;
+  }
+  return n;
+}
+
+const char* submit_error_name(SubmitError error) {
+  switch (error) {
+    case SubmitError::Overloaded: return "overloaded";
+    case SubmitError::InvalidRequest: return "invalid request";
+    case SubmitError::ShuttingDown: return "shutting down";
+  }
+  return "unknown";
 }
 
 std::variant<GenerationStream, SubmitRejection> RequestQueue::reject(SubmitError error, std::string message) {

@@ -18,6 +18,10 @@
 namespace kvtrie::engine {
 
 using Clock = std::chrono::steady_clock;
+
+// Tokens per sequence: `requested` (0: the model's training context, else `fallback`), never beyond the
+// training context when the model states one (logged).
+uint32_t context_size(uint32_t requested, uint32_t trained, uint32_t fallback);
 double ms_between(Clock::time_point a, Clock::time_point b);
 
 // A request waiting for, or holding, a slot of the engine.
