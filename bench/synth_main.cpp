@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--layers", layers, "override the number of layers")->check(CLI::PositiveNumber);
   app.add_option("--ctx", ctx, "override the training context length")->check(CLI::PositiveNumber);
-  app.add_option("--vocab-size", vocab_size, "override the built-in vocabulary size (at least 259)")
+  app.add_option("--vocab-size", vocab_size, "override the built-in vocabulary size (at least 260)")
       ->check(CLI::Range(synth::kByteVocabSize, 1u << 30))
       ->excludes("--vocab-from");
   app.add_option("--threads", threads, "worker threads (0: all cores)")->capture_default_str();

@@ -75,7 +75,7 @@ std::vector<float> llama3_rope_factors(uint32_t rope_dims, float freq_base) {
 }
 
 void add_builtin_vocab(GgufWriter& w, uint32_t n_vocab) {
-  KVTRIE_CHECK(n_vocab >= kByteVocabSize, "the built-in vocabulary needs at least 259 tokens");
+  KVTRIE_CHECK(n_vocab >= kByteVocabSize, "the built-in vocabulary needs at least 260 tokens");
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int64_t> types = {2, 3, 3};  // UNKNOWN, CONTROL, CONTROL
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -83,6 +83,10 @@ void add_builtin_vocab(GgufWriter& w, uint32_t n_vocab) {
     tokens.push_back(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">");
     types.push_back(6);  // BYTE
   }
+  // The word-boundary piece: without it SentencePiece would byte-encode U+2581 and decoding could not turn
+  // it back into a space.
+  tokens.push_back("\xE2\x96\x81");
+  types.push_back(1);  // NORMAL
   for (uint32_t i = 0; tokens.size() < n_vocab; ++i) {
     tokens.push_back("<unused_" + std::to_string(i) + ">");
     types.push_back(5);  // UNUSED

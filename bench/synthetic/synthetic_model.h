@@ -72,7 +72,7 @@ void write_model(const std::filesystem::path& out, const SynthOptions& options);
 std::filesystem::path write_preset(const std::filesystem::path& out, std::string_view name,
                                    TensorType type = TensorType::F32, uint64_t seed = 1);
 
-// The built-in vocabulary size floor: <unk>, <s>, </s> and 256 byte tokens.
-inline constexpr uint32_t kByteVocabSize = 3 + 256;
+// The built-in vocabulary size floor: <unk>, <s>, </s>, 256 byte tokens and the word-boundary piece.
+inline constexpr uint32_t kByteVocabSize = 3 + 256 + 1;
 
 }  // namespace kvtrie::synth

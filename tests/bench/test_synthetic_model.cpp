@@ -14,6 +14,7 @@
 #include "kernels/error.h"
 #include "runner/model/model_config.h"
 #include "runner/model/quantization.h"
+#include "runner/tokenizer/tokenizer.h"
 #include "tests/support/paths.h"
 
 namespace kvtrie {
@@ -127,8 +128,9 @@ TEST(SyntheticModel, BuiltInVocabIsByteLevelSentencePiece) {
   EXPECT_EQ(tokens[3], "<0x00>");
   EXPECT_EQ(tokens[3 + 0xa7], "<0xA7>");
   EXPECT_EQ(tokens[258], "<0xFF>");
-  EXPECT_EQ(tokens[259], "<unused_0>");
-  EXPECT_EQ(tokens[319], "<unused_60>");
+  EXPECT_EQ(tokens[259], "\xE2\x96\x81");  // the word-boundary piece
+  EXPECT_EQ(tokens[260], "<unused_0>");
+  EXPECT_EQ(tokens[319], "<unused_59>");
   const std::vector<int64_t> types = *f.get_int_array("tokenizer.ggml.token_type");
   ASSERT_EQ(types.size(), 320u);
   EXPECT_EQ(types[0], 2);
@@ -139,6 +141,16 @@ TEST(SyntheticModel, BuiltInVocabIsByteLevelSentencePiece) {
   EXPECT_EQ(f.get_uint("tokenizer.ggml.bos_token_id"), 1u);
   EXPECT_EQ(f.get_uint("tokenizer.ggml.eos_token_id"), 2u);
   EXPECT_EQ(f.get_uint("tokenizer.ggml.unknown_token_id"), 0u);
+}
+
+// Regression: the built-in vocab had no U+2581 piece, so SentencePiece byte-encoded word boundaries and
+// detokenize(tokenize("Once upon a time")) came back as "▁Once▁upon▁a▁time".
+TEST(SyntheticModel, BuiltInVocabRoundTripsTextWithSpaces) {
+  const auto path = synth::write_preset(test::scratch_dir() / "vocab-roundtrip.gguf", "tiny");
+  const GgufFile f = GgufFile::open(path);
+  const auto tokenizer = Tokenizer::from_gguf(f);
+  const std::string text = "Once upon a time, a cat said: \"héllo\"!";
+  EXPECT_EQ(tokenizer->decode(tokenizer->encode(text, false, false)), text);
 }
 
 TEST(SyntheticModel, VocabFromCopiesEveryTokenizerKey) {
