@@ -1,0 +1,100 @@
+// The real daemon serving with the Vulkan engine (lavapipe in CI, validation layer on through ctest's
+// KVTRIE_VALIDATION=1): cached_tokens in /generate and timings.cache_n in llama-server's /completion reflect
+// the prefix trie, /cache and /metrics count the hits, /cache/flush empties it, and the daemon logs no
+// validation message.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/server/daemon_process.h"
+#include "tests/support/paths.h"
+
+namespace kvtrie::test {
+namespace {
+
+using nlohmann::json;
+
+class VulkanDaemon : public ::testing::Test {
+ protected:
+  void start(std::vector<std::string> args) {
+    daemon_ = std::make_unique<DaemonProcess>(args);
+    ASSERT_TRUE(daemon_->wait_ready(port_, std::chrono::seconds(60))) << daemon_->log();
+  }
+  void TearDown() override {
+    if (!daemon_) return;
+    daemon_->signal(SIGTERM);
+    EXPECT_EQ(daemon_->wait_exit(std::chrono::seconds(20)), 0) << daemon_->log();
+    EXPECT_EQ(daemon_->log().find("vulkan validation"), std::string::npos) << daemon_->log();
+  }
+  json post(const std::string& path, const json& body) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+  std::string get(const std::string& path) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Get(path.c_str());
+    EXPECT_TRUE(r);
+    return r ? r->body : "";
+  }
+  int port_ = free_port();
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(VulkanDaemon, GenerateReportsCachedTokensFromTheTrie) {
+  const auto model = tiny_model(scratch_dir());
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256", "--deterministic"});
+  const std::string shared = "The same long system prompt, shared by both conversations. ";
+  json first = post("/generate", {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0},
+                                  {"stream", false}});
+  EXPECT_EQ(first["cached_tokens"], 0);
+  json second = post("/generate", {{"prompt", shared + "Second"}, {"max_tokens", 8}, {"temperature", 0},
+                                   {"stream", false}});
+  const int shared_tokens = static_cast<int>(
+      post("/tokenize", {{"content", shared}, {"add_special", true}})["tokens"].size());
+  EXPECT_GE(second["cached_tokens"].get<int>(), shared_tokens - 1);
+  EXPECT_EQ(second["cached_tokens_device"], second["cached_tokens"]);
+  EXPECT_LT(second["cached_tokens"].get<int>(), second["prompt_tokens"].get<int>());
+  // The same request again: everything but the last prompt token is cached, and the tokens are the same.
+  json again = post("/generate", {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0},
+                                  {"stream", false}});
+  EXPECT_EQ(again["cached_tokens"].get<int>(), again["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(again["tokens"], first["tokens"]);
+
+  const json cache = json::parse(get("/cache"));
+  EXPECT_EQ(cache["engine"], "vulkan");
+  EXPECT_GT(cache["tiers"]["device"]["hit_tokens"].get<int>(), 0);
+  EXPECT_NE(get("/metrics").find("kvtrie_cache_hit_tokens"), std::string::npos);
+  post("/cache/flush", json::object());
+  json after = post("/generate", {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0},
+                                  {"stream", false}});
+  EXPECT_EQ(after["cached_tokens"], 0) << "the flushed cache still served a prefix";
+}
+
+TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
+  const auto model = tiny_model(scratch_dir());
+  const auto link = scratch_dir() / "llama-server";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(kvtrie_binary(), link);
+  daemon_ = std::make_unique<DaemonProcess>(
+      std::vector<std::string>{"--model", model.string(), "--port", std::to_string(port_), "--host", "127.0.0.1",
+                               "--no-webui", "--offline", "-c", "256", "-np", "2", "--log-verbosity", "4",
+                               "--no-log-prefix", "--no-log-timestamps"},
+      link);
+  ASSERT_TRUE(daemon_->wait_ready(port_, std::chrono::seconds(60))) << daemon_->log();
+  const json body = {{"prompt", "A prompt that the second completion repeats word for word."},
+                     {"n_predict", 6}, {"temperature", 0}, {"stream", false}, {"cache_prompt", true}};
+  json first = post("/completion", body);
+  json second = post("/completion", body);
+  EXPECT_EQ(first["timings"]["cache_n"], 0);
+  EXPECT_GT(second["timings"]["cache_n"].get<int>(), 0);
+  EXPECT_EQ(second["content"], first["content"]);
+}
+
+}  // namespace
+}  // namespace kvtrie::test
