@@ -212,6 +212,9 @@ size_t GgufWriter::add_tensor(std::string name, TensorType type, std::vector<uin
 
 std::vector<uint8_t> GgufWriter::header_bytes() const {
   std::vector<uint8_t> out;
+  // Reserved up front: besides saving reallocations, this keeps GCC 12 at -O3 from a false
+  // -Wstringop-overflow / -Warray-bounds on inserts into a vector it believes tiny.
+  out.reserve(64 * 1024);
   Bytes b(out);
   out.insert(out.end(), {'G', 'G', 'U', 'F'});
   b.put<uint32_t>(3);
