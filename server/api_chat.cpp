@@ -90,16 +90,17 @@ HttpResponse chat_completions(ModelHost& host, const HttpRequest& http) {
                 {"total_tokens", s.prompt_tokens + s.completion_tokens}};
   };
   if (!stream) {
-    Chunk all = collect(gen);
-    const auto& s = *all.final;
-    return HttpResponse::json({{"id", id},
-                               {"object", "chat.completion"},
-                               {"created", created},
-                               {"model", model.name},
-                               {"choices", Json::array({{{"index", 0},
-                                                         {"message", {{"role", "assistant"}, {"content", all.text}}},
-                                                         {"finish_reason", finish_reason(s.stop_kind)}}})},
-                               {"usage", usage(s)}});
+    return collected_json(std::move(gen), [id, created, name = model.name, usage](const Chunk& all) {
+      const auto& s = *all.final;
+      return Json{{"id", id},
+                  {"object", "chat.completion"},
+                  {"created", created},
+                  {"model", name},
+                  {"choices", Json::array({{{"index", 0},
+                                            {"message", {{"role", "assistant"}, {"content", all.text}}},
+                                            {"finish_reason", finish_reason(s.stop_kind)}}})},
+                  {"usage", usage(s)}};
+    });
   }
   const std::string model_name = model.name;
   auto first = std::make_shared<bool>(true);

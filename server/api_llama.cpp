@@ -78,15 +78,16 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
   const bool probs = req.logprobs > 0;
   engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
 
-  if (!stream) {
-    Chunk all = collect(gen);
-    Json out = final_json(model, *all.final);
-    out["content"] = all.text;
-    out["tokens"] = all.tokens;
-    if (probs) out["completion_probabilities"] = probs_json(*model.tokenizer, all.logprobs);
-    return HttpResponse::json(out);
-  }
   const LoadedModel* m = &model;
+  if (!stream) {
+    return collected_json(std::move(gen), [m, probs](const Chunk& all) {
+      Json out = final_json(*m, *all.final);
+      out["content"] = all.text;
+      out["tokens"] = all.tokens;
+      if (probs) out["completion_probabilities"] = probs_json(*m->tokenizer, all.logprobs);
+      return out;
+    });
+  }
   auto format = [m, probs](const Chunk& c, bool last) {
     std::string out;
     if (!c.text.empty() || !c.tokens.empty()) {

@@ -56,12 +56,13 @@ HttpResponse generate(ModelHost& host, const HttpRequest& http) {
   engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
 
   if (!stream) {
-    Chunk all = collect(gen);
-    Json out = stats_json(*all.final);
-    out["text"] = all.text;
-    out["tokens"] = all.tokens;
-    if (want_logprobs) out["logprobs"] = logprobs_json(all.logprobs);
-    return HttpResponse::json(out);
+    return collected_json(std::move(gen), [want_logprobs](const Chunk& all) {
+      Json out = stats_json(*all.final);
+      out["text"] = all.text;
+      out["tokens"] = all.tokens;
+      if (want_logprobs) out["logprobs"] = logprobs_json(all.logprobs);
+      return out;
+    });
   }
   auto format = [want_logprobs](const Chunk& c, bool last) {
     std::string out;

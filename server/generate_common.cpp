@@ -85,20 +85,20 @@ bool pull_chunk(GenerationStream& stream, Chunk& out, const ShouldStop& should_s
   }
 }
 
-Chunk collect(GenerationStream& stream) {
-  Chunk all;
-  Chunk c;
-  while (pull_chunk(stream, c, {})) {
-    all.text += c.text;
-    all.tokens.insert(all.tokens.end(), c.tokens.begin(), c.tokens.end());
-    for (auto& lp : c.logprobs) all.logprobs.push_back(std::move(lp));
-    if (c.final) {
-      all.final = std::move(c.final);
-      break;
-    }
-  }
-  return all;
+namespace {
+
+// Appends one chunk to a merged one; true when it was the final chunk.
+bool merge_chunk(Chunk& all, Chunk& c) {
+  all.text += c.text;
+  all.tokens.insert(all.tokens.end(), c.tokens.begin(), c.tokens.end());
+  for (auto& lp : c.logprobs) all.logprobs.push_back(std::move(lp));
+  if (!c.final) return false;
+  all.final = std::move(c.final);
+  return true;
 }
+
+}  // namespace
+
 
 namespace {
 
@@ -133,7 +133,61 @@ class GenerationBody final : public StreamBody {
   bool done_ = false;
 };
 
+class CollectedBody final : public StreamBody {
+ public:
+  CollectedBody(GenerationStream stream, CollectedFormatter finish, std::chrono::milliseconds heartbeat)
+      : stream_(std::move(stream)), finish_(std::move(finish)), heartbeat_(heartbeat) {}
+
+  bool next(std::string& out, const ShouldStop& should_stop) override {
+    if (done_) return false;
+    const auto deadline = std::chrono::steady_clock::now() + heartbeat_;
+    Chunk c;
+    while (std::chrono::steady_clock::now() < deadline) {
+      switch (stream_.next(c, std::chrono::milliseconds(100))) {
+        case engine::StreamChannel::Poll::Chunk:
+          if (merge_chunk(all_, c)) {
+            out = finish_(all_);
+            done_ = true;
+            return false;
+          }
+          break;
+        case engine::StreamChannel::Poll::End:
+          done_ = true;
+          return false;
+        case engine::StreamChannel::Poll::Timeout:
+          break;
+      }
+      if (should_stop && should_stop()) {
+        stream_.cancel();
+        done_ = true;
+        return false;
+      }
+    }
+    out = " ";  // the heartbeat: a write to a client that left fails, and the response (with us) is dropped
+    return true;
+  }
+
+ private:
+  GenerationStream stream_;
+  CollectedFormatter finish_;
+  std::chrono::milliseconds heartbeat_;
+  Chunk all_;
+  bool done_ = false;
+};
+
 }  // namespace
+
+std::shared_ptr<StreamBody> make_collected_body(GenerationStream stream, CollectedFormatter finish,
+                                                std::chrono::milliseconds heartbeat) {
+  return std::make_shared<CollectedBody>(std::move(stream), std::move(finish), heartbeat);
+}
+
+HttpResponse collected_json(GenerationStream stream, std::function<Json(const Chunk& merged)> build) {
+  auto finish = [build = std::move(build)](const Chunk& all) {
+    return build(all).dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  return HttpResponse::streaming(make_collected_body(std::move(stream), std::move(finish)), "application/json");
+}
 
 std::shared_ptr<StreamBody> make_stream_body(GenerationStream stream, ChunkFormatter format, std::string trailer) {
   return std::make_shared<GenerationBody>(std::move(stream), std::move(format), std::move(trailer));

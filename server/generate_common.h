@@ -4,6 +4,7 @@
 // these from HTTP worker threads; the LoadedModel must outlive the returned streams (the daemon stops the
 // HTTP server before destroying the model).
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,14 +37,23 @@ engine::GenerationStream submit_or_throw(engine::Engine& engine, engine::Generat
 // Waits for the next chunk in short slices, polling should_stop between them; false when it fired.
 bool pull_chunk(engine::GenerationStream& stream, engine::Chunk& out, const ShouldStop& should_stop);
 
-// Runs a stream to the end and merges every chunk into one (text, tokens, logprobs concatenated; final kept).
-engine::Chunk collect(engine::GenerationStream& stream);
 
 // Formats each chunk into the bytes to send; `last` is true for the final chunk. `trailer` (may be empty) is
 // sent after the final chunk (SSE's "data: [DONE]").
 using ChunkFormatter = std::function<std::string(const engine::Chunk& chunk, bool last)>;
 std::shared_ptr<StreamBody> make_stream_body(engine::GenerationStream stream, ChunkFormatter format,
                                              std::string trailer = {});
+
+// A non-streaming answer that still notices a client that hangs up: the chunks are merged (text, tokens and
+// logprobs concatenated, final kept) and `finish(merged)` is the whole body, sent at the end; until then a
+// single space goes out every `heartbeat` (JSON allows leading white space), and a write that fails cancels
+// the generation.
+using CollectedFormatter = std::function<std::string(const engine::Chunk& merged)>;
+std::shared_ptr<StreamBody> make_collected_body(engine::GenerationStream stream, CollectedFormatter finish,
+                                                std::chrono::milliseconds heartbeat = std::chrono::seconds(1));
+
+// The non-streaming answer of a generation: make_collected_body() with `build(merged)` as the JSON body.
+HttpResponse collected_json(engine::GenerationStream stream, std::function<Json(const engine::Chunk& merged)> build);
 
 // The JSON of logprob entries as SPEC 5 writes them: {"token", "logprob", "top": [{"token", "logprob"}]}.
 Json logprobs_json(const std::vector<engine::TokenLogprob>& logprobs);

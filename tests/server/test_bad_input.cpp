@@ -95,7 +95,7 @@ class BadInput : public ::testing::TestWithParam<BadCase> {
  protected:
   static void SetUpTestSuite() {
     port_ = free_port();
-    auto model = tiny_model(std::filesystem::path(KVTRIE_BINARY_DIR) / "test-scratch");
+    auto model = tiny_model(scratch_dir());  // per process: ctest runs the cases in parallel processes
     daemon_ = new DaemonProcess({"serve", "--model", model.string(), "--port", std::to_string(port_),
                                  "--cpu-reference", "--max-body-mb", "1"});
     ASSERT_TRUE(daemon_->wait_ready(port_)) << daemon_->log();

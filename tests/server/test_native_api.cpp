@@ -198,13 +198,39 @@ TEST_F(NativeApi, ClientDisconnectCancelsItsGenerationAndFreesTheSlot) {
   EXPECT_NE(m->body.find("kvtrie_requests_total{result=\"cancelled\"} 1"), std::string::npos) << m->body;
 }
 
+// A non-streaming answer sends nothing until the end, so only its white-space heartbeats reveal a client that
+// left: without them the generation ran to max_tokens for nobody.
+TEST_F(NativeApi, NonStreamingClientDisconnectCancelsItsGenerationToo) {
+  start({"--parallel", "1", "--queue", "0"}, /*slow=*/true);
+  json req = {{"prompt", "go"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"temperature", 0}, {"stream", false}};
+  // The headers and the first heartbeat, then hang up long before the answer could be complete.
+  std::string got = post_and_hang_up(port_, "/generate", req.dump(), 1);
+  ASSERT_NE(got.find("200"), std::string::npos) << got;
+  bool served = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!served && std::chrono::steady_clock::now() < deadline) {
+    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(), "application/json");
+    served = r && r->status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(served) << "the abandoned generation still holds the only slot";
+  auto m = client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kvtrie_requests_total{result=\"cancelled\"} 1"), std::string::npos) << m->body;
+}
+
 TEST_F(NativeApi, BusyEngineAnswers503WithRetryAfter) {
   start({"--parallel", "1", "--queue", "0"}, /*slow=*/true);
+  std::atomic<bool> probing{true};
+  // The long request may itself meet a probe in the only slot and get 503: it retries until it ran once.
   std::thread long_run([&] {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(30, 0);
     json req = {{"prompt", "go"}, {"max_tokens", 300}, {"ignore_eos", true}, {"stream", false}};
-    c.Post("/generate", req.dump(), "application/json");
+    while (probing) {
+      auto r = c.Post("/generate", req.dump(), "application/json");
+      if (r && r->status == 200) break;
+    }
   });
   int status = 0;
   std::string retry_after;
@@ -216,6 +242,7 @@ TEST_F(NativeApi, BusyEngineAnswers503WithRetryAfter) {
       retry_after = r->get_header_value("Retry-After");
     }
   }
+  probing = false;
   long_run.join();
   EXPECT_EQ(status, 503);
   EXPECT_FALSE(retry_after.empty());
