@@ -82,6 +82,26 @@ void check_row(TensorType type, uint64_t n) {
                std::string(info.name) + " row of " + std::to_string(n) + " elements is not whole blocks");
 }
 
+// The block types: one row per type, its block decoder and encoder (quantization_blocks.h).
+struct BlockCodec {
+  TensorType type;
+  void (*dequantize)(const uint8_t*, float*);
+  void (*quantize)(const float*, uint8_t*);
+};
+
+const BlockCodec* find_codec(TensorType type) {
+  using namespace quant_detail;
+  static constexpr BlockCodec kCodecs[] = {
+      {TensorType::Q8_0, dequantize_q8_0, quantize_q8_0}, {TensorType::Q4_0, dequantize_q4_0, quantize_q4_0},
+      {TensorType::Q4_1, dequantize_q4_1, quantize_q4_1}, {TensorType::Q5_0, dequantize_q5_0, quantize_q5_0},
+      {TensorType::Q5_1, dequantize_q5_1, quantize_q5_1}, {TensorType::Q4_K, dequantize_q4_k, quantize_q4_k},
+      {TensorType::Q5_K, dequantize_q5_k, quantize_q5_k}, {TensorType::Q6_K, dequantize_q6_k, quantize_q6_k},
+  };
+  for (const BlockCodec& c : kCodecs)
+    if (c.type == type) return &c;
+  return nullptr;
+}
+
 }  // namespace
 
 void dequantize_row(TensorType type, const uint8_t* src, float* dst, uint64_t n) {
@@ -102,36 +122,9 @@ void dequantize_row(TensorType type, const uint8_t* src, float* dst, uint64_t n)
     default:
       break;
   }
-  void (*block_fn)(const uint8_t*, float*) = nullptr;
-  switch (type) {
-    case TensorType::Q8_0:
-      block_fn = dequantize_q8_0;
-      break;
-    case TensorType::Q4_0:
-      block_fn = dequantize_q4_0;
-      break;
-    case TensorType::Q4_1:
-      block_fn = dequantize_q4_1;
-      break;
-    case TensorType::Q5_0:
-      block_fn = dequantize_q5_0;
-      break;
-    case TensorType::Q5_1:
-      block_fn = dequantize_q5_1;
-      break;
-    case TensorType::Q4_K:
-      block_fn = dequantize_q4_k;
-      break;
-    case TensorType::Q5_K:
-      block_fn = dequantize_q5_k;
-      break;
-    case TensorType::Q6_K:
-      block_fn = dequantize_q6_k;
-      break;
-    default:
-      break;
-  }
-  KVTRIE_CHECK(block_fn != nullptr, "dequantize_row: unsupported type");
+  const BlockCodec* codec = find_codec(type);
+  KVTRIE_CHECK(codec != nullptr, "dequantize_row: unsupported type");
+  const auto block_fn = codec->dequantize;
   const uint32_t per_block = tensor_type_info(type).block_elements;
   for (uint64_t b = 0; b < blocks; ++b) block_fn(src + b * bytes, dst + b * per_block);
 }
@@ -154,36 +147,9 @@ void quantize_row(TensorType type, const float* src, uint8_t* dst, uint64_t n) {
     default:
       break;
   }
-  void (*block_fn)(const float*, uint8_t*) = nullptr;
-  switch (type) {
-    case TensorType::Q8_0:
-      block_fn = quantize_q8_0;
-      break;
-    case TensorType::Q4_0:
-      block_fn = quantize_q4_0;
-      break;
-    case TensorType::Q4_1:
-      block_fn = quantize_q4_1;
-      break;
-    case TensorType::Q5_0:
-      block_fn = quantize_q5_0;
-      break;
-    case TensorType::Q5_1:
-      block_fn = quantize_q5_1;
-      break;
-    case TensorType::Q4_K:
-      block_fn = quantize_q4_k;
-      break;
-    case TensorType::Q5_K:
-      block_fn = quantize_q5_k;
-      break;
-    case TensorType::Q6_K:
-      block_fn = quantize_q6_k;
-      break;
-    default:
-      break;
-  }
-  KVTRIE_CHECK(block_fn != nullptr, "quantize_row: unsupported type");
+  const BlockCodec* codec = find_codec(type);
+  KVTRIE_CHECK(codec != nullptr, "quantize_row: unsupported type");
+  const auto block_fn = codec->quantize;
   const uint32_t per_block = tensor_type_info(type).block_elements;
   for (uint64_t b = 0; b < blocks; ++b) block_fn(src + b * per_block, dst + b * bytes);
 }
