@@ -54,8 +54,8 @@ class Buffer {
   // Host pointer (HostCached and HostCoherent only; DeviceLocal is never mapped). After host writes call
   // flush(); before host reads of device-written data call invalidate() (both no-ops on coherent memory).
   void* data() const { return memory_.mapped(); }
-  void flush() const { memory_.flush(0, size_); }
-  void invalidate() const { memory_.invalidate(0, size_); }
+  void flush() const { memory_.flush(); }
+  void invalidate() const { memory_.invalidate(); }
 
  private:
   void destroy() noexcept;

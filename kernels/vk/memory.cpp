@@ -126,26 +126,25 @@ Allocation& Allocation::operator=(Allocation&& other) noexcept {
   return *this;
 }
 
-void Allocation::flush(uint64_t offset, uint64_t size) const {
-  if (coherent_ || mapped_ == nullptr) return;
-  // Non-coherent ranges must be atom-aligned; flushing the whole block is always valid and rarely costly.
-  (void)offset;
-  (void)size;
+namespace {
+VkMappedMemoryRange whole_block(VkDeviceMemory memory) {
   VkMappedMemoryRange range{};
   range.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE;
-  range.memory = memory_;
+  range.memory = memory;
   range.size = VK_WHOLE_SIZE;
+  return range;
+}
+}  // namespace
+
+void Allocation::flush() const {
+  if (coherent_ || mapped_ == nullptr) return;
+  const VkMappedMemoryRange range = whole_block(memory_);
   VK_CHECK(vkFlushMappedMemoryRanges(device_, 1, &range));
 }
 
-void Allocation::invalidate(uint64_t offset, uint64_t size) const {
+void Allocation::invalidate() const {
   if (coherent_ || mapped_ == nullptr) return;
-  (void)offset;
-  (void)size;
-  VkMappedMemoryRange range{};
-  range.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE;
-  range.memory = memory_;
-  range.size = VK_WHOLE_SIZE;
+  const VkMappedMemoryRange range = whole_block(memory_);
   VK_CHECK(vkInvalidateMappedMemoryRanges(device_, 1, &range));
 }
 

@@ -43,9 +43,10 @@ class Allocation {
   // Host pointer to the start of the block (nullptr for DeviceLocal, even where it is host-visible).
   void* mapped() const { return mapped_; }
   bool coherent() const { return coherent_; }
-  // Make host writes visible to the device / device writes visible to the host; no-ops when coherent.
-  void flush(uint64_t offset, uint64_t size) const;
-  void invalidate(uint64_t offset, uint64_t size) const;
+  // Make host writes visible to the device / device writes visible to the host, for the whole block (a
+  // whole-block range is always atom-aligned, and every caller wants the whole buffer); no-ops when coherent.
+  void flush() const;
+  void invalidate() const;
 
  private:
   void destroy() noexcept;
