@@ -59,25 +59,15 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
   // model; enabled only when the device has both.
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
   coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  if (info_.nv_cooperative_matrix) {
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_query{};
-    coop_query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-    VkPhysicalDeviceVulkan12Features f12_query{};
-    f12_query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-    f12_query.pNext = &coop_query;
-    VkPhysicalDeviceFeatures2 query{};
-    query.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-    query.pNext = &f12_query;
-    vkGetPhysicalDeviceFeatures2(info_.handle, &query);
-    if (coop_query.cooperativeMatrix && f12_query.vulkanMemoryModel && info_.shader_float16) {
-      coop.cooperativeMatrix = VK_TRUE;
-      coop.pNext = features.pNext;
-      features.pNext = &coop;
-      f12.vulkanMemoryModel = VK_TRUE;
-      f12.vulkanMemoryModelDeviceScope = f12_query.vulkanMemoryModelDeviceScope;
-      extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-      coopmat_enabled_ = true;
-    }
+  if (info_.nv_cooperative_matrix && info_.nv_cooperative_matrix_feature && info_.vulkan_memory_model &&
+      info_.shader_float16) {
+    coop.cooperativeMatrix = VK_TRUE;
+    coop.pNext = features.pNext;
+    features.pNext = &coop;
+    f12.vulkanMemoryModel = VK_TRUE;
+    f12.vulkanMemoryModelDeviceScope = info_.vulkan_memory_model_device_scope ? VK_TRUE : VK_FALSE;
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    coopmat_enabled_ = true;
   }
 
   VkDeviceCreateInfo create{};

@@ -98,10 +98,16 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   VkPhysicalDeviceVulkan11Features f11{};
   f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
   f11.pNext = &f12;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  if (info.nv_cooperative_matrix) f12.pNext = &coop;  // chained only where the extension exists
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &f11;
   vkGetPhysicalDeviceFeatures2(device, &features);
+  info.nv_cooperative_matrix_feature = coop.cooperativeMatrix == VK_TRUE;
+  info.vulkan_memory_model = f12.vulkanMemoryModel == VK_TRUE;
+  info.vulkan_memory_model_device_scope = f12.vulkanMemoryModelDeviceScope == VK_TRUE;
   info.storage_buffer_16bit = f11.storageBuffer16BitAccess == VK_TRUE;
   info.storage_buffer_8bit = f12.storageBuffer8BitAccess == VK_TRUE;
   info.shader_float16 = f12.shaderFloat16 == VK_TRUE;

@@ -47,6 +47,10 @@ struct PhysicalDeviceInfo {
   bool shader_int8 = false;
   bool shader_int16 = false;
   bool nv_cooperative_matrix = false;  // VK_NV_cooperative_matrix is offered (reported, not enabled here)
+  // Feature bits the cooperative-matrix shaders need (false unless the extension is offered).
+  bool nv_cooperative_matrix_feature = false;
+  bool vulkan_memory_model = false;
+  bool vulkan_memory_model_device_scope = false;
   bool buffer_device_address = false;
 };
 
