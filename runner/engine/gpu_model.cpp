@@ -14,24 +14,11 @@
 #include "kernels/ops/ops.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/device.h"
-#include "kernels/vk/staging.h"
+#include "runner/engine/gpu_weights.h"
 
 namespace kvtrie::engine {
 
 namespace {
-
-// A weight tensor resident in device-local memory.
-struct DeviceTensor {
-  vk::Buffer buffer;
-  TensorType type = TensorType::F32;
-  uint32_t rows = 0, cols = 0;
-  kernels::WeightMatrix matrix() const { return {buffer.view(0, rows * row_bytes(type, cols)), type, rows, cols}; }
-  vk::BufferView view() const { return buffer.view(0, rows * row_bytes(type, cols)); }
-};
-
-struct DeviceLayer {
-  DeviceTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
-};
 
 // Shader-visible f32/int32 scratch of the largest batch.
 vk::Buffer scratch(const vk::Device& device, uint64_t elements, vk::MemoryKind kind = vk::MemoryKind::DeviceLocal) {
@@ -48,10 +35,7 @@ struct GpuModel::Impl {
   kernels::KvLayout layout;
   kernels::MatmulPath path;
 
-  DeviceTensor token_embd, output_norm, output, rope_freqs;
-  bool tied = false;
-  std::vector<DeviceLayer> layers;
-  uint64_t weight_bytes = 0;
+  GpuWeights weights;
 
   // Activations for max_batch_tokens tokens.
   vk::Buffer x, xn, q, k, v, attn, gate, up, tmp, attn_scratch;
@@ -72,19 +56,6 @@ struct GpuModel::Impl {
         layout{mc.n_layers, opts.page_tokens, mc.n_kv_heads * mc.head_dim_k},
         path(opts.deterministic ? kernels::MatmulPath::Deterministic : kernels::MatmulPath::Auto),
         recorder(ctx) {}
-
-  DeviceTensor upload(const GgufTensor* tensor) {
-    DeviceTensor out;
-    if (!tensor) return out;
-    out.type = tensor->type;
-    out.cols = static_cast<uint32_t>(tensor->shape[0]);
-    out.rows = static_cast<uint32_t>(tensor->rows());
-    // Shaders read whole 32-bit words: round the allocation up (the tail is never used).
-    out.buffer = vk::Buffer(context.device(), (tensor->data.size() + 15) / 16 * 16, vk::MemoryKind::DeviceLocal);
-    vk::upload(context, out.buffer, 0, std::as_bytes(tensor->data));
-    weight_bytes += out.buffer.size();
-    return out;
-  }
 
   void allocate_activations() {
     const vk::Device& dev = context.device();
@@ -163,7 +134,7 @@ struct GpuModel::Impl {
     kernels::RopeArgs a;
     a.x = buf.view();
     a.positions = positions.view();
-    if (rope_freqs.buffer.valid()) a.freq_factors = rope_freqs.view();
+    if (weights.rope_freqs.buffer.valid()) a.freq_factors = weights.rope_freqs.view();
     a.n_tokens = tokens;
     a.n_heads = heads;
     a.head_dim = config.head_dim_k;
@@ -197,9 +168,9 @@ struct GpuModel::Impl {
     const uint32_t q_dim = config.n_heads * config.head_dim_k;
     const uint32_t kv_dim = layout.kv_dim;
     recorder.begin();
-    embed(ids, token_embd, x, T);
+    embed(ids, weights.token_embd, x, T);
     for (uint32_t l = 0; l < config.n_layers; ++l) {
-      const DeviceLayer& w = layers[l];
+      const DeviceLayer& w = weights.layers[l];
       rms_norm(x, w.attn_norm, xn, T);
       matmul(w.wq, xn, q, T);
       matmul(w.wk, xn, k, T);
@@ -261,8 +232,8 @@ struct GpuModel::Impl {
     gather.out = rows_x.view();
     gather.n_tokens = L;
     kernels::get_rows(recorder, kernels, gather);
-    rms_norm(rows_x, output_norm, rows_xn, L);
-    matmul(tied ? token_embd : output, rows_xn, logits_device, L);
+    rms_norm(rows_x, weights.output_norm, rows_xn, L);
+    matmul(weights.logits_matrix(), rows_xn, logits_device, L);
     recorder.copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
                   logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
     recorder.end();
@@ -306,29 +277,7 @@ GpuModel::GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig
     : impl_(std::make_unique<Impl>(context, config, options)) {
   Impl& m = *impl_;
   KVTRIE_CHECK(options.max_batch_tokens > 0 && options.max_sequences > 0, "empty batch limits");
-  const ModelWeights w = ModelWeights::from_gguf(file, config);
-  m.token_embd = m.upload(w.token_embd);
-  m.output_norm = m.upload(w.output_norm);
-  m.tied = config.tied_output || w.output == w.token_embd;
-  if (!m.tied) m.output = m.upload(w.output);
-  m.rope_freqs = m.upload(w.rope_freqs);
-  for (const LayerWeights& lw : w.layers) {
-    DeviceLayer& d = m.layers.emplace_back();
-    d.attn_norm = m.upload(lw.attn_norm);
-    d.wq = m.upload(lw.wq);
-    d.wk = m.upload(lw.wk);
-    d.wv = m.upload(lw.wv);
-    d.wo = m.upload(lw.wo);
-    d.bq = m.upload(lw.bq);
-    d.bk = m.upload(lw.bk);
-    d.bv = m.upload(lw.bv);
-    d.q_norm = m.upload(lw.q_norm);
-    d.k_norm = m.upload(lw.k_norm);
-    d.ffn_norm = m.upload(lw.ffn_norm);
-    d.w_gate = m.upload(lw.w_gate);
-    d.w_up = m.upload(lw.w_up);
-    d.w_down = m.upload(lw.w_down);
-  }
+  m.weights = upload_weights(context, ModelWeights::from_gguf(file, config), config);
   m.allocate_activations();
 }
 
@@ -337,7 +286,7 @@ GpuModel::~GpuModel() = default;
 const ModelConfig& GpuModel::config() const { return impl_->config; }
 const GpuModelOptions& GpuModel::options() const { return impl_->options; }
 kernels::KvLayout GpuModel::kv_layout() const { return impl_->layout; }
-uint64_t GpuModel::weight_bytes() const { return impl_->weight_bytes; }
+uint64_t GpuModel::weight_bytes() const { return impl_->weights.bytes; }
 uint64_t GpuModel::compute_bytes() const { return impl_->compute_bytes; }
 
 void GpuModel::bind_pages(const VkPageStore& pages) {
