@@ -45,7 +45,7 @@ struct GpuModel::Impl {
   vk::Buffer logits_host;
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
-  std::optional<PageChunk> kv_pages;
+  std::vector<PageChunk> kv_chunks;  // the device tier: attention binds up to 4 chunks of equal size
   vk::CommandRecorder recorder;
 
   Impl(vk::Context& ctx, const ModelConfig& mc, const GpuModelOptions& opts)
@@ -186,20 +186,26 @@ struct GpuModel::Impl {
       }
       rope(q, T, config.n_heads);
       rope(k, T, config.n_kv_heads);
-      kernels::KvWriteArgs kw;
-      kw.k = k.view();
-      kw.v = v.view();
-      kw.slots = slots.view();
-      kw.pages = kv_pages->view;
-      kw.layout = layout;
-      kw.layer = l;
-      kw.n_tokens = T;
-      kw.page_begin = kv_pages->page_begin;
-      kw.page_count = kv_pages->page_count;
-      kernels::kv_write(recorder, kernels, kw);
+      for (const PageChunk& chunk : kv_chunks) {
+        kernels::KvWriteArgs kw;
+        kw.k = k.view();
+        kw.v = v.view();
+        kw.slots = slots.view();
+        kw.pages = chunk.view;
+        kw.layout = layout;
+        kw.layer = l;
+        kw.n_tokens = T;
+        kw.page_begin = chunk.page_begin;
+        kw.page_count = chunk.page_count;
+        kernels::kv_write(recorder, kernels, kw);
+      }
       kernels::AttentionArgs at;
       at.q = q.view();
-      at.kv_pages = kv_pages->view;
+      at.kv_pages = kv_chunks[0].view;
+      if (kv_chunks.size() > 1) {
+        at.pages_per_binding = kv_chunks[0].page_count;
+        for (size_t c = 1; c < kv_chunks.size(); ++c) at.kv_pages_more[c - 1] = kv_chunks[c].view;
+      }
       at.page_table = page_table.view();
       at.token_info = token_info.view();
       at.scratch = attn_scratch.view();
@@ -290,14 +296,18 @@ uint64_t GpuModel::weight_bytes() const { return impl_->weights.bytes; }
 uint64_t GpuModel::compute_bytes() const { return impl_->compute_bytes; }
 
 void GpuModel::bind_pages(const VkPageStore& pages) {
-  KVTRIE_CHECK(pages.device_chunks().size() == 1, "attention binds the device KV tier as one buffer");
+  const std::span<const PageChunk> chunks = pages.device_chunks();
+  KVTRIE_CHECK(!chunks.empty() && chunks.size() <= kMaxPageChunks, "attention binds 1 to 4 device KV chunks");
   KVTRIE_CHECK(pages.layout().page_bytes() == impl_->layout.page_bytes(), "KV page layout mismatch");
-  impl_->kv_pages = pages.device_chunks()[0];
+  for (size_t c = 0; c + 1 < chunks.size(); ++c)
+    KVTRIE_CHECK(chunks[c].page_count == chunks[0].page_count && chunks[c].page_begin == c * chunks[0].page_count,
+                 "device KV chunks must hold equal runs of pages (all but the last)");
+  impl_->kv_chunks.assign(chunks.begin(), chunks.end());
 }
 
 void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
   Impl& m = *impl_;
-  KVTRIE_CHECK(m.kv_pages.has_value(), "bind_pages() before forward()");
+  KVTRIE_CHECK(!m.kv_chunks.empty(), "bind_pages() before forward()");
   KVTRIE_CHECK(!batch.tokens.empty() && batch.tokens.size() <= m.options.max_batch_tokens,
                "batch size outside 1..max_batch_tokens");
   KVTRIE_CHECK(batch.logits_for.size() <= m.max_logits, "too many logits rows in one batch");

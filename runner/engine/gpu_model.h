@@ -60,6 +60,8 @@ class GpuModel {
   const GpuModelOptions& options() const;
   // The page layout this model writes and reads (page_tokens from the options).
   kernels::KvLayout kv_layout() const;
+  // Attention reads the device KV tier through at most this many bindings.
+  static constexpr size_t kMaxPageChunks = 4;
   // Binds the device tier's page chunks (call once, before the first forward()).
   void bind_pages(const VkPageStore& pages);
   // Bytes of device memory taken by weights and by activations/scratch (for the load-time log lines).
