@@ -75,6 +75,28 @@ void CommandRecorder::begin() {
   // Earlier submissions may have written anything this recording reads: one barrier against all of them.
   barrier(stages_, kAllWrite, stages_, kAllReadWrite);
   barriers_ = 0;  // the entry barrier is not an automatically inserted one
+  profiled_.clear();
+  if (profile_pool_ != nullptr) {
+    vkCmdResetQueryPool(commands_, profile_pool_->handle(), 0, profile_pool_->count());
+    vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_pool_->handle(), 0);
+  }
+}
+
+void CommandRecorder::set_profiling(QueryPool* pool) {
+  KVTRIE_CHECK(!recording_ || ended_, "set_profiling() while recording");
+  KVTRIE_CHECK(pool == nullptr || pool->count() >= 2, "a profiling pool needs at least 2 queries");
+  profile_pool_ = pool;
+  profiled_.clear();
+  profiled_.reserve(pool ? pool->count() : 0);
+}
+
+std::vector<DispatchTime> CommandRecorder::dispatch_times() const {
+  KVTRIE_CHECK(!in_flight(), "dispatch_times() before wait()");
+  std::vector<DispatchTime> out;
+  if (profile_pool_ == nullptr || profiled_.empty()) return out;
+  const std::vector<double> ns = profile_pool_->results_ns(static_cast<uint32_t>(profiled_.size()) + 1);
+  for (size_t i = 0; i < profiled_.size(); ++i) out.push_back({profiled_[i], ns[i + 1] - ns[i]});
+  return out;
 }
 
 void CommandRecorder::barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
@@ -164,6 +186,11 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
                        static_cast<uint32_t>(push.size()), push.data());
   if (groups_x > 0 && groups_y > 0 && groups_z > 0) vkCmdDispatch(commands_, groups_x, groups_y, groups_z);
   ++dispatches_;
+  if (profile_pool_ != nullptr && profiled_.size() + 1 < profile_pool_->count()) {
+    profiled_.push_back(&pipeline.name());
+    vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_pool_->handle(),
+                        static_cast<uint32_t>(profiled_.size()));
+  }
 }
 
 void CommandRecorder::copy(BufferView src, BufferView dst) {

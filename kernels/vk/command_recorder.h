@@ -8,6 +8,11 @@
 // Not thread-safe: one owner thread. The Context and every buffer used must outlive the recording's
 // execution (the destructor waits for an in-flight submission).
 //
+// Profiling: with a QueryPool set (set_profiling), a recording writes a timestamp at its start and after
+// every dispatch, and dispatch_times() gives, after wait(), each dispatch's pipeline name and the time since
+// the previous timestamp (its run time plus any barrier wait before it). Timestamps serialize dispatches that
+// could overlap, so profiled totals are an upper bound of the unprofiled time.
+//
 // At dispatch it checks that the binding count and push-constant size match the shader (reflected from
 // SPIR-V), that every bound range fits maxStorageBufferRange and the offset alignment. A shader has at most
 // kMaxBindings bindings. Once warm (descriptor pools grown), recording performs no heap allocation.
@@ -18,6 +23,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,6 +42,12 @@ enum class QueueKind {
   Compute,
   Transfer
 };  // Transfer falls back to the compute queue when the device has none
+
+// One profiled dispatch: its pipeline's name and its time in nanoseconds.
+struct DispatchTime {
+  const std::string* name;
+  double ns;
+};
 
 struct Binding {
   BufferView view;
@@ -96,6 +108,12 @@ class CommandRecorder {
   }
   bool in_flight() const { return serial_ != 0; }
 
+  // Timestamps into `pool` from the next begin() on (nullptr: off). Dispatches past the pool's size
+  // (minus the start stamp) are not timed. The pool must outlive the recordings made with it.
+  void set_profiling(QueryPool* pool);
+  // The dispatches of the last recording, in order; call after wait().
+  std::vector<DispatchTime> dispatch_times() const;
+
   // Counters of the current recording, for tests and profiling.
   uint32_t dispatch_count() const { return dispatches_; }
   uint32_t barrier_count() const { return barriers_; }
@@ -121,6 +139,8 @@ class CommandRecorder {
   // Buffers accessed since the last barrier: a small flat list (cleared, never shrunk) so that recording
   // allocates nothing once warm.
   std::vector<std::pair<VkBuffer, Pending>> pending_;
+  QueryPool* profile_pool_ = nullptr;
+  std::vector<const std::string*> profiled_;  // the pipeline name of each timestamp after the first
   bool recording_ = false;
   bool ended_ = false;
   uint64_t serial_ = 0;  // the context's submission serial while in flight, else 0

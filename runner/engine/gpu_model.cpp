@@ -14,6 +14,7 @@
 #include "kernels/ops/ops.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/device.h"
+#include "kernels/vk/query_pool.h"
 #include "runner/engine/gpu_weights.h"
 
 namespace kvtrie::engine {
@@ -46,7 +47,19 @@ struct GpuModel::Impl {
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
   std::vector<PageChunk> kv_chunks;  // the device tier: attention binds up to 4 chunks of equal size
-  vk::CommandRecorder recorder;
+  // Recorded steps, replayed while the batch shape repeats (decode): a recording depends only on the
+  // token count, the logits rows and the attention split count; every per-step input is read from
+  // host-visible buffers at execution. Least recently used one is re-recorded on a miss.
+  struct Recording {
+    uint32_t tokens = 0, logits = 0, splits = 0;
+    uint64_t last_use = 0;
+    std::unique_ptr<vk::CommandRecorder> recorder;
+  };
+  static constexpr size_t kMaxRecordings = 8;
+  std::vector<Recording> recordings;
+  uint64_t steps = 0, recordings_made = 0;
+  vk::CommandRecorder* rec = nullptr;  // the recording being made
+  std::unique_ptr<vk::QueryPool> profile_pool;
 
   Impl(vk::Context& ctx, const ModelConfig& mc, const GpuModelOptions& opts)
       : context(ctx),
@@ -54,8 +67,7 @@ struct GpuModel::Impl {
         options(opts),
         kernels(ctx, kernels::Prewarm::Yes),
         layout{mc.n_layers, opts.page_tokens, mc.n_kv_heads * mc.head_dim_k},
-        path(opts.deterministic ? kernels::MatmulPath::Deterministic : kernels::MatmulPath::Auto),
-        recorder(ctx) {}
+        path(opts.deterministic ? kernels::MatmulPath::Deterministic : kernels::MatmulPath::Auto) {}
 
   void allocate_activations() {
     const vk::Device& dev = context.device();
@@ -104,7 +116,7 @@ struct GpuModel::Impl {
     args.x = in.view();
     args.y = out.view();
     args.tokens = tokens;
-    kernels::matmul(recorder, kernels, args, path);
+    kernels::matmul(*rec, kernels, args, path);
   }
 
   void rms_norm(const vk::Buffer& in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows) {
@@ -115,7 +127,7 @@ struct GpuModel::Impl {
     a.rows = rows;
     a.n = config.n_embd;
     a.eps = config.rms_eps;
-    kernels::rms_norm(recorder, kernels, a);
+    kernels::rms_norm(*rec, kernels, a);
   }
 
   void head_norm(const vk::Buffer& buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
@@ -127,7 +139,7 @@ struct GpuModel::Impl {
     a.n = config.head_dim_k;
     a.heads = heads;
     a.eps = config.rms_eps;
-    kernels::rms_norm(recorder, kernels, a);
+    kernels::rms_norm(*rec, kernels, a);
   }
 
   void rope(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) {
@@ -141,7 +153,7 @@ struct GpuModel::Impl {
     a.rope_dims = config.rope_dims ? config.rope_dims : config.head_dim_k;
     a.freq_base = config.rope_freq_base;
     a.mode = config.rope_type == RopeType::Neox ? kernels::RopeMode::Neox : kernels::RopeMode::Normal;
-    kernels::rope(recorder, kernels, a);
+    kernels::rope(*rec, kernels, a);
   }
 
   void embed(const vk::Buffer& index, const DeviceTensor& table, const vk::Buffer& out, uint32_t tokens) {
@@ -158,16 +170,39 @@ struct GpuModel::Impl {
       a.ids = index.view();
       a.out = out.view();
       a.n_tokens = tokens;
-      kernels::get_rows(recorder, kernels, a);
+      kernels::get_rows(*rec, kernels, a);
     }
   }
 
-  void record(const Batch& batch, uint32_t max_position) {
-    const auto T = static_cast<uint32_t>(batch.tokens.size());
-    const auto L = static_cast<uint32_t>(batch.logits_for.size());
+  // The recording for this shape: replayed when one exists, else made in the least recently used slot.
+  vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position) {
+    const uint32_t splits = max_position / kernels::AttentionArgs{}.split_size + 1;
+    ++steps;
+    for (Recording& r : recordings)
+      if (r.tokens == T && r.logits == L && r.splits == splits) {
+        r.last_use = steps;
+        return *r.recorder;
+      }
+    Recording* slot = nullptr;
+    if (recordings.size() < kMaxRecordings) {
+      slot = &recordings.emplace_back();
+      slot->recorder = std::make_unique<vk::CommandRecorder>(context);
+    } else {
+      slot = &*std::min_element(recordings.begin(), recordings.end(),
+                                [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
+    }
+    *slot = {T, L, splits, steps, std::move(slot->recorder)};
+    slot->recorder->set_profiling(profile_pool.get());
+    rec = slot->recorder.get();
+    record(T, L, max_position);
+    ++recordings_made;
+    return *slot->recorder;
+  }
+
+  void record(uint32_t T, uint32_t L, uint32_t max_position) {
     const uint32_t q_dim = config.n_heads * config.head_dim_k;
     const uint32_t kv_dim = layout.kv_dim;
-    recorder.begin();
+    rec->begin();
     embed(ids, weights.token_embd, x, T);
     for (uint32_t l = 0; l < config.n_layers; ++l) {
       const DeviceLayer& w = weights.layers[l];
@@ -176,9 +211,9 @@ struct GpuModel::Impl {
       matmul(w.wk, xn, k, T);
       matmul(w.wv, xn, v, T);
       if (config.has_qkv_bias) {
-        kernels::add_bias(recorder, kernels, q.view(), w.bq.view(), T, q_dim);
-        kernels::add_bias(recorder, kernels, k.view(), w.bk.view(), T, kv_dim);
-        kernels::add_bias(recorder, kernels, v.view(), w.bv.view(), T, kv_dim);
+        kernels::add_bias(*rec, kernels, q.view(), w.bq.view(), T, q_dim);
+        kernels::add_bias(*rec, kernels, k.view(), w.bk.view(), T, kv_dim);
+        kernels::add_bias(*rec, kernels, v.view(), w.bv.view(), T, kv_dim);
       }
       if (config.has_qk_norm) {
         head_norm(q, w.q_norm, T, config.n_heads);
@@ -197,7 +232,7 @@ struct GpuModel::Impl {
         kw.n_tokens = T;
         kw.page_begin = chunk.page_begin;
         kw.page_count = chunk.page_count;
-        kernels::kv_write(recorder, kernels, kw);
+        kernels::kv_write(*rec, kernels, kw);
       }
       kernels::AttentionArgs at;
       at.q = q.view();
@@ -217,15 +252,15 @@ struct GpuModel::Impl {
       at.layout = layout;
       at.layer = l;
       at.max_position = max_position;
-      kernels::attention(recorder, kernels, at);
+      kernels::attention(*rec, kernels, at);
       matmul(w.wo, attn, tmp, T);
-      kernels::add(recorder, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+      kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
       rms_norm(x, w.ffn_norm, xn, T);
       matmul(w.w_gate, xn, gate, T);
       matmul(w.w_up, xn, up, T);
-      kernels::swiglu(recorder, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
+      kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
       matmul(w.w_down, gate, tmp, T);
-      kernels::add(recorder, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+      kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
     }
     // Only the rows that are sampled go through the final norm and the output matrix.
     kernels::GetRowsArgs gather;
@@ -237,12 +272,12 @@ struct GpuModel::Impl {
     gather.ids = logits_index.view();
     gather.out = rows_x.view();
     gather.n_tokens = L;
-    kernels::get_rows(recorder, kernels, gather);
+    kernels::get_rows(*rec, kernels, gather);
     rms_norm(rows_x, weights.output_norm, rows_xn, L);
     matmul(weights.logits_matrix(), rows_xn, logits_device, L);
-    recorder.copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
+    rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
                   logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
-    recorder.end();
+    rec->end();
   }
 
   void write_inputs(const Batch& batch, uint32_t& max_position) {
@@ -315,14 +350,31 @@ void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
   for (int32_t t : batch.tokens)
     KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < m.config.n_vocab, "token id outside the vocabulary");
   uint32_t max_position = 0;
-  m.recorder.wait();  // the previous step's inputs may still be read
-  m.write_inputs(batch, max_position);
-  m.record(batch, max_position);
-  m.recorder.submit_and_wait();
+  m.write_inputs(batch, max_position);  // nothing is in flight: every step is waited for
+  vk::CommandRecorder& step = m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
+                                              static_cast<uint32_t>(batch.logits_for.size()), max_position);
+  m.rec = &step;
+  step.submit_and_wait();
   const size_t n = batch.logits_for.size() * m.config.n_vocab;
   m.logits_host.invalidate();
   logits.resize(n);
   std::memcpy(logits.data(), m.logits_host.data(), n * sizeof(float));
 }
+
+}  // namespace kvtrie::engine
+
+namespace kvtrie::engine {
+
+void GpuModel::set_profiling(bool on) {
+  Impl& m = *impl_;
+  m.recordings.clear();  // re-record with or without timestamps
+  m.profile_pool = on ? std::make_unique<vk::QueryPool>(m.context.device(), kProfileQueries) : nullptr;
+}
+
+std::vector<vk::DispatchTime> GpuModel::last_dispatch_times() const {
+  return impl_->rec ? impl_->rec->dispatch_times() : std::vector<vk::DispatchTime>{};
+}
+
+uint64_t GpuModel::recordings_made() const { return impl_->recordings_made; }
 
 }  // namespace kvtrie::engine

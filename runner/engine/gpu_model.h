@@ -16,6 +16,7 @@
 
 #include "cache/vk_page_store.h"
 #include "kernels/ops/kv_layout.h"
+#include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
@@ -69,7 +70,17 @@ class GpuModel {
   uint64_t compute_bytes() const;
 
   // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, into `logits` (resized).
+  // A step is recorded once per shape (tokens, logits rows, attention splits) and replayed while the shape
+  // repeats, as in steady decoding.
   void forward(const Batch& batch, std::vector<float>& logits);
+
+  // Profiling (benchmarks): timestamps around every dispatch of the following steps, read back by
+  // last_dispatch_times() after forward(). Turning it on or off drops the recorded steps.
+  static constexpr uint32_t kProfileQueries = 8192;
+  void set_profiling(bool on);
+  std::vector<vk::DispatchTime> last_dispatch_times() const;
+  // Steps recorded so far (the rest were replays); for tests.
+  uint64_t recordings_made() const;
 
  private:
   struct Impl;
