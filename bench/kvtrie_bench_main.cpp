@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   decode_cmd->add_option("--tokens", decode.tokens, "timed decode steps")->check(CLI::PositiveNumber)->capture_default_str();
   decode_cmd->add_option("--read-bandwidth", decode.read_bandwidth, "device read bandwidth, bytes/s (bound)")
       ->capture_default_str();
+  decode_cmd->add_flag("--profile", decode.profile, "after timing, one step with a timestamp per dispatch: time by op");
 
   MultiturnOptions multi;
   auto* multi_cmd = app.add_subcommand("multiturn", "shared-prefix conversations through GpuEngine, cache on/off");

@@ -30,6 +30,7 @@ struct DecodeOptions {
   uint32_t sequences = 1;
   uint32_t tokens = 128;                 // decode steps timed
   double read_bandwidth = 4.44e12;       // bytes/s, for the bandwidth bound
+  bool profile = false;                  // also time one step per dispatch (a decode_profile row per op)
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);
 

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -149,10 +152,58 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .emit();
 }
 
+namespace {
+
+// One more decode step with a timestamp after every dispatch (recorded, then replayed: the replay is timed).
+// Emits a decode_profile row per pipeline (time summed over its dispatches in the step) and a total row
+// comparing the summed GPU time with the unprofiled wall time of a step (the difference is host work and
+// submission latency; timestamps also serialize dispatches, so the sum is an upper bound).
+void profile_step(ModelRig& rig, Batch& batch, const std::string& device, const DecodeOptions& options,
+                  double step_seconds) {
+  rig.model->set_profiling(true);
+  std::vector<float> logits;
+  for (int i = 0; i < 2; ++i) {
+    for (auto& p : batch.positions) ++p;
+    rig.model->forward(batch, logits);
+  }
+  const std::vector<vk::DispatchTime> times = rig.model->last_dispatch_times();
+  rig.model->set_profiling(false);
+  std::vector<std::pair<std::string, std::pair<double, int>>> by_op;
+  double total_ns = 0;
+  for (const vk::DispatchTime& t : times) {
+    total_ns += t.ns;
+    auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& e) { return e.first == *t.name; });
+    if (it == by_op.end()) it = by_op.insert(by_op.end(), {*t.name, {0.0, 0}});
+    it->second.first += t.ns;
+    ++it->second.second;
+  }
+  std::sort(by_op.begin(), by_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  for (const auto& [name, v] : by_op)
+    Row("decode_profile")
+        .text("model", model_label(options.model))
+        .integer("sequences", options.sequences)
+        .text("op", name)
+        .integer("dispatches", v.second)
+        .num("ms", v.first / 1e6)
+        .num("share", v.first / total_ns)
+        .emit();
+  Row("decode_profile")
+      .text("model", model_label(options.model))
+      .text("device", device)
+      .integer("sequences", options.sequences)
+      .text("op", "total")
+      .integer("dispatches", static_cast<int64_t>(times.size()))
+      .num("gpu_ms", total_ns / 1e6)
+      .num("step_ms", step_seconds * 1e3)
+      .emit();
+}
+
+}  // namespace
+
 void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   vk::Context ctx(context_options(common));
   const uint32_t steps = common.warmup + options.tokens;
-  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 1, 512);
+  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512);  // +2: profile steps
   std::vector<float> logits;
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)
@@ -198,6 +249,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .num("bound_tok_s", bound_steps)
       .num("bound_ratio", (1 / step_med) / bound_steps)
       .emit();
+  if (options.profile) profile_step(rig, batch, ctx.device().info().name, options, step_med);
 }
 
 }  // namespace kvtrie::bench
