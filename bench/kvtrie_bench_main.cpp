@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   prefill_cmd->add_option("--model", prefill.model, "GGUF model")->required()->check(CLI::ExistingFile);
   prefill_cmd->add_option("--prompt", prefill.prompt, "prompt tokens")->capture_default_str();
   prefill_cmd->add_option("--batch", prefill.max_batch_tokens, "max_batch_tokens (chunk size)")->capture_default_str();
+  prefill_cmd->add_flag("--profile", prefill.profile, "after timing, the last chunk of one more run per dispatch: time by op");
 
   DecodeOptions decode;
   auto* decode_cmd = app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");

@@ -20,6 +20,7 @@ struct PrefillOptions {
   std::filesystem::path model;
   uint32_t prompt = 512;
   uint32_t max_batch_tokens = 512;
+  bool profile = false;  // also time the last chunk of one more prefill per dispatch (prefill_profile rows)
 };
 void run_prefill(const CommonOptions& common, const PrefillOptions& options);
 

@@ -127,6 +127,45 @@ void run_load(const CommonOptions& common, const LoadOptions& options) {
       .emit();
 }
 
+namespace {
+
+// Emits a <bench>_profile row per pipeline (time summed over its dispatches in one step, from the
+// recorder's timestamps) and a total row comparing the summed GPU time with `wall_seconds`, the unprofiled
+// wall time of that step (the difference is host work and submission latency; timestamps also serialize
+// dispatches, so the sum is an upper bound).
+void emit_profile(const std::string& bench, const std::string& model, const std::string& key, int64_t value,
+                  const std::vector<vk::DispatchTime>& times, double wall_seconds) {
+  std::vector<std::pair<std::string, std::pair<double, int>>> by_op;
+  double total_ns = 0;
+  for (const vk::DispatchTime& t : times) {
+    total_ns += t.ns;
+    auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& e) { return e.first == *t.name; });
+    if (it == by_op.end()) it = by_op.insert(by_op.end(), {*t.name, {0.0, 0}});
+    it->second.first += t.ns;
+    ++it->second.second;
+  }
+  std::sort(by_op.begin(), by_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  for (const auto& [name, v] : by_op)
+    Row(bench + "_profile")
+        .text("model", model)
+        .integer(key, value)
+        .text("op", name)
+        .integer("dispatches", v.second)
+        .num("ms", v.first / 1e6)
+        .num("share", v.first / total_ns)
+        .emit();
+  Row(bench + "_profile")
+      .text("model", model)
+      .integer(key, value)
+      .text("op", "total")
+      .integer("dispatches", static_cast<int64_t>(times.size()))
+      .num("gpu_ms", total_ns / 1e6)
+      .num("wall_ms", wall_seconds * 1e3)
+      .emit();
+}
+
+}  // namespace
+
 void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   vk::Context ctx(context_options(common));
   ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens);
@@ -140,6 +179,13 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
     if (i >= common.warmup) seconds.push_back(s);
   }
   const double med = median(seconds);
+  if (options.profile) {  // the last chunk of one more prefill, per dispatch
+    rig.model->set_profiling(true);
+    rig.prefill(0, prompt, logits);
+    emit_profile("prefill", model_label(options.model), "prompt", options.prompt, rig.model->last_dispatch_times(),
+                 med * std::min<double>(1.0, static_cast<double>(options.max_batch_tokens) / options.prompt));
+    rig.model->set_profiling(false);
+  }
   Row("prefill")
       .text("model", model_label(options.model))
       .text("device", ctx.device().info().name)
@@ -155,11 +201,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
 namespace {
 
 // One more decode step with a timestamp after every dispatch (recorded, then replayed: the replay is timed).
-// Emits a decode_profile row per pipeline (time summed over its dispatches in the step) and a total row
-// comparing the summed GPU time with the unprofiled wall time of a step (the difference is host work and
-// submission latency; timestamps also serialize dispatches, so the sum is an upper bound).
-void profile_step(ModelRig& rig, Batch& batch, const std::string& device, const DecodeOptions& options,
-                  double step_seconds) {
+void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, double step_seconds) {
   rig.model->set_profiling(true);
   std::vector<float> logits;
   for (int i = 0; i < 2; ++i) {
@@ -168,34 +210,7 @@ void profile_step(ModelRig& rig, Batch& batch, const std::string& device, const 
   }
   const std::vector<vk::DispatchTime> times = rig.model->last_dispatch_times();
   rig.model->set_profiling(false);
-  std::vector<std::pair<std::string, std::pair<double, int>>> by_op;
-  double total_ns = 0;
-  for (const vk::DispatchTime& t : times) {
-    total_ns += t.ns;
-    auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& e) { return e.first == *t.name; });
-    if (it == by_op.end()) it = by_op.insert(by_op.end(), {*t.name, {0.0, 0}});
-    it->second.first += t.ns;
-    ++it->second.second;
-  }
-  std::sort(by_op.begin(), by_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  for (const auto& [name, v] : by_op)
-    Row("decode_profile")
-        .text("model", model_label(options.model))
-        .integer("sequences", options.sequences)
-        .text("op", name)
-        .integer("dispatches", v.second)
-        .num("ms", v.first / 1e6)
-        .num("share", v.first / total_ns)
-        .emit();
-  Row("decode_profile")
-      .text("model", model_label(options.model))
-      .text("device", device)
-      .integer("sequences", options.sequences)
-      .text("op", "total")
-      .integer("dispatches", static_cast<int64_t>(times.size()))
-      .num("gpu_ms", total_ns / 1e6)
-      .num("step_ms", step_seconds * 1e3)
-      .emit();
+  emit_profile("decode", model_label(options.model), "sequences", options.sequences, times, step_seconds);
 }
 
 }  // namespace
@@ -249,7 +264,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .num("bound_tok_s", bound_steps)
       .num("bound_ratio", (1 / step_med) / bound_steps)
       .emit();
-  if (options.profile) profile_step(rig, batch, ctx.device().info().name, options, step_med);
+  if (options.profile) profile_step(rig, batch, options, step_med);
 }
 
 }  // namespace kvtrie::bench
