@@ -1,7 +1,10 @@
 #include "cache/vk_page_store.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "kernels/error.h"
 #include "kernels/vk/device.h"
@@ -15,29 +18,75 @@ double now_seconds() {
 }  // namespace
 
 VkPageStore::VkPageStore(vk::Context& context, const kernels::KvLayout& layout, uint32_t device_pages,
-                         uint32_t host_pages)
+                         uint32_t host_pages, VkPageStoreOptions options)
     : context_(context), layout_(layout), recorder_(context, vk::QueueKind::Compute) {
-  allocate_tier(device_pages, vk::MemoryKind::DeviceLocal, device_buffers_, device_chunks_);
-  allocate_tier(host_pages, vk::MemoryKind::HostCached, host_buffers_, host_chunks_);
-}
-
-void VkPageStore::allocate_tier(uint32_t pages, vk::MemoryKind kind, std::vector<vk::Buffer>& buffers,
-                                std::vector<PageChunk>& chunks) {
-  const uint64_t per_chunk = layout_.pages_per_binding(context_.device().max_storage_buffer_range());
-  KVTRIE_CHECK(per_chunk > 0, "one KV page is larger than a storage-buffer binding");
-  for (uint32_t begin = 0; begin < pages;) {
-    const auto count = static_cast<uint32_t>(std::min<uint64_t>(per_chunk, pages - begin));
-    buffers.emplace_back(context_.device(), count * layout_.page_bytes(), kind);
-    chunks.push_back({buffers.back().view(), begin, count});
+  const double start = now_seconds();
+  const uint64_t page_bytes = layout_.page_bytes();
+  const uint64_t per_binding = layout_.pages_per_binding(context_.device().max_storage_buffer_range());
+  KVTRIE_CHECK(per_binding > 0, "one KV page is larger than a storage-buffer binding");
+  for (uint32_t begin = 0; begin < device_pages;) {
+    const auto count = static_cast<uint32_t>(std::min<uint64_t>(per_binding, device_pages - begin));
+    device_buffers_.emplace_back(context_.device(), count * page_bytes, vk::MemoryKind::DeviceLocal);
+    device_chunks_.push_back({device_buffers_.back().view(), begin, count});
     begin += count;
   }
+  const double device_s = now_seconds() - start;
+  // Host chunks are laid out now and allocated on first use.
+  host_pages_per_chunk_ =
+      static_cast<uint32_t>(std::clamp<uint64_t>(options.host_chunk_bytes / page_bytes, 1, per_binding));
+  for (uint32_t begin = 0; begin < host_pages;) {
+    const auto count = std::min(host_pages_per_chunk_, host_pages - begin);
+    host_chunks_.push_back({{}, begin, count});
+    begin += count;
+  }
+  host_buffers_.resize(host_chunks_.size());
+
+  const uint64_t device_mib = uint64_t{device_pages} * page_bytes >> 20;
+  const uint64_t host_mib = uint64_t{host_pages} * page_bytes >> 20;
+  const vk::LoadReport& r = context_.load_report();
+  const vk::PipelineCacheStats& p = context_.pipelines().stats();
+  if (r.weight_tensors > 0)  // a model was loaded on this context: the KV tiers are its last step
+    spdlog::info(
+        "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks) | pipelines {} "
+        "({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache {}) | kv device {} MiB in "
+        "{:.0f} ms, host {} MiB committed on use in chunks of {} pages",
+        static_cast<double>(r.weight_bytes) / 1e9, r.weights_ms,
+        r.weights_ms > 0 ? static_cast<double>(r.weight_bytes) / 1e6 / r.weights_ms : 0.0, r.weight_tensors,
+        r.weight_blocks, p.created, p.background_created, p.background_ms, r.pipeline_wait_ms,
+        vk::cache_file_status_name(p.file_status), device_mib, device_s * 1e3, host_mib,
+        host_pages_per_chunk_);
+  else
+    spdlog::debug("kv: device tier {} MiB in {:.0f} ms, host tier {} MiB committed on use", device_mib,
+                  device_s * 1e3, host_mib);
 }
 
-vk::BufferView VkPageStore::page(Tier tier, PageId page) const {
-  const auto& chunks = tier == Tier::Device ? device_chunks_ : host_chunks_;
-  for (const PageChunk& chunk : chunks)
-    if (page >= chunk.page_begin && page < chunk.page_begin + chunk.page_count)
-      return chunk.view.sub((page - chunk.page_begin) * layout_.page_bytes(), layout_.page_bytes());
+uint32_t VkPageStore::host_chunks_committed() const {
+  return static_cast<uint32_t>(std::count_if(host_buffers_.begin(), host_buffers_.end(),
+                                             [](const vk::Buffer& b) { return b.valid(); }));
+}
+
+void VkPageStore::commit_host_chunk(size_t chunk) {
+  PageChunk& c = host_chunks_[chunk];
+  host_buffers_[chunk] = vk::Buffer(context_.device(), uint64_t{c.page_count} * layout_.page_bytes(),
+                                    vk::MemoryKind::HostCached);
+  c.view = host_buffers_[chunk].view();
+  host_committed_ += host_buffers_[chunk].size();
+}
+
+vk::BufferView VkPageStore::page(Tier tier, PageId page) {
+  if (tier == Tier::Host) {
+    const size_t chunk = page / host_pages_per_chunk_;
+    if (chunk < host_chunks_.size() &&
+        page < host_chunks_[chunk].page_begin + host_chunks_[chunk].page_count) {
+      if (!host_buffers_[chunk].valid()) commit_host_chunk(chunk);
+      const PageChunk& c = host_chunks_[chunk];
+      return c.view.sub((page - c.page_begin) * layout_.page_bytes(), layout_.page_bytes());
+    }
+  } else {
+    for (const PageChunk& chunk : device_chunks_)
+      if (page >= chunk.page_begin && page < chunk.page_begin + chunk.page_count)
+        return chunk.view.sub((page - chunk.page_begin) * layout_.page_bytes(), layout_.page_bytes());
+  }
   throw Error("page " + std::to_string(page) + " is outside the " + std::string(tier_name(tier)) + " tier");
 }
 
@@ -45,6 +94,10 @@ void VkPageStore::copy(std::span<const PageCopy> batch) {
   if (batch.empty()) return;
   // One recording per batch; a batch queued while another is in flight waits for it (queue order holds).
   wait();
+  // Commit the host chunks this batch touches first, so an allocation failure leaves no recording open.
+  for (const PageCopy& c : batch)
+    for (auto [tier, id] : {std::pair{c.from_tier, c.from}, std::pair{c.to_tier, c.to}})
+      if (tier == Tier::Host) page(tier, id);
   recorder_.begin();
   for (const PageCopy& c : batch) recorder_.copy(page(c.from_tier, c.from), page(c.to_tier, c.to));
   recorder_.end();

@@ -1,6 +1,10 @@
 // Contract: VkPageStore owns the memory behind the two page pools: the device tier (device-local, bound by
-// attention and kv_write) and the host tier (host-visible, host-cached), each split into chunks of whole
-// pages so that one chunk fits one shader binding (maxStorageBufferRange). It is the cache's PageCopier: a
+// attention and kv_write, split into chunks of whole pages so that one chunk fits one shader binding,
+// maxStorageBufferRange) and the host tier (host-visible, host-cached, in chunks of about
+// VkPageStoreOptions::host_chunk_bytes). The device tier is allocated in the constructor. The host tier is
+// committed lazily: a host chunk is allocated the first time a copy (or page()) touches one of its pages, so
+// a large host budget costs nothing at load; its size (host_chunks(), the cache's byte budget) is still the
+// full one. It is the cache's PageCopier: a
 // batch of page copies is recorded into one command buffer (a recording starts with a barrier against all
 // earlier GPU work, so a copy sees every write already submitted) and submitted at once; wait() blocks on
 // its fence. Copies run on the compute queue: kvtrie's page buffers are exclusive to one queue family, and
@@ -27,16 +31,26 @@ struct PageChunk {
   uint32_t page_count = 0;
 };
 
+struct VkPageStoreOptions {
+  uint64_t host_chunk_bytes = 256ull << 20;  // host tier commit granularity (at least one page per chunk)
+};
+
 class VkPageStore final : public PageCopier {
  public:
-  // Throws kvtrie::Error when the memory cannot be allocated.
-  VkPageStore(vk::Context& context, const kernels::KvLayout& layout, uint32_t device_pages, uint32_t host_pages);
+  // Throws kvtrie::Error when the device tier cannot be allocated.
+  VkPageStore(vk::Context& context, const kernels::KvLayout& layout, uint32_t device_pages,
+              uint32_t host_pages, VkPageStoreOptions options = {});
 
   const kernels::KvLayout& layout() const { return layout_; }
   std::span<const PageChunk> device_chunks() const { return device_chunks_; }
+  // Every host chunk, allocated or not (a view is empty until its chunk is committed).
   std::span<const PageChunk> host_chunks() const { return host_chunks_; }
-  // The bytes of one page (any tier) as a view; for copies and tests.
-  vk::BufferView page(Tier tier, PageId page) const;
+  // The bytes of one page (any tier) as a view; for copies and tests. Commits the page's host chunk on first
+  // use (throws kvtrie::Error when that allocation fails).
+  vk::BufferView page(Tier tier, PageId page);
+  // Host-tier bytes allocated so far, and how many host chunks that is.
+  uint64_t host_bytes_committed() const { return host_committed_; }
+  uint32_t host_chunks_committed() const;
 
   void copy(std::span<const PageCopy> batch) override;
   void wait() override;
@@ -45,13 +59,15 @@ class VkPageStore final : public PageCopier {
   double copy_seconds() const { return copy_seconds_; }  // wall time from submit to completion, summed
 
  private:
-  void allocate_tier(uint32_t pages, vk::MemoryKind kind, std::vector<vk::Buffer>& buffers,
-                     std::vector<PageChunk>& chunks);
+  void commit_host_chunk(size_t chunk);
 
   vk::Context& context_;
   kernels::KvLayout layout_;
-  std::vector<vk::Buffer> device_buffers_, host_buffers_;
+  std::vector<vk::Buffer> device_buffers_;
+  std::vector<vk::Buffer> host_buffers_;  // one per host chunk; invalid until committed
   std::vector<PageChunk> device_chunks_, host_chunks_;
+  uint32_t host_pages_per_chunk_ = 1;
+  uint64_t host_committed_ = 0;
   vk::CommandRecorder recorder_;
   bool pending_ = false;
   uint64_t bytes_copied_ = 0;

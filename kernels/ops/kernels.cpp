@@ -4,15 +4,55 @@
 #include <string>
 
 #include "kernels/error.h"
+#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 
+namespace {
+
+// A row indexed by weight type lists a variant for every type kvtrie supports (new fused ops over weights
+// do too); rows listing fewer variants are prewarmed whole, so a new row is never left out.
+bool indexed_by_weight_type(const OpRegistration& row) {
+  for (const TensorTypeInfo& info : kTensorTypes)
+    if (std::find(row.variants.begin(), row.variants.end(), type_variant(info.type)) == row.variants.end())
+      return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<vk::PipelineKey> Kernels::prewarm_keys(const vk::Device& device,
+                                                   std::optional<std::span<const TensorType>> weight_types) {
+  std::vector<std::string_view> wanted_types;
+  if (weight_types) {
+    wanted_types.push_back(type_variant(TensorType::F32));  // activations (e.g. gathering rows of x)
+    for (TensorType t : *weight_types) wanted_types.push_back(type_variant(t));
+  }
+  std::vector<vk::PipelineKey> keys;
+  for (const OpRegistration& row : registered_ops()) {
+    if (row.available && !row.available(device)) continue;  // e.g. cooperative matrices
+    const bool filter = weight_types && indexed_by_weight_type(row);
+    const vk::SpecConstants spec = row.spec(device);
+    for (std::string_view variant : row.variants) {
+      if (filter && std::find(wanted_types.begin(), wanted_types.end(), variant) == wanted_types.end())
+        continue;
+      keys.push_back({std::string(row.op) + "_" + std::string(variant), spec});
+    }
+  }
+  return keys;
+}
+
 Kernels::Kernels(vk::Context& context, Prewarm prewarm) : context_(&context) {
   if (prewarm == Prewarm::No) return;
-  for (const OpRegistration& row : registered_ops()) {
-    if (row.available && !row.available(context.device())) continue;  // e.g. cooperative matrices
-    for (std::string_view variant : row.variants) pipeline(row.op, variant);
-  }
+  context.pipelines().create_in_background(prewarm_keys(context.device(), std::nullopt));
+}
+
+Kernels::Kernels(vk::Context& context, std::span<const TensorType> weight_types) : context_(&context) {
+  context.pipelines().create_in_background(prewarm_keys(context.device(), weight_types));
+}
+
+void Kernels::finish_prewarm() const {
+  context_->pipelines().finish_background();
 }
 
 const OpRegistration& Kernels::find(std::string_view op) const {

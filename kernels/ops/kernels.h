@@ -2,16 +2,23 @@
 // registration table (op_registry.cpp), and hands ops their pipelines by (op, variant), e.g.
 // pipeline("rms_norm", "f32") -> shader variant "rms_norm_f32" with the spec constants the table row computes
 // from the device (work-group size from the device, never a fixed 32). With Prewarm::Yes (the engine) every
-// registered pipeline is created in the constructor, so the decode loop never creates one; tests use
-// Prewarm::No and pipelines are created on first use. Not thread-safe (owner thread); the Context must
-// outlive it. Pipelines returned stay valid as long as the Context.
+// registered pipeline the device can run is created up front, so the decode loop never creates one; tests
+// use Prewarm::No and pipelines are created on first use. With a list of weight types, only what a model of
+// those types needs is created: every variant of the rows not indexed by weight type, and, of the rows that
+// list a variant for every weight type (get_rows, matvec, matmul, ...), those types' variants plus f32.
+// The prewarm runs on worker threads in the background (vk::PipelineCache::create_in_background): the
+// caller overlaps it with the weight upload and waits with finish_prewarm() (pipeline() waits too).
+// Not thread-safe (owner thread); the Context must outlive it. Pipelines returned stay valid as long as the
+// Context.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kernels/tensor_type.h"
 #include "kernels/vk/context.h"
 #include "kernels/vk/pipeline.h"
 
@@ -35,6 +42,14 @@ enum class Prewarm { No, Yes };
 class Kernels {
  public:
   explicit Kernels(vk::Context& context, Prewarm prewarm = Prewarm::Yes);
+  // Prewarms what a model with these weight types needs (see the contract).
+  Kernels(vk::Context& context, std::span<const TensorType> weight_types);
+
+  // The pipelines a prewarm creates on this device: all (nullopt) or for these weight types.
+  static std::vector<vk::PipelineKey> prewarm_keys(const vk::Device& device,
+                                                   std::optional<std::span<const TensorType>> weight_types);
+  // Waits until the prewarmed pipelines exist (rethrows a creation failure).
+  void finish_prewarm() const;
 
   vk::Context& context() const { return *context_; }
   const vk::Device& device() const { return context_->device(); }

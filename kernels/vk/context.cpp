@@ -29,7 +29,9 @@ PhysicalDeviceInfo choose(const Instance& instance, const ContextOptions& option
 }  // namespace
 
 Context::Context(ContextOptions options)
-    : instance_(make_instance(options)), device_(instance_, choose(instance_, options)), pipelines_(device_) {
+    : instance_(make_instance(options)),
+      device_(instance_, choose(instance_, options)),
+      pipelines_(device_, pipeline_cache_dir()) {
   spdlog::debug("vulkan: using {} ({}), subgroup {}, max storage range {} MiB", device_.info().name,
                 device_kind_name(device_.info().kind), device_.subgroup_size(),
                 device_.max_storage_buffer_range() >> 20);

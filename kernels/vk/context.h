@@ -25,6 +25,19 @@ namespace kvtrie::vk {
 struct ContextOptions {
   std::optional<uint32_t> device_index;  // --device N; default: discrete > integrated > CPU
   bool validation = false;               // also on with KVTRIE_VALIDATION=1
+  // The on-disk pipeline cache lives in pipeline_cache_dir() (pipeline_cache_file.h:
+  // $KVTRIE_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/kvtrie, else ~/.cache/kvtrie;
+  // KVTRIE_PIPELINE_CACHE_DIR=off disables it).
+};
+
+// What the load steps run on a context took (filled by upload_weights and VkPageStore; pipelines are in
+// PipelineCache::stats()), for the one load log line.
+struct LoadReport {
+  uint64_t weight_bytes = 0;
+  uint32_t weight_tensors = 0;
+  uint32_t weight_blocks = 0;   // device allocations holding them
+  double weights_ms = 0;        // allocation + upload, waiting for background pipelines excluded
+  double pipeline_wait_ms = 0;  // how long the load waited for pipelines after the upload
 };
 
 class Context {
@@ -40,6 +53,7 @@ class Context {
   const Instance& instance() const { return instance_; }
   const Device& device() const { return device_; }
   PipelineCache& pipelines() { return pipelines_; }
+  LoadReport& load_report() { return load_report_; }
 
   // Destroy `resource` once the work in flight now has completed (at once when nothing is in flight).
   // Pass by move: ctx.retire(std::move(buffer)).
@@ -75,6 +89,7 @@ class Context {
   PipelineCache pipelines_;
   std::set<uint64_t> in_flight_;
   uint64_t next_serial_ = 1;
+  LoadReport load_report_;
   std::vector<Entry> retired_;  // declared last: destroyed first, while the device still exists
 };
 

@@ -1,12 +1,20 @@
 #include "kernels/vk/pipeline.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <utility>
 
 #include "kernels/vk/device.h"
 #include "kernels/vk/shader_registry.h"
 #include "kernels/vk/vk_check.h"
 
 namespace kvtrie::vk {
+
+using Clock = std::chrono::steady_clock;
 
 ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, std::string_view variant,
                                  const SpecConstants& spec)
@@ -77,23 +85,138 @@ ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, st
   pipeline_ = PipelineHandle(dev, pipeline);
 }
 
-PipelineCache::PipelineCache(const Device& device) : device_(&device) {
+// One background batch: the workers take keys by index and leave each result (or failure) in its slot.
+struct PipelineCache::Batch {
+  std::vector<PipelineKey> keys;
+  std::vector<std::unique_ptr<ComputePipeline>> results;
+  std::vector<std::exception_ptr> errors;
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> last_done_ns{0};
+  Clock::time_point started = Clock::now();
+};
+
+PipelineCache::PipelineCache(const Device& device, std::optional<std::filesystem::path> directory)
+    : device_(&device), identity_(pipeline_cache_identity(device)) {
+  CacheFileContents initial;
+  if (directory) {
+    file_ = *directory / pipeline_cache_file_name(identity_);
+    initial = read_pipeline_cache_file(*file_, identity_);
+    if (initial.status == CacheFileStatus::Corrupt || initial.status == CacheFileStatus::Mismatched)
+      spdlog::warn("vulkan: pipeline cache {} ignored ({}: {})", file_->string(),
+                   cache_file_status_name(initial.status), initial.reason);
+    stats_.file_status = initial.status;
+    stats_.file_bytes_loaded = initial.data.size();
+  }
   VkPipelineCacheCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+  info.initialDataSize = initial.data.size();
+  info.pInitialData = initial.data.empty() ? nullptr : initial.data.data();
   VkPipelineCache cache;
-  VK_CHECK(vkCreatePipelineCache(device.handle(), &info, nullptr, &cache));
+  VkResult result = vkCreatePipelineCache(device.handle(), &info, nullptr, &cache);
+  if (result != VK_SUCCESS && !initial.data.empty()) {
+    // The driver refused data our header accepted: start empty rather than fail the load.
+    spdlog::warn("vulkan: pipeline cache {} refused by the driver ({}); starting empty", file_->string(),
+                 result_name(result));
+    info.initialDataSize = 0;
+    info.pInitialData = nullptr;
+    result = vkCreatePipelineCache(device.handle(), &info, nullptr, &cache);
+  }
+  VK_CHECK(result);
   cache_ = PipelineCacheHandle(device.handle(), cache);
+  saved_bytes_ = initial.data.size();
+}
+
+PipelineCache::~PipelineCache() {
+  for (std::thread& t : workers_) t.join();  // their results are dropped with batch_
+}
+
+bool PipelineCache::contains(std::string_view variant, const SpecConstants& spec) const {
+  return pipelines_.find(std::make_pair(std::string(variant), spec)) != pipelines_.end();
 }
 
 const ComputePipeline& PipelineCache::get(std::string_view variant, const SpecConstants& spec) {
+  if (background_pending()) finish_background();
   auto key = std::make_pair(std::string(variant), spec);
   auto it = pipelines_.find(key);
-  if (it == pipelines_.end())
+  if (it == pipelines_.end()) {
     it =
         pipelines_
             .emplace(std::move(key), std::make_unique<ComputePipeline>(*device_, cache_.get(), variant, spec))
             .first;
+    ++stats_.created;
+  }
   return *it->second;
+}
+
+void PipelineCache::create_in_background(std::vector<PipelineKey> keys, unsigned threads) {
+  if (background_pending()) finish_background();
+  std::erase_if(keys, [&](const PipelineKey& k) { return contains(k.variant, k.spec); });
+  if (keys.empty()) return;
+  batch_ = std::make_unique<Batch>();
+  batch_->keys = std::move(keys);
+  batch_->results.resize(batch_->keys.size());
+  batch_->errors.resize(batch_->keys.size());
+  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u);
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(batch_->keys.size()));
+  Batch* batch = batch_.get();
+  const Device* device = device_;
+  const VkPipelineCache cache = cache_.get();
+  for (unsigned t = 0; t < threads; ++t)
+    workers_.emplace_back([batch, device, cache] {
+      for (size_t i = batch->next++; i < batch->keys.size(); i = batch->next++) {
+        try {
+          batch->results[i] =
+              std::make_unique<ComputePipeline>(*device, cache, batch->keys[i].variant, batch->keys[i].spec);
+        } catch (...) {
+          batch->errors[i] = std::current_exception();
+        }
+        const int64_t ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - batch->started).count();
+        int64_t seen = batch->last_done_ns.load();
+        while (ns > seen && !batch->last_done_ns.compare_exchange_weak(seen, ns)) {
+        }
+      }
+    });
+}
+
+void PipelineCache::finish_background() {
+  if (!background_pending()) return;
+  const auto wait_start = Clock::now();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  stats_.background_wait_ms += std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count();
+  std::unique_ptr<Batch> batch = std::move(batch_);
+  stats_.background_ms += static_cast<double>(batch->last_done_ns.load()) / 1e6;
+  std::exception_ptr first_error;
+  for (size_t i = 0; i < batch->keys.size(); ++i) {
+    if (batch->errors[i] && !first_error) first_error = batch->errors[i];
+    if (!batch->results[i]) continue;
+    auto key = std::make_pair(std::move(batch->keys[i].variant), std::move(batch->keys[i].spec));
+    if (pipelines_.emplace(std::move(key), std::move(batch->results[i])).second) {
+      ++stats_.created;
+      ++stats_.background_created;
+    }
+  }
+  save();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+bool PipelineCache::save() {
+  if (!file_) return true;
+  size_t size = 0;
+  VK_CHECK(vkGetPipelineCacheData(device_->handle(), cache_.get(), &size, nullptr));
+  if (size == saved_bytes_) return true;  // nothing new since it was read or written
+  std::vector<std::byte> data(size);
+  VK_CHECK(vkGetPipelineCacheData(device_->handle(), cache_.get(), &size, data.data()));
+  data.resize(size);
+  if (std::optional<std::string> error = write_pipeline_cache_file(*file_, identity_, data)) {
+    spdlog::warn("vulkan: pipeline cache not saved: {}", *error);
+    return false;
+  }
+  saved_bytes_ = size;
+  ++stats_.files_written;
+  spdlog::debug("vulkan: pipeline cache saved to {} ({} KiB)", file_->string(), size >> 10);
+  return true;
 }
 
 }  // namespace kvtrie::vk

@@ -1,52 +1,140 @@
 #include "runner/engine/gpu_weights.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "kernels/vk/device.h"
 #include "kernels/vk/staging.h"
 
 namespace kvtrie::engine {
 
 namespace {
 
-DeviceTensor upload_tensor(vk::Context& context, const GgufTensor* tensor, uint64_t& bytes) {
-  DeviceTensor out;
-  if (!tensor) return out;
-  out.type = tensor->type;
-  out.cols = static_cast<uint32_t>(tensor->shape[0]);
-  out.rows = static_cast<uint32_t>(tensor->rows());
-  // Shaders read whole 32-bit words: round the allocation up (the tail is never used).
-  out.buffer = vk::Buffer(context.device(), (tensor->data.size() + 15) / 16 * 16, vk::MemoryKind::DeviceLocal);
-  vk::upload(context, out.buffer, 0, std::as_bytes(tensor->data));
-  bytes += out.buffer.size();
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// One tensor to place: where it goes in GpuWeights and where its bytes are in the file.
+struct Placement {
+  DeviceTensor* out;
+  const GgufTensor* tensor;
+  size_t block = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;  // rounded up to whole 16-byte words: shaders read whole words (the tail is unused)
+};
+
+std::vector<Placement> placements(GpuWeights& g, const ModelWeights& w) {
+  std::vector<Placement> out;
+  auto add = [&](DeviceTensor& d, const GgufTensor* t) {
+    if (t) out.push_back({&d, t});
+  };
+  add(g.token_embd, w.token_embd);
+  add(g.output_norm, w.output_norm);
+  if (!g.tied) add(g.output, w.output);
+  add(g.rope_freqs, w.rope_freqs);
+  g.layers.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    DeviceLayer& d = g.layers[l];
+    add(d.attn_norm, lw.attn_norm);
+    add(d.wq, lw.wq);
+    add(d.wk, lw.wk);
+    add(d.wv, lw.wv);
+    add(d.wo, lw.wo);
+    add(d.bq, lw.bq);
+    add(d.bk, lw.bk);
+    add(d.bv, lw.bv);
+    add(d.q_norm, lw.q_norm);
+    add(d.k_norm, lw.k_norm);
+    add(d.ffn_norm, lw.ffn_norm);
+    add(d.w_gate, lw.w_gate);
+    add(d.w_up, lw.w_up);
+    add(d.w_down, lw.w_down);
+  }
+  // File order: the upload then reads the mapping front to back.
+  std::sort(out.begin(), out.end(), [](const Placement& a, const Placement& b) {
+    return a.tensor->data.data() < b.tensor->data.data();
+  });
   return out;
+}
+
+// Packs the tensors into blocks of at most kWeightBlockBytes, each at a binding-aligned offset; returns the
+// block sizes.
+std::vector<uint64_t> pack(std::vector<Placement>& plan, uint64_t alignment) {
+  std::vector<uint64_t> blocks;
+  for (Placement& p : plan) {
+    p.size = (p.tensor->data.size() + 15) / 16 * 16;
+    uint64_t offset = blocks.empty() ? 0 : (blocks.back() + alignment - 1) / alignment * alignment;
+    if (blocks.empty() || (offset + p.size > kWeightBlockBytes && blocks.back() > 0)) {
+      blocks.push_back(0);
+      offset = 0;
+    }
+    p.block = blocks.size() - 1;
+    p.offset = offset;
+    blocks.back() = offset + p.size;
+  }
+  return blocks;
 }
 
 }  // namespace
 
 GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const ModelConfig& config) {
+  const auto start = Clock::now();
   GpuWeights g;
-  auto up = [&](const GgufTensor* t) { return upload_tensor(context, t, g.bytes); };
-  g.token_embd = up(w.token_embd);
-  g.output_norm = up(w.output_norm);
   g.tied = config.tied_output || w.output == w.token_embd;
-  if (!g.tied) g.output = up(w.output);
-  g.rope_freqs = up(w.rope_freqs);
-  for (const LayerWeights& lw : w.layers) {
-    DeviceLayer& d = g.layers.emplace_back();
-    d.attn_norm = up(lw.attn_norm);
-    d.wq = up(lw.wq);
-    d.wk = up(lw.wk);
-    d.wv = up(lw.wv);
-    d.wo = up(lw.wo);
-    d.bq = up(lw.bq);
-    d.bk = up(lw.bk);
-    d.bv = up(lw.bv);
-    d.q_norm = up(lw.q_norm);
-    d.k_norm = up(lw.k_norm);
-    d.ffn_norm = up(lw.ffn_norm);
-    d.w_gate = up(lw.w_gate);
-    d.w_up = up(lw.w_up);
-    d.w_down = up(lw.w_down);
+  std::vector<Placement> plan = placements(g, w);
+  const uint64_t alignment =
+      std::max<uint64_t>(256, context.device().info().min_storage_buffer_offset_alignment);
+  for (uint64_t size : pack(plan, alignment)) {
+    g.blocks.emplace_back(context.device(), size, vk::MemoryKind::DeviceLocal);
+    g.bytes += size;
   }
+  vk::Uploader uploader(context);
+  for (const Placement& p : plan) {
+    DeviceTensor& out = *p.out;
+    out.type = p.tensor->type;
+    out.cols = static_cast<uint32_t>(p.tensor->shape[0]);
+    out.rows = static_cast<uint32_t>(p.tensor->rows());
+    out.buffer.range = g.blocks[p.block].view(p.offset, p.size);
+    uploader.upload(g.blocks[p.block], p.offset, std::as_bytes(p.tensor->data));
+  }
+  uploader.finish();
+  vk::LoadReport& report = context.load_report();
+  report.weight_bytes = uploader.bytes();
+  report.weight_tensors = static_cast<uint32_t>(plan.size());
+  report.weight_blocks = static_cast<uint32_t>(g.blocks.size());
+  report.weights_ms = ms_since(start);
+
+  // The kernels' prewarm ran beside the upload; the model is ready once it is done too.
+  const auto wait_start = Clock::now();
+  context.pipelines().finish_background();
+  report.pipeline_wait_ms = ms_since(wait_start);
+  spdlog::debug(
+      "load: weights {:.2f} GB in {:.0f} ms ({} tensors in {} blocks, {} staging submissions); "
+      "waited {:.0f} ms for pipelines",
+      static_cast<double>(report.weight_bytes) / 1e9, report.weights_ms, report.weight_tensors,
+      report.weight_blocks, uploader.submissions(), report.pipeline_wait_ms);
   return g;
+}
+
+std::vector<TensorType> weight_types(const ModelWeights& w) {
+  std::vector<TensorType> types;
+  auto add = [&](const GgufTensor* t) {
+    if (t && std::find(types.begin(), types.end(), t->type) == types.end()) types.push_back(t->type);
+  };
+  add(w.token_embd);
+  add(w.output_norm);
+  add(w.output);
+  add(w.rope_freqs);
+  for (const LayerWeights& lw : w.layers)
+    for (const GgufTensor* t : {lw.attn_norm, lw.wq, lw.wk, lw.wv, lw.wo, lw.bq, lw.bk, lw.bv, lw.q_norm,
+                                lw.k_norm, lw.ffn_norm, lw.w_gate, lw.w_up, lw.w_down})
+      add(t);
+  return types;
 }
 
 }  // namespace kvtrie::engine

@@ -1,7 +1,11 @@
-// Contract: GpuWeights holds every weight tensor of one model in device-local Vulkan buffers, uploaded once
+// Contract: GpuWeights holds every weight tensor of one model in device-local Vulkan memory, uploaded once
 // from the GgufFile's mapping by upload_weights(). Tensors keep their GGUF row layout (kernels read the
-// block formats directly). Owned by GpuModel; the Context must outlive it. Upload runs on the caller's
-// thread and returns when every byte is on the device.
+// block formats directly). They are packed into a few large buffers (GpuWeights::blocks, at most
+// kWeightBlockBytes each unless one tensor is larger), each tensor at an offset aligned for a shader
+// binding; a DeviceTensor is a view into its block. Owned by GpuModel; the Context must outlive it.
+// upload_weights() runs on the caller's thread and returns when every byte is on the device and the
+// pipelines the Context's PipelineCache was creating in the background (Kernels' prewarm, overlapped with
+// the upload) exist: the model is ready to run. It logs the load's phases (one info line).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -14,9 +18,20 @@
 
 namespace kvtrie::engine {
 
+// Largest weight block allocation (a tensor larger than this gets a block of its own).
+inline constexpr uint64_t kWeightBlockBytes = 1ull << 30;
+
+// A tensor's byte range inside its block (non-owning; empty when the model has no such tensor).
+struct WeightRange {
+  vk::BufferView range;
+  bool valid() const { return !range.empty(); }
+  vk::BufferView view() const { return range; }
+  vk::BufferView view(uint64_t offset, uint64_t size) const { return range.sub(offset, size); }
+};
+
 // A weight tensor resident in device-local memory (invalid buffer: the model has no such tensor).
 struct DeviceTensor {
-  vk::Buffer buffer;
+  WeightRange buffer;
   TensorType type = TensorType::F32;
   uint32_t rows = 0, cols = 0;
   vk::BufferView view() const { return buffer.view(0, uint64_t{rows} * row_bytes(type, cols)); }
@@ -28,6 +43,7 @@ struct DeviceLayer {
 };
 
 struct GpuWeights {
+  std::vector<vk::Buffer> blocks;  // own the memory every DeviceTensor views
   DeviceTensor token_embd, output_norm, output, rope_freqs;
   bool tied = false;  // logits use token_embd
   std::vector<DeviceLayer> layers;
@@ -36,5 +52,8 @@ struct GpuWeights {
 };
 
 GpuWeights upload_weights(vk::Context& context, const ModelWeights& weights, const ModelConfig& config);
+
+// The distinct types of the model's weight tensors (for kernels::Kernels' prewarm of what the model needs).
+std::vector<TensorType> weight_types(const ModelWeights& weights);
 
 }  // namespace kvtrie::engine

@@ -1,0 +1,127 @@
+// VkPageStore on lavapipe: the host tier is committed lazily, one chunk at a time on the first copy that
+// touches one of its pages, while its size (the chunks' page counts and the cache's byte budget) is the full
+// one from the start; pages copied device -> host -> device keep their bytes, in every chunk including the
+// short last one; pages outside a tier are refused.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "cache/vk_page_store.h"
+#include "kernels/error.h"
+#include "kernels/vk/command_recorder.h"
+#include "kernels/vk/memory.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie {
+namespace {
+
+// 2 layers x 4 tokens x 8 channels of K and V in f16: 256 bytes a page.
+const kernels::KvLayout kLayout{2, 4, 8};
+constexpr uint32_t kDevicePages = 4;
+constexpr uint32_t kHostPages = 10;
+constexpr uint32_t kPagesPerChunk = 3;  // host chunks: [0,3) [3,6) [6,9) [9,10)
+
+class VkPageStoreTest : public test::VulkanTest {
+ protected:
+  // Writes `bytes` into a page through a GPU copy from a mapped buffer.
+  void write_page(VkPageStore& store, Tier tier, PageId page, const std::vector<std::byte>& bytes) {
+    vk::Buffer src(context().device(), bytes.size(), vk::MemoryKind::HostCoherent);
+    std::memcpy(src.data(), bytes.data(), bytes.size());
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    rec.copy(src.view(), store.page(tier, page));
+    rec.end();
+    rec.submit_and_wait();
+  }
+  std::vector<std::byte> read_page(VkPageStore& store, Tier tier, PageId page) {
+    vk::Buffer dst(context().device(), kLayout.page_bytes(), vk::MemoryKind::HostCached);
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    rec.copy(store.page(tier, page), dst.view());
+    rec.end();
+    rec.submit_and_wait();
+    dst.invalidate();
+    std::vector<std::byte> out(kLayout.page_bytes());
+    std::memcpy(out.data(), dst.data(), out.size());
+    return out;
+  }
+  std::vector<std::byte> random_page() {
+    std::vector<std::byte> out(kLayout.page_bytes());
+    for (std::byte& b : out) b = static_cast<std::byte>(rng()() & 0xff);
+    return out;
+  }
+};
+
+TEST_F(VkPageStoreTest, HostTierIsCommittedChunkByChunkOnFirstUse) {
+  const uint64_t allocations_before = vk::live_allocation_count();
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages,
+                    VkPageStoreOptions{kPagesPerChunk * kLayout.page_bytes()});
+  // Only the device tier is allocated; the host tier is laid out in full.
+  EXPECT_EQ(vk::live_allocation_count(), allocations_before + 1);
+  EXPECT_EQ(store.host_bytes_committed(), 0u);
+  EXPECT_EQ(store.host_chunks_committed(), 0u);
+  ASSERT_EQ(store.host_chunks().size(), 4u);
+  uint32_t host_pages = 0;
+  for (const PageChunk& c : store.host_chunks()) {
+    EXPECT_EQ(c.page_begin, host_pages);
+    EXPECT_TRUE(c.view.empty());
+    host_pages += c.page_count;
+  }
+  EXPECT_EQ(host_pages, kHostPages);
+  EXPECT_EQ(store.host_chunks().back().page_count, 1u);
+
+  // A demotion into page 7 commits chunk 2 only.
+  const std::vector<std::byte> a = random_page();
+  write_page(store, Tier::Device, 1, a);
+  store.copy(std::vector<PageCopy>{{Tier::Device, 1, Tier::Host, 7}});
+  store.wait();
+  EXPECT_EQ(store.host_chunks_committed(), 1u);
+  EXPECT_EQ(store.host_bytes_committed(), kPagesPerChunk * kLayout.page_bytes());
+  EXPECT_FALSE(store.host_chunks()[2].view.empty());
+  EXPECT_TRUE(store.host_chunks()[0].view.empty());
+
+  // Another page of the same chunk commits nothing more; the short last chunk is committed on its own.
+  const std::vector<std::byte> b = random_page();
+  write_page(store, Tier::Device, 3, b);
+  store.copy(std::vector<PageCopy>{{Tier::Device, 1, Tier::Host, 6}, {Tier::Device, 3, Tier::Host, 9}});
+  store.wait();
+  EXPECT_EQ(store.host_chunks_committed(), 2u);
+  EXPECT_EQ(store.host_bytes_committed(), (kPagesPerChunk + 1) * kLayout.page_bytes());
+
+  // Promotion back: the bytes survive the round trip.
+  store.copy(std::vector<PageCopy>{{Tier::Host, 7, Tier::Device, 0}, {Tier::Host, 9, Tier::Device, 2}});
+  store.wait();
+  EXPECT_EQ(read_page(store, Tier::Device, 0), a);
+  EXPECT_EQ(read_page(store, Tier::Device, 2), b);
+  EXPECT_EQ(read_page(store, Tier::Host, 6), a);
+  EXPECT_EQ(store.bytes_copied(), 5 * kLayout.page_bytes());
+}
+
+TEST_F(VkPageStoreTest, TheCachesBudgetIsTheFullHostTierBeforeAnyCommit) {
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages,
+                    VkPageStoreOptions{kPagesPerChunk * kLayout.page_bytes()});
+  KvCache cache(KvCacheConfig{kLayout.page_tokens, kLayout.page_bytes(), kDevicePages * kLayout.page_bytes(),
+                              kHostPages * kLayout.page_bytes()},
+                store);
+  const KvCacheStats stats = cache.stats();
+  EXPECT_EQ(stats.host_pages_capacity, kHostPages);
+  EXPECT_EQ(stats.host_bytes_budget, kHostPages * kLayout.page_bytes());
+  EXPECT_EQ(store.host_bytes_committed(), 0u);
+}
+
+TEST_F(VkPageStoreTest, PagesOutsideATierAreRefused) {
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages,
+                    VkPageStoreOptions{kPagesPerChunk * kLayout.page_bytes()});
+  EXPECT_THROW(store.page(Tier::Device, kDevicePages), Error);
+  EXPECT_THROW(store.page(Tier::Host, kHostPages), Error);
+  EXPECT_EQ(store.host_bytes_committed(), 0u);
+  VkPageStore no_host(context(), kLayout, kDevicePages, 0);
+  EXPECT_TRUE(no_host.host_chunks().empty());
+  EXPECT_THROW(no_host.page(Tier::Host, 0), Error);
+}
+
+}  // namespace
+}  // namespace kvtrie
