@@ -150,6 +150,21 @@ void KvCache::commit(SeqId seq, std::span<const TokenId> tokens) {
   // Pin the new path before unpinning the old one, so nothing of it is evictable in between.
   Lease fresh = trie_.insert(s.ns, s.tokens, pages, &s.lease);
   s.lease = std::move(fresh);
+  if (in_flight_.empty()) share_cached_pages(s);
+}
+
+void KvCache::share_cached_pages(Sequence& s) {
+  const std::size_t full = s.tokens.size() / config_.page_tokens;
+  if (full <= s.checked_pages) return;  // once per page boundary: the path walk is O(pages)
+  // The lease covers the committed tokens' full pages: path[i] holds exactly the tokens of table entry i.
+  const std::vector<PageRef> path = trie_.path_pages(s.lease);
+  for (std::size_t i = s.checked_pages; i < std::min(full, path.size()); ++i) {
+    if (path[i].tier != Tier::Device || path[i].page == s.pages[i]) continue;
+    device_.retain(path[i].page);
+    device_.release(s.pages[i]);
+    s.pages[i] = path[i].page;
+  }
+  s.checked_pages = std::min(full, path.size());
 }
 
 void KvCache::release(SeqId seq) {
@@ -265,6 +280,12 @@ std::uint32_t KvCache::flush() {
     dropped += d.device + d.host;
   }
   return dropped;
+}
+
+KvCache::ReusePreview KvCache::preview_acquire(NamespaceId ns, std::span<const TokenId> tokens) const {
+  if (tokens.empty()) return {};
+  const MatchResult m = trie_.match(ns, tokens.first(tokens.size() - 1));  // as acquire() matches
+  return {m.device_tokens, m.host_tokens, m.unpinned_device_pages};
 }
 
 std::uint32_t KvCache::reclaimable_device_pages() const {

@@ -104,7 +104,10 @@ class KvCache {
   // Grows the sequence's page table to cover positions [0, total_tokens). NoRoom leaves it unchanged.
   [[nodiscard]] ReserveStatus reserve(SeqId seq, std::uint32_t total_tokens);
   // Declares that the KV of `tokens` (following the sequence's committed tokens) is written; caches the
-  // sequence's whole committed prefix. Positions must be reserved.
+  // sequence's whole committed prefix. Positions must be reserved. A full page the trie already held (the
+  // same tokens cached before: a recomputed continuation, or the page copied on write at acquire) replaces
+  // the sequence's own copy in its page table, which is freed: a sequence never holds two copies of a full
+  // page (done when no copy is in flight, so always in the scheduler's order reserve, sync, run, commit).
   void commit(SeqId seq, std::span<const TokenId> tokens);
   // Ends the sequence: unpins its prefix and drops its page references.
   void release(SeqId seq);
@@ -122,6 +125,14 @@ class KvCache {
   // Reuse the cache would offer now (no side effects): for admission decisions and tests.
   MatchResult peek(NamespaceId ns, std::span<const TokenId> tokens) const { return trie_.match(ns, tokens); }
 
+  // What acquire(ns, tokens) would reuse now, without side effects (it reuses at most tokens.size() - 1):
+  // the tokens cached on device and on host, and the device pages it would pin that no sequence pins now.
+  struct ReusePreview {
+    std::uint32_t device_tokens = 0;
+    std::uint32_t host_tokens = 0;
+    std::uint32_t unpinned_device_pages = 0;
+  };
+  ReusePreview preview_acquire(NamespaceId ns, std::span<const TokenId> tokens) const;
   // Device pages reserve() could obtain now: free pages plus every cached page no sequence pins (each
   // can be demoted or dropped). For admission control: reserve() of k new pages succeeds iff k <= this.
   std::uint32_t reclaimable_device_pages() const;
@@ -140,6 +151,7 @@ class KvCache {
     std::vector<TokenId> tokens;  // committed (or reused) tokens: their KV is in pages
     std::vector<PageId> pages;    // page table; one reference each
     Lease lease;                  // pins the trie path of the shared prefix
+    std::size_t checked_pages = 0;  // full pages of the table already checked against the trie (commit)
   };
 
   Sequence& sequence(SeqId seq);
@@ -149,6 +161,7 @@ class KvCache {
   void queue(std::vector<PageCopy> copies);
   void wait_for_copies();
   void drop_sequence(Sequence& s);
+  void share_cached_pages(Sequence& s);
 
   KvCacheConfig config_;
   PageCopier& copier_;

@@ -129,6 +129,7 @@ MatchResult PrefixTrie::match(NamespaceId ns, std::span<const TokenId> tokens) c
     for (std::uint32_t i = 0; i < pages_for(m.common); ++i)
       result.pages.push_back({pages[i], device ? Tier::Device : Tier::Host});
     (device ? result.device_tokens : result.host_tokens) += static_cast<std::uint32_t>(m.common);
+    if (device && child->lock_count == 0) result.unpinned_device_pages += pages_for(m.common);
     pos += m.common;
     last = child;
     if (m.common < child->key.size() || child->key.size() % page_tokens_ != 0) break;

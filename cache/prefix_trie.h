@@ -85,6 +85,9 @@ struct MatchResult {
   TrieNode* last_node = nullptr;     // node holding the last matched token (the root when none)
   std::uint32_t device_tokens = 0;   // matched tokens on device-resident nodes
   std::uint32_t host_tokens = 0;     // matched tokens on host-only nodes
+  // Of `pages`, the device pages of nodes no lease pins: pinning the match takes them out of the evictable
+  // set (the scheduler's admission cost).
+  std::uint32_t unpinned_device_pages = 0;
   // matched_tokens % P: the last page is shared with the trie and only partly reused; the caller must copy
   // it to a page of its own before writing the next token into it (copy-on-write).
   std::uint32_t tail_tokens = 0;

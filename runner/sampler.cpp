@@ -30,6 +30,7 @@ std::optional<std::string> validate(const SamplingParams& p) {
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f) return "temperature must be a number >= 0";
   if (!(p.top_p >= 0.0f && p.top_p <= 1.0f)) return "top_p must be in [0, 1]";
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return "min_p must be in [0, 1]";
+  if (!(p.typical_p >= 0.0f && p.typical_p <= 1.0f)) return "typical_p must be in [0, 1]";
   if (!std::isfinite(p.repeat_penalty) || p.repeat_penalty <= 0.0f) return "repeat_penalty must be > 0";
   if (p.repeat_last_n < -1) return "repeat_last_n must be >= -1";
   if (!std::isfinite(p.presence_penalty)) return "presence_penalty must be a finite number";
@@ -80,7 +81,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // resize() keeps the capacity, so only the first call (or a larger vocabulary) allocates.
     candidates_.resize(logits.size());
     for_each_logit(logits, [this](size_t i, float v) {
-      candidates_[i] = {static_cast<int32_t>(i), v, 0.0f};
+      candidates_[i] = {static_cast<int32_t>(i), v, 0.0f, 0.0f};
     });
     count = logits.size();
     sorted = false;
@@ -96,6 +97,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     c.weight = std::exp((c.logit - max) * inv_temperature);
     total += c.weight;
   }
+  count = apply_typical(count, sorted, total, max, inv_temperature);
   count = apply_top_p(count, sorted, total);
   count = apply_min_p(count, sorted);
   return draw(count);
@@ -166,57 +168,91 @@ float Sampler::offer_top_k(int32_t id, float logit, size_t k) {
     return ranks_before(a.logit, a.id, b.logit, b.id);
   };
   if (candidates_.size() < k) {
-    candidates_.push_back({id, logit, 0.0f});
+    candidates_.push_back({id, logit, 0.0f, 0.0f});
     std::push_heap(candidates_.begin(), candidates_.end(), before);
   } else {
     std::pop_heap(candidates_.begin(), candidates_.end(), before);
-    candidates_.back() = {id, logit, 0.0f};
+    candidates_.back() = {id, logit, 0.0f, 0.0f};
     std::push_heap(candidates_.begin(), candidates_.end(), before);
   }
   return candidates_.front().logit;
 }
 
-size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
-  if (params_.top_p >= 1.0f) return count;
-  const double target = static_cast<double>(params_.top_p) * total;
-  auto before = [](const Candidate& a, const Candidate& b) {
-    return ranks_before(a.logit, a.id, b.logit, b.id);
-  };
+template <typename Before>
+size_t Sampler::prefix_reaching(size_t count, double target, Before before, bool presorted) {
   auto at = [this](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
-  // Without top-k the candidates are unsorted, and sorting the whole vocabulary is wasteful when a few
-  // tokens hold the mass: select a growing top prefix (O(vocab) per step) until it holds the target mass,
-  // then sort only that prefix to find the cut.
-  size_t selected = 0;  // candidates_[0, selected) are the `selected` best, in some order
-  size_t prefix = sorted ? count : std::min<size_t>(count, 64);
+  // Sorting the whole vocabulary is wasteful when a few tokens hold the mass: select a growing top prefix
+  // (O(vocab) per step) until it holds the target mass, then sort only that prefix to find the cut.
+  size_t selected = 0;  // candidates_[0, selected) are the `selected` first, in some order
+  size_t prefix = presorted ? count : std::min<size_t>(count, 64);
   double mass = 0.0;
   for (;;) {
-    if (!sorted && prefix < count) std::nth_element(at(selected), at(prefix), at(count), before);
+    if (!presorted && prefix < count) std::nth_element(at(selected), at(prefix), at(count), before);
     for (size_t i = selected; i < prefix; ++i) mass += candidates_[i].weight;
     selected = prefix;
     if (mass >= target || prefix == count) {
-      if (!sorted) std::sort(at(0), at(prefix), before);
+      if (!presorted) std::sort(at(0), at(prefix), before);
       // The cut is found in sorted order, so it does not depend on the summation order above.
       double cumulative = 0.0;
       for (size_t i = 0; i < prefix; ++i) {
         cumulative += candidates_[i].weight;
-        if (cumulative >= target) {
-          sorted = true;
-          return i + 1;
-        }
+        if (cumulative >= target) return i + 1;
       }
-      if (prefix == count) {
-        sorted = true;
-        return count;  // rounding kept the sum just under the target: keep everything
-      }
+      if (prefix == count) return count;  // rounding kept the sum just under the target: keep everything
     }
     prefix = std::min(count, prefix * 4);
   }
 }
 
+size_t Sampler::apply_typical(size_t count, bool& sorted, double& total, float max, float inv_temperature) {
+  if (params_.typical_p >= 1.0f) return count;
+  // With s = (logit - max) / T, -log p = log(total) - s and the entropy H = log(total) - E[s], so the
+  // distance |-log p - H| is |E[s] - s|: no logarithm per token. Tokens of weight 0 (underflow, masked)
+  // carry no probability and are the least typical.
+  double mean = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const Candidate& c = candidates_[i];
+    if (c.weight > 0.0f) mean += c.weight / total * static_cast<double>((c.logit - max) * inv_temperature);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Candidate& c = candidates_[i];
+    c.score = c.weight > 0.0f
+                  ? static_cast<float>(std::abs(mean - static_cast<double>((c.logit - max) * inv_temperature)))
+                  : std::numeric_limits<float>::infinity();
+  }
+  auto more_typical = [](const Candidate& a, const Candidate& b) {
+    return a.score != b.score ? a.score < b.score : ranks_before(a.logit, a.id, b.logit, b.id);
+  };
+  const size_t kept =
+      prefix_reaching(count, static_cast<double>(params_.typical_p) * total, more_typical, false);
+  // Back to rank order for top_p and min_p, and renormalize over what is kept.
+  auto by_rank = [](const Candidate& a, const Candidate& b) {
+    return ranks_before(a.logit, a.id, b.logit, b.id);
+  };
+  std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), by_rank);
+  sorted = true;
+  total = 0.0;
+  for (size_t i = 0; i < kept; ++i) total += candidates_[i].weight;
+  return kept;
+}
+
+size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
+  if (params_.top_p >= 1.0f) return count;
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return ranks_before(a.logit, a.id, b.logit, b.id);
+  };
+  const size_t kept = prefix_reaching(count, static_cast<double>(params_.top_p) * total, before, sorted);
+  sorted = true;
+  return kept;
+}
+
 size_t Sampler::apply_min_p(size_t count, bool sorted) {
   if (params_.min_p <= 0.0f) return count;
-  // Weights are relative to the most likely candidate (weight 1), which every earlier step keeps.
-  const float threshold = params_.min_p;
+  // Relative to the most likely kept candidate: weight 1 unless typical_p dropped it.
+  float best = 0.0f;
+  for (size_t i = 0; i < (sorted ? std::min<size_t>(count, 1) : count); ++i)
+    best = std::max(best, candidates_[i].weight);
+  const float threshold = params_.min_p * best;
   if (sorted) {
     size_t keep = 1;
     while (keep < count && candidates_[keep].weight >= threshold) ++keep;

@@ -10,9 +10,12 @@
 //   2. temperature <= 0: greedy argmax of the penalized logits (ties: lowest id); nothing below applies;
 //   3. top_k (the k highest logits; ties broken toward the lower id);
 //   4. softmax of logit / temperature over what is left;
-//   5. top_p: the smallest most-likely-first prefix whose probability reaches top_p (at least one token);
-//   6. min_p: drop tokens whose probability is below min_p times the most likely one's;
-//   7. draw with the RNG (std::mt19937_64; 53-bit uniform; cumulative scan in a fixed order), so a seed gives
+//   5. typical_p (locally typical sampling): keep the tokens whose surprise -log p is closest to the entropy
+//      of the distribution, closest first, until their probability reaches typical_p (at least one token;
+//      ties by rank); it may drop the most likely token. Later steps renormalize over what is kept;
+//   6. top_p: the smallest most-likely-first prefix whose probability reaches top_p (at least one token);
+//   7. min_p: drop tokens whose probability is below min_p times the most likely kept one's;
+//   8. draw with the RNG (std::mt19937_64; 53-bit uniform; cumulative scan in a fixed order), so a seed gives
 //      the same tokens on every platform whose exp() agrees.
 #pragma once
 #include <cstdint>
@@ -29,6 +32,7 @@ struct SamplingParams {
   int32_t top_k = 40;              // <= 0 or >= vocabulary: disabled
   float top_p = 0.95f;             // >= 1: disabled; 0 keeps only the most likely token
   float min_p = 0.05f;             // <= 0: disabled
+  float typical_p = 1.0f;          // >= 1: disabled; 0 keeps only the most typical token
   float repeat_penalty = 1.0f;     // 1: disabled; must be > 0
   int32_t repeat_last_n = 64;      // 0: no penalties; -1: all of recent_tokens
   float presence_penalty = 0.0f;   // subtracted once from every token present in the window
@@ -56,6 +60,7 @@ class Sampler {
     int32_t id;
     float logit;
     float weight;  // exp((logit - max) / temperature): the unnormalized probability
+    float score;   // typical_p: distance of the token's surprise from the entropy (scratch)
   };
 
   struct Override {
@@ -70,6 +75,11 @@ class Sampler {
   int32_t greedy(std::span<const float> logits) const;
   size_t select_top_k(std::span<const float> logits, size_t k);
   float offer_top_k(int32_t id, float logit, size_t k);  // returns the new worst kept logit
+  // The shortest prefix of candidates_[0, count), ordered by `before`, whose weights reach `target`; sorts
+  // that prefix. `presorted`: candidates_ is already in `before` order.
+  template <typename Before>
+  size_t prefix_reaching(size_t count, double target, Before before, bool presorted);
+  size_t apply_typical(size_t count, bool& sorted, double& total, float max, float inv_temperature);
   size_t apply_top_p(size_t count, bool& sorted, double total);
   size_t apply_min_p(size_t count, bool sorted);
   int32_t draw(size_t count);

@@ -43,6 +43,7 @@ HttpResponse metrics(ModelHost& host) {
   p.metric("kvtrie_requests_total", "counter", "Generation requests by outcome", c.requests_completed, "result=\"completed\"");
   p.metric("kvtrie_requests_total", "counter", "", c.requests_cancelled, "result=\"cancelled\"");
   p.metric("kvtrie_requests_total", "counter", "", c.requests_rejected, "result=\"rejected\"");
+  p.metric("kvtrie_requests_preempted_total", "counter", "Running requests preempted for KV room (they resume from the cache)", c.requests_preempted);
   p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted", c.requests_submitted);
   p.metric("kvtrie_requests_active", "gauge", "Requests holding a slot", c.active);
   p.metric("kvtrie_requests_queued", "gauge", "Requests waiting for a slot", c.queued);

@@ -14,7 +14,7 @@ void read_sampling(const Json& obj, SamplingParams& p) {
   if (auto v = read_int(obj, "top_k", 0, 1 << 30)) p.top_k = static_cast<int32_t>(*v);
   if (auto v = read_number(obj, "top_p", 0.0, 1.0)) p.top_p = static_cast<float>(*v);
   if (auto v = read_number(obj, "min_p", 0.0, 1.0)) p.min_p = static_cast<float>(*v);
-  read_number(obj, "typical_p", 0.0, 1.0);  // accepted for compatibility; locally typical sampling is not implemented
+  if (auto v = read_number(obj, "typical_p", 0.0, 1.0)) p.typical_p = static_cast<float>(*v);
   if (auto v = read_number(obj, "repeat_penalty", 0.0, 100.0)) p.repeat_penalty = static_cast<float>(*v);
   if (auto v = read_int(obj, "repeat_last_n", -1, 1 << 20)) p.repeat_last_n = static_cast<int32_t>(*v);
   if (auto v = read_number(obj, "presence_penalty", -100.0, 100.0)) p.presence_penalty = static_cast<float>(*v);

@@ -60,6 +60,7 @@ struct EngineCounters {
   uint64_t requests_rejected = 0;  // Overloaded + ShuttingDown + InvalidRequest
   uint64_t requests_completed = 0;
   uint64_t requests_cancelled = 0;
+  uint64_t requests_preempted = 0;  // times a running request gave its KV room back and was queued to resume
   uint64_t prompt_tokens = 0;      // prompt tokens of finished requests (cached or computed)
   uint64_t prompt_tokens_computed = 0;
   uint64_t completion_tokens = 0;

@@ -10,6 +10,7 @@
 #include "cache/kv_cache.h"
 #include "cache/vk_page_store.h"
 #include "kernels/error.h"
+#include "runner/engine/admission.h"
 #include "runner/engine/generation.h"
 #include "runner/engine/gpu_model.h"
 #include "runner/engine/request_queue.h"
@@ -20,21 +21,32 @@ namespace kvtrie::engine {
 
 namespace {
 
-// One running request: its cache sequence, its tokens and its output state.
+// One running request: its cache sequence, its tokens and its output state. A preempted request keeps all of
+// it but the cache sequence (in a Preempted, on its QueuedRequest) until it resumes.
 struct Running {
   std::unique_ptr<QueuedRequest> queued;
   NamespaceId ns = 0;
   SeqId seq{};
   std::vector<int32_t> tokens;  // prompt, then every sampled token
   uint32_t prompt_size = 0;
+  uint32_t max_tokens_total = 0;  // the longest this sequence may grow (prompt + max_tokens, within n_ctx)
   uint32_t computed = 0;        // tokens whose KV is written and committed
-  AcquireResult hit;
+  uint32_t step_tokens = 0;     // tokens reserved for this step's batch (0: not in it)
+  AcquireResult hit;            // of its first start: what the client is told was cached
   std::unique_ptr<Generation> generation;
   std::unique_ptr<Sampler> sampler;
   Clock::time_point prompt_started{}, first_token{};
   double prompt_ms = 0;
   bool has_first_token = false;
   bool prefilling() const { return computed < prompt_size; }
+  // Tokens whose KV is still to be written: the uncomputed prompt (or, after a resume, the uncached part of
+  // prompt + generated tokens); 1 while decoding.
+  uint32_t pending() const { return static_cast<uint32_t>(tokens.size()) - computed; }
+};
+
+struct Preempted final : ResumeState {
+  explicit Preempted(std::unique_ptr<Running> j) : job(std::move(j)) {}
+  std::unique_ptr<Running> job;  // job->queued is empty: the QueuedRequest holding this owns it
 };
 
 NamespaceId namespace_of(const std::string& name) { return XXH64(name.data(), name.size(), 0); }
@@ -55,7 +67,7 @@ struct GpuEngine::State {
   GpuModel model;
   VkPageStore pages;
   KvCache cache;
-  RequestQueue queue{info};
+  RequestQueue queue;
   std::vector<std::unique_ptr<Running>> running;  // engine thread only
   Batch batch;                                    // reused every step: no allocation in steady state
   std::vector<float> logits;
@@ -78,12 +90,21 @@ struct GpuEngine::State {
         cache(KvCacheConfig{cfg.page_tokens, model.kv_layout().page_bytes(),
                             uint64_t{device_pages} * model.kv_layout().page_bytes(),
                             uint64_t{host_pages} * model.kv_layout().page_bytes()},
-              pages) {
+              pages),
+        // Rejected at submit: a request that would not fit the whole device tier even alone.
+        queue(info, [this, device_pages](const GenerateRequest& r) {
+          return never_fits(r.prompt.size(), r.max_tokens, config.n_ctx, config.page_tokens, device_pages);
+        }) {
     model.bind_pages(pages);
   }
 
   void run();
   void admit(RequestQueue::Taken& taken);
+  bool fits_now(const QueuedRequest& queued, const std::vector<int32_t>& tokens, NamespaceId ns) const;
+  void start(std::unique_ptr<QueuedRequest> queued);
+  void end_queued(std::unique_ptr<QueuedRequest> queued, StopKind reason);
+  void reserve_step();
+  void preempt(size_t index);
   bool build_batch();
   void after_forward();
   void finish(Running& job, StopKind reason);
@@ -105,7 +126,8 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   options.page_tokens = config.page_tokens;
   options.deterministic = config.deterministic;
 
-  // Size the tiers in pages. Attention binds the device tier as one buffer, so it is capped at one binding.
+  // Size the tiers in pages. Attention binds the device tier through at most kMaxPageChunks storage-buffer
+  // bindings (VkPageStore cuts it into chunks of one binding's whole pages, the last one shorter).
   kernels::KvLayout layout{mc.n_layers, config.page_tokens, mc.n_kv_heads * mc.head_dim_k};
   const uint64_t page_bytes = layout.page_bytes();
   const uint64_t pages_per_seq = (config.n_ctx + config.page_tokens - 1) / config.page_tokens;
@@ -117,13 +139,18 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
           : std::max(2 * uint64_t{config.parallel} * pages_per_seq,
                      context.device().info().device_local_free / 4 / page_bytes);
   const uint64_t binding = layout.pages_per_binding(context.device().max_storage_buffer_range());
-  const auto device_pages = static_cast<uint32_t>(std::min(wanted, binding));
+  const uint64_t bindable = std::min<uint64_t>(binding * GpuModel::kMaxPageChunks, UINT32_MAX);
+  const auto device_pages = static_cast<uint32_t>(std::min(wanted, bindable));
+  if (!config.kv_device_bytes)
+    spdlog::info("kv: device tier by default: max(a quarter of free device memory, 2 contexts per slot = {} "
+                 "pages), at most {} bindings of {} pages", 2 * uint64_t{config.parallel} * pages_per_seq,
+                 GpuModel::kMaxPageChunks, binding);
   if (device_pages < wanted)
-    spdlog::warn("kv: device tier capped at {} pages ({} MiB): one storage-buffer binding", device_pages,
-                 device_pages * page_bytes >> 20);
+    spdlog::warn("kv: device tier capped at {} pages ({} MiB): {} storage-buffer bindings", device_pages,
+                 device_pages * page_bytes >> 20, GpuModel::kMaxPageChunks);
   if (device_pages < config.parallel * pages_per_seq)
-    spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: long requests may be "
-                 "cancelled for lack of room", device_pages, config.parallel, config.n_ctx,
+    spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: requests may wait in the "
+                 "queue or be preempted (and resumed) for room", device_pages, config.parallel, config.n_ctx,
                  config.parallel * pages_per_seq);
   // Default host tier: twice the device tier (host memory is larger and cheaper; demoted pages go there).
   const auto host_pages =
@@ -239,47 +266,160 @@ void GpuEngine::State::run() {
 }
 
 void GpuEngine::State::admit(RequestQueue::Taken& taken) {
-  std::vector<std::unique_ptr<QueuedRequest>> deferred;
+  std::vector<std::unique_ptr<QueuedRequest>> waiting;  // back to the queue's front, in this order
+  bool blocked = false;  // the first request that did not fit holds back everything behind it (FIFO)
   for (auto& queued : taken.requests) {
-    auto job = std::make_unique<Running>();
+    if (taken.cancel_all || queued->channel->cancelled()) {
+      end_queued(std::move(queued), StopKind::Cancelled);  // it holds no pages: nothing to wait for
+      continue;
+    }
+    if (blocked) {
+      waiting.push_back(std::move(queued));
+      continue;
+    }
+    const auto* resumed = static_cast<const Preempted*>(queued->resume.get());
+    const std::vector<int32_t>& tokens = resumed ? resumed->job->tokens : queued->request.prompt;
+    const NamespaceId ns = namespace_of(queued->request.cache_namespace);
+    // Same new prefix as a request still prefilling: wait for it to be cached rather than compute it twice.
+    const uint32_t cached = cache.peek(ns, tokens).matched_tokens;
+    const bool share = std::any_of(running.begin(), running.end(), [&](const auto& other) {
+      return other->ns == ns && other->prefilling() &&
+             common_prefix(other->tokens, tokens) >= cached + config.page_tokens;
+    });
+    if (share) {
+      waiting.push_back(std::move(queued));
+    } else if (!fits_now(*queued, tokens, ns)) {
+      blocked = true;
+      waiting.push_back(std::move(queued));
+    } else {
+      start(std::move(queued));
+    }
+  }
+  for (auto it = waiting.rbegin(); it != waiting.rend(); ++it) queue.put_back(std::move(*it));
+}
+
+bool GpuEngine::State::fits_now(const QueuedRequest& queued, const std::vector<int32_t>& tokens,
+                                NamespaceId ns) const {
+  const uint32_t P = config.page_tokens;
+  uint64_t outstanding = 0;
+  for (const auto& job : running)
+    outstanding += outstanding_pages(static_cast<uint32_t>(job->tokens.size()), job->max_tokens_total,
+                                     static_cast<uint32_t>(cache.page_table(job->seq).size()), P);
+  const KvCache::ReusePreview reuse = cache.preview_acquire(ns, tokens);
+  AdmissionInput in;
+  in.tokens = static_cast<uint32_t>(tokens.size());
+  in.max_tokens_total = max_sequence_tokens(queued.request.prompt.size(), queued.request.max_tokens, info.n_ctx);
+  in.device_reused_tokens = reuse.device_tokens;
+  in.host_reused_tokens = reuse.host_tokens;
+  in.unpinned_device_pages = reuse.unpinned_device_pages;
+  return may_start(admission_cost(in, P), cache.reclaimable_device_pages(), outstanding, running.empty());
+}
+
+void GpuEngine::State::start(std::unique_ptr<QueuedRequest> queued) {
+  std::unique_ptr<Running> job;
+  const bool resumed = queued->resume != nullptr;
+  if (resumed) {
+    // Everything it produced so far is kept: its generated tokens are matched against the trie like a prompt,
+    // its sampler continues its random sequence, and its Generation does not emit them again.
+    job = std::move(static_cast<Preempted&>(*queued->resume).job);
+    queued->resume.reset();
+  } else {
+    job = std::make_unique<Running>();
     job->ns = namespace_of(queued->request.cache_namespace);
     job->tokens = queued->request.prompt;
     job->prompt_size = static_cast<uint32_t>(job->tokens.size());
-    if (!taken.cancel_all) {
-      // Same new prefix as a request still prefilling: wait for it to be cached rather than compute it twice.
-      const uint32_t cached = cache.peek(job->ns, job->tokens).matched_tokens;
-      const bool wait = std::any_of(running.begin(), running.end(), [&](const auto& other) {
-        return other->ns == job->ns && other->prefilling() &&
-               common_prefix(other->tokens, job->tokens) >= cached + config.page_tokens;
-      });
-      if (wait) {
-        deferred.push_back(std::move(queued));
+    job->max_tokens_total = max_sequence_tokens(job->prompt_size, queued->request.max_tokens, info.n_ctx);
+    job->generation = std::make_unique<Generation>(tokenizer, queued->request, info.n_ctx);
+    job->sampler = std::make_unique<Sampler>(queued->request.sampling);
+  }
+  job->queued = std::move(queued);
+  const AcquireResult hit = cache.acquire(job->ns, job->tokens);
+  job->seq = hit.seq;
+  job->computed = hit.cached_tokens;
+  if (!resumed) job->hit = hit;
+  // Running stays in arrival order, so the newest request is the one preempted first.
+  const auto at = std::upper_bound(
+      running.begin(), running.end(), job->queued->submitted,
+      [](Clock::time_point t, const auto& other) { return t < other->queued->submitted; });
+  running.insert(at, std::move(job));
+}
+
+void GpuEngine::State::end_queued(std::unique_ptr<QueuedRequest> queued, StopKind reason) {
+  if (queued->resume) {
+    std::unique_ptr<Running> job = std::move(static_cast<Preempted&>(*queued->resume).job);
+    queued->resume.reset();
+    job->queued = std::move(queued);
+    finish(*job, reason);  // its cache sequence was released when it was preempted
+    return;
+  }
+  Chunk last = final_chunk(nullptr, *queued, GenerationStats{}, reason);
+  queue.report_finished(*last.final, 0);
+  queued->channel->finish(std::move(last));
+}
+
+void GpuEngine::State::reserve_step() {
+  // Oldest first: each sequence reserves the pages of this step's tokens; when the device tier has no page
+  // left, the newest running sequence is preempted (the current one last of all).
+  uint32_t decodes = 0;
+  for (const auto& job : running) decodes += job->pending() == 1;
+  const uint32_t max_batch = model.options().max_batch_tokens;
+  uint32_t prefill_budget = max_batch - std::min(decodes, max_batch);
+  for (size_t i = 0; i < running.size(); ++i) {
+    Running& job = *running[i];
+    job.step_tokens = 0;
+    const uint32_t n = job.pending() == 1 ? 1 : std::min(job.pending(), prefill_budget);
+    if (n == 0) continue;
+    for (;;) {
+      if (cache.reserve(job.seq, job.computed + n) == ReserveStatus::Ok) {
+        job.step_tokens = n;
+        if (job.pending() > 1) prefill_budget -= n;
+        break;
+      }
+      if (cache.copies_in_flight()) {
+        cache.sync();  // sequences released while copies were in flight free their pages only now
         continue;
       }
+      if (running.size() == 1) {
+        // Cannot happen for a request that passed never_fits (it then owns the whole tier): keep the daemon up.
+        spdlog::error("engine: a lone request finds no KV device page for {} tokens; cancelling it",
+                      job.computed + n);
+        finish(job, StopKind::Cancelled);
+        drop(i);
+        return;
+      }
+      const size_t victim = running.size() - 1;
+      preempt(victim);
+      if (victim == i) break;  // it was the newest: it gave its own room back
     }
-    job->queued = std::move(queued);
-    job->hit = cache.acquire(job->ns, job->tokens);
-    job->seq = job->hit.seq;
-    job->computed = job->hit.cached_tokens;
-    job->generation = std::make_unique<Generation>(tokenizer, job->queued->request, info.n_ctx);
-    job->sampler = std::make_unique<Sampler>(job->queued->request.sampling);
-    running.push_back(std::move(job));
   }
-  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) queue.put_back(std::move(*it));
+}
+
+void GpuEngine::State::preempt(size_t index) {
+  std::unique_ptr<Running> job = std::move(running[index]);
+  running.erase(running.begin() + static_cast<std::ptrdiff_t>(index));
+  // Its committed tokens stay in the trie, unpinned, as for a cancelled request: resuming reuses them unless
+  // they are evicted meanwhile (then they are recomputed).
+  cache.release(job->seq);
+  job->step_tokens = 0;
+  spdlog::info("engine: KV device tier full: preempting the newest request ({} tokens) until there is room",
+               job->tokens.size());
+  queue.report_preempted();
+  std::unique_ptr<QueuedRequest> queued = std::move(job->queued);
+  queued->resume = std::make_unique<Preempted>(std::move(job));
+  queue.put_back(std::move(queued));
 }
 
 bool GpuEngine::State::build_batch() {
   batch.clear();
   scheduled.clear();
-  uint32_t budget = model.options().max_batch_tokens;
+  reserve_step();
   // Decodes first (one token each, latency-critical), then prefill chunks in arrival order.
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& job_ptr : running) {
       Running& job = *job_ptr;
-      if (job.prefilling() != (pass == 1) || budget == 0) continue;
-      const uint32_t n = job.prefilling() ? std::min(job.prompt_size - job.computed, budget) : 1;
-      if (cache.reserve(job.seq, job.computed + n) != ReserveStatus::Ok) continue;  // no room this step
-      if (job.prefilling() && job.computed == job.hit.cached_tokens) job.prompt_started = Clock::now();
+      const uint32_t n = job.step_tokens;
+      if (n == 0 || (job.pending() > 1) != (pass == 1)) continue;
+      if (job.prefilling() && job.prompt_started == Clock::time_point{}) job.prompt_started = Clock::now();
       const auto seq_index = static_cast<uint32_t>(batch.page_tables.size());
       const auto table = cache.page_table(job.seq);
       batch.page_tables.emplace_back(table.begin(), table.end());
@@ -288,19 +428,13 @@ bool GpuEngine::State::build_batch() {
         batch.positions.push_back(job.computed + i);
         batch.seq.push_back(seq_index);
       }
-      budget -= n;
-      const bool sample = job.computed + n >= job.prompt_size;  // the last prompt token, or a decode
+      // The last known token (the last prompt token, or a decode) has logits to sample from.
+      const bool sample = job.computed + n == job.tokens.size();
       if (sample) batch.logits_for.push_back(static_cast<uint32_t>(batch.tokens.size() - 1));
       scheduled.push_back({&job, n, sample});
     }
   }
-  if (!batch.tokens.empty()) return true;
-  // Nothing could reserve pages: every device page is pinned by running sequences. End the newest request
-  // (its computed prefix stays cached) so the others can progress.
-  spdlog::error("engine: the KV device tier is full of pinned pages; cancelling the newest request");
-  finish(*running.back(), StopKind::Cancelled);
-  drop(running.size() - 1);
-  return false;
+  return !batch.tokens.empty();
 }
 
 void GpuEngine::State::after_forward() {

@@ -4,8 +4,13 @@
 // trie, so only uncached tokens are computed, at least one), packs prefill chunks and decode tokens of all
 // running sequences into one batch, runs it, commits the new KV into the trie, and samples. Requests that
 // share a new prefix with one still prefilling wait for it, so that prefix is computed once. A cancelled
-// request keeps the prefix it computed. Thread-safety as in engine.h (every public method, any thread). The
-// Context, GgufFile and Tokenizer must outlive the engine.
+// request keeps the prefix it computed. Memory (runner/engine/admission.h): a request starts only when the
+// device pages it needs fit beside what running sequences are promised, in strict FIFO order; one that could
+// never fit the device tier is rejected at submit (InvalidRequest); when a running sequence finds no page the
+// newest one is preempted: it keeps its computed prefix in the trie and its output state, goes back to the
+// head of the queue and resumes from the cache (EngineCounters::requests_preempted counts it). Thread-safety
+// as in engine.h (every public method, any thread). The Context, GgufFile and Tokenizer must outlive the
+// engine.
 #pragma once
 #include <memory>
 
@@ -24,7 +29,7 @@ struct GpuEngineConfig {
   uint32_t parallel = 4;          // sequences running together
   uint32_t queue_capacity = 64;   // requests waiting for a slot
   uint64_t kv_device_bytes = 0;   // device tier; 0: a quarter of free device memory, at least 2 x parallel x n_ctx
-                                  // tokens (capped at one storage-buffer binding either way)
+                                  // tokens (capped at GpuModel::kMaxPageChunks storage-buffer bindings either way)
   uint64_t kv_host_bytes = 0;     // host tier budget; 0: twice the device tier
   uint32_t page_tokens = 16;      // tokens per KV page
   uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)

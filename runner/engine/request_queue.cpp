@@ -46,6 +46,8 @@ std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateReq
     return reject(SubmitError::InvalidRequest, "the prompt has " + std::to_string(request.prompt.size()) +
                                                    " tokens; the context holds " + std::to_string(info_.n_ctx));
   if (request.logprobs > 20) return reject(SubmitError::InvalidRequest, "logprobs must be 0..20");
+  if (check_)
+    if (std::optional<std::string> problem = check_(request)) return reject(SubmitError::InvalidRequest, *problem);
 
   auto queued = std::make_unique<QueuedRequest>();
   queued->request = std::move(request);
@@ -112,6 +114,11 @@ void RequestQueue::put_back(std::unique_ptr<QueuedRequest> request) {
   std::lock_guard lock(mutex_);
   queue_.push_front(std::move(request));
   --active_;
+}
+
+void RequestQueue::report_preempted() {
+  std::lock_guard lock(mutex_);
+  ++counters_.requests_preempted;
 }
 
 void RequestQueue::post(std::function<void()> task) {

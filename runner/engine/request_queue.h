@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -24,17 +26,27 @@ using Clock = std::chrono::steady_clock;
 uint32_t context_size(uint32_t requested, uint32_t trained, uint32_t fallback);
 double ms_between(Clock::time_point a, Clock::time_point b);
 
+// What an engine keeps of a request it preempted (generated tokens, sampler and detokenizer state) while the
+// request waits in the queue to resume. Opaque to the queue; the engine that made it reads it back.
+struct ResumeState {
+  virtual ~ResumeState() = default;
+};
+
 // A request waiting for, or holding, a slot of the engine.
 struct QueuedRequest {
   GenerateRequest request;
   std::shared_ptr<StreamChannel> channel;
   Clock::time_point submitted;
+  std::unique_ptr<ResumeState> resume;  // set while a preempted request waits to resume
 };
 
 class RequestQueue {
  public:
+  // An engine's own limit on a request, checked at submit after the common ones: a message rejects the
+  // request as InvalidRequest. Called on the submitting thread; must not touch engine-thread state.
+  using RequestCheck = std::function<std::optional<std::string>(const GenerateRequest&)>;
   // `info` must outlive the queue (the engine's EngineInfo).
-  explicit RequestQueue(const EngineInfo& info) : info_(info) {}
+  explicit RequestQueue(const EngineInfo& info, RequestCheck check = {}) : info_(info), check_(std::move(check)) {}
 
   std::variant<GenerationStream, SubmitRejection> submit(GenerateRequest request);
   bool has_free_slot() const;
@@ -50,8 +62,10 @@ class RequestQueue {
     bool stop = false;
   };
   Taken take(size_t free_slots, bool idle);
-  // Engine thread: puts a request it could not start yet back at the front (admission deferred).
+  // Engine thread: puts a request it could not start yet (or preempted) back at the front.
   void put_back(std::unique_ptr<QueuedRequest> request);
+  // Engine thread: a running request was preempted (counted in EngineCounters::requests_preempted).
+  void report_preempted();
   // Engine thread: the number of requests it holds now (a gauge; wakes shutdown() when it reaches zero).
   void set_active(uint32_t active);
   // Engine thread: a request ended with these final stats; `computed_tokens` prompt tokens were computed.
@@ -67,6 +81,7 @@ class RequestQueue {
   std::variant<GenerationStream, SubmitRejection> reject(SubmitError error, std::string message);
 
   const EngineInfo& info_;
+  const RequestCheck check_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // work arrived, or stop requested
   std::condition_variable idle_;  // the engine holds nothing

@@ -2,7 +2,10 @@
 // correctness contract (SPEC.md section 4): tokens generated with a device-tier hit, a host-tier hit and a
 // cold run agree exactly with --deterministic; a conversation computes only each turn's new tokens;
 // concurrent requests sharing a system prompt hold and compute it once; a device budget smaller than the
-// working set still serves every request through demotion and promotion.
+// working set still serves every request through demotion and promotion. Admission control on a tiny device
+// tier: requests whose total need exceeds it all complete with their solo tokens (none cancelled), a
+// preempted request resumes with the tokens of an uninterrupted run, a request larger than the tier is
+// rejected at submit, and the queue is FIFO.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,6 +16,7 @@
 #include "kernels/vk/context.h"
 #include "kernels/vk/instance.h"
 #include "runner/engine/gpu_engine.h"
+#include "runner/engine/request_queue.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
 #include "runner/tokenizer/tokenizer.h"
@@ -55,6 +59,14 @@ GenerateRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   r.sampling.temperature = 0;
   r.sampling.seed = 7;
   r.ignore_eos = true;
+  return r;
+}
+
+// Seeded sampling (not greedy): a resumed request must also continue its sampler's random sequence.
+GenerateRequest seeded(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t seed) {
+  GenerateRequest r = greedy(std::move(prompt), max_tokens);
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = seed;
   return r;
 }
 
@@ -239,6 +251,125 @@ TEST_F(GpuEngineTest, SmallDeviceBudgetServesEveryRequestThroughTheHostTier) {
   const CacheStats stats = engine.cache_stats();
   EXPECT_GT(stats.demotions, 0u);
   EXPECT_LE(stats.device.bytes_used, stats.device.bytes_budget);
+}
+
+
+// Submits every request at once and collects the results in order.
+std::vector<Result> run_together(Engine& engine, const std::vector<GenerateRequest>& requests) {
+  std::vector<GenerationStream> streams;
+  for (const auto& r : requests) {
+    auto submitted = engine.submit(r);
+    EXPECT_TRUE(std::holds_alternative<GenerationStream>(submitted)) << "the engine rejected a request";
+    if (auto* stream = std::get_if<GenerationStream>(&submitted)) streams.push_back(std::move(*stream));
+  }
+  std::vector<Result> out;
+  for (auto& stream : streams) out.push_back(collect(stream));
+  return out;
+}
+
+TEST_F(GpuEngineTest, RequestsBeyondTheDeviceTierAllCompleteWithTheirSoloTokens) {
+  GpuEngineConfig config = deterministic();
+  config.parallel = 4;
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  config.kv_device_bytes = 12 * page_bytes;  // 192 tokens; six requests of 60 tokens need 24 pages
+  config.kv_host_bytes = 32 * page_bytes;
+  GpuEngine& engine = start(config);
+  // Each is promised 3 pages at admission (its prompt's 2 and one of growth) and ends holding 4: four start
+  // together, and their growth preempts the newest.
+  std::vector<GenerateRequest> requests;
+  for (uint32_t i = 0; i < 6; ++i) requests.push_back(seeded(pseudo_random_tokens(20, 300 + i, 320), 40, 11 + i));
+  std::vector<Result> solo;
+  for (const auto& r : requests) {
+    solo.push_back(run(engine, r));
+    engine.flush_cache();  // every request starts cold, so four are admitted together
+  }
+  const std::vector<Result> together = run_together(engine, requests);
+  ASSERT_EQ(together.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(together[i].stats.stop_kind, StopKind::Length) << "request " << i;
+    EXPECT_EQ(together[i].tokens, solo[i].tokens) << "request " << i << " differs from its solo run";
+    EXPECT_EQ(together[i].text, solo[i].text) << "request " << i;
+  }
+  const EngineCounters c = engine.counters();
+  EXPECT_EQ(c.requests_cancelled, 0u);
+  EXPECT_EQ(c.requests_completed, 12u);
+  EXPECT_GE(c.requests_preempted, 1u) << "growth past the admission promises must have preempted someone";
+  EXPECT_LE(engine.cache_stats().device.bytes_used, engine.cache_stats().device.bytes_budget);
+}
+
+TEST_F(GpuEngineTest, PreemptedRequestResumesWithTheTokensOfAnUninterruptedRun) {
+  GpuEngineConfig config = deterministic();
+  config.parallel = 2;
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  config.kv_device_bytes = 4 * page_bytes;  // 48 tokens for one request: each alone fits, the two do not
+  config.kv_host_bytes = 16 * page_bytes;
+  GpuEngine& engine = start(config);
+  const std::vector<GenerateRequest> requests{seeded(pseudo_random_tokens(10, 400, 320), 38, 5),
+                                              seeded(pseudo_random_tokens(10, 401, 320), 38, 6)};
+  std::vector<Result> solo;
+  for (const auto& r : requests) {
+    solo.push_back(run(engine, r));
+    engine.flush_cache();  // cold again: a cached prompt would cost more to admit and the two would not overlap
+  }
+  ASSERT_EQ(engine.counters().requests_preempted, 0u);
+  const std::vector<Result> together = run_together(engine, requests);
+  ASSERT_EQ(together.size(), 2u);
+  EXPECT_GE(engine.counters().requests_preempted, 1u) << "the two requests need 6 pages of 4: one must yield";
+  EXPECT_EQ(engine.counters().requests_cancelled, 0u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(together[i].stats.stop_kind, StopKind::Length) << "request " << i;
+    EXPECT_EQ(together[i].stats.completion_tokens, 38u) << "request " << i;
+    // Streamed tokens are neither repeated nor lost across the preemption, and sampling continues its seed.
+    EXPECT_EQ(together[i].tokens, solo[i].tokens) << "request " << i;
+    EXPECT_EQ(together[i].text, solo[i].text) << "request " << i;
+  }
+}
+
+TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
+  GpuEngineConfig config = deterministic();
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  config.kv_device_bytes = 4 * page_bytes;  // 64 tokens, 48 for one request (a page of copy-on-write slack)
+  GpuEngine& engine = start(config);
+  const auto prompt = pseudo_random_tokens(20, 500, 320);
+  for (int32_t max_tokens : {29, -1}) {  // 49 tokens; up to the context (256)
+    auto submitted = engine.submit(greedy(prompt, max_tokens));
+    ASSERT_TRUE(std::holds_alternative<SubmitRejection>(submitted)) << "max_tokens " << max_tokens;
+    const SubmitRejection& rejection = std::get<SubmitRejection>(submitted);
+    EXPECT_EQ(rejection.error, SubmitError::InvalidRequest);
+    EXPECT_NE(rejection.message.find("device KV tier"), std::string::npos) << rejection.message;
+  }
+  EXPECT_EQ(engine.counters().requests_rejected, 2u);
+  const Result fits = run(engine, greedy(prompt, 28));  // exactly 48 tokens
+  EXPECT_EQ(fits.stats.stop_kind, StopKind::Length);
+  EXPECT_EQ(fits.tokens.size(), 28u);
+}
+
+TEST_F(GpuEngineTest, QueueIsFifoASmallRequestDoesNotOvertakeABigHead) {
+  GpuEngineConfig config = deterministic();
+  config.parallel = 4;
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  config.kv_device_bytes = 8 * page_bytes;
+  config.kv_host_bytes = 32 * page_bytes;
+  GpuEngine& engine = start(config);
+  // The first two are promised 7 of the 8 pages each; the third needs 1. Greedy filling would run the third
+  // beside the first; FIFO holds it behind the second, which waits for the first to end.
+  const std::vector<GenerateRequest> requests{greedy(pseudo_random_tokens(100, 600, 320), 8),
+                                              greedy(pseudo_random_tokens(100, 601, 320), 8),
+                                              greedy(pseudo_random_tokens(5, 602, 320), 4)};
+  const auto before = Clock::now();
+  std::vector<GenerationStream> streams;
+  for (const auto& r : requests) streams.push_back(std::move(std::get<GenerationStream>(engine.submit(r))));
+  const double submit_ms = ms_between(before, Clock::now());
+  std::vector<Result> results;
+  for (auto& stream : streams) results.push_back(collect(stream));
+  for (const Result& r : results) EXPECT_EQ(r.stats.stop_kind, StopKind::Length);
+  // The first request ended (submit + ttft + decode) before the third sampled its first token (submit +
+  // ttft); the submits lie within submit_ms of each other.
+  const GenerationStats& first = results[0].stats;
+  const GenerationStats& third = results[2].stats;
+  EXPECT_GE(third.ttft_ms + submit_ms, first.ttft_ms + first.decode_ms)
+      << "the small request started before the big request ahead of it in the queue";
+  EXPECT_EQ(engine.counters().requests_cancelled, 0u);
 }
 
 TEST_F(GpuEngineTest, WithoutDeterministicCachedAndColdAgreeWithinTolerance) {

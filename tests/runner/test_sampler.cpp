@@ -170,6 +170,127 @@ TEST(Sampler, MinPActsAfterTemperature) {
   EXPECT_EQ(keys(histogram(cool, logits, 2000)), (std::set<int32_t>{0}));
 }
 
+// Reference chain for typical_p and top_p, written out independently: candidates in rank order (higher
+// logit, then lower id) with their probabilities renormalized over the candidates.
+struct RefToken {
+  int32_t id;
+  double logit;
+  double p;
+};
+
+std::vector<RefToken> ref_softmax(const std::vector<float>& logits) {
+  std::vector<RefToken> out;
+  for (size_t i = 0; i < logits.size(); ++i) out.push_back({static_cast<int32_t>(i), logits[i], 0.0});
+  std::sort(out.begin(), out.end(), [](const RefToken& a, const RefToken& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  });
+  double z = 0;
+  for (const RefToken& t : out) z += std::exp(t.logit);
+  for (RefToken& t : out) t.p = std::exp(t.logit) / z;
+  return out;
+}
+
+void renormalize(std::vector<RefToken>& tokens) {
+  double z = 0;
+  for (const RefToken& t : tokens) z += t.p;
+  for (RefToken& t : tokens) t.p /= z;
+}
+
+// Locally typical sampling: closest surprise to the entropy first, until the kept mass reaches typical_p.
+std::vector<RefToken> ref_typical(std::vector<RefToken> tokens, double typical_p) {
+  renormalize(tokens);
+  double entropy = 0;
+  for (const RefToken& t : tokens) entropy -= t.p * std::log(t.p);
+  std::vector<std::pair<double, size_t>> order;  // (distance, rank)
+  for (size_t i = 0; i < tokens.size(); ++i) order.push_back({std::abs(-std::log(tokens[i].p) - entropy), i});
+  std::sort(order.begin(), order.end());
+  std::vector<size_t> kept;
+  double mass = 0;
+  for (const auto& [distance, rank] : order) {
+    kept.push_back(rank);
+    mass += tokens[rank].p;
+    if (mass >= typical_p) break;
+  }
+  std::sort(kept.begin(), kept.end());
+  std::vector<RefToken> out;
+  for (size_t rank : kept) out.push_back(tokens[rank]);
+  renormalize(out);
+  return out;
+}
+
+std::vector<RefToken> ref_top_p(std::vector<RefToken> tokens, double top_p) {
+  renormalize(tokens);
+  double mass = 0;
+  size_t n = 0;
+  while (n < tokens.size() && mass < top_p) mass += tokens[n++].p;
+  tokens.resize(std::max<size_t>(n, 1));
+  return tokens;
+}
+
+std::set<int32_t> ids_of(const std::vector<RefToken>& tokens) {
+  std::set<int32_t> out;
+  for (const RefToken& t : tokens) out.insert(t.id);
+  return out;
+}
+
+// One likely token (p = 0.4, id 17) over a flat tail of 100 tokens of p = 0.006: the tail's surprise is
+// closer to the entropy than the likely token's, so locally typical sampling drops the most likely token.
+std::vector<float> likely_token_over_flat_tail() {
+  std::vector<double> probs(101, 0.006);
+  probs[17] = 0.4;
+  return logits_of(probs);
+}
+
+TEST(Sampler, TypicalPKeepsTheTokensClosestToTheEntropy) {
+  const auto logits = likely_token_over_flat_tail();
+  const std::set<int32_t> expected = ids_of(ref_typical(ref_softmax(logits), 0.5));
+  ASSERT_FALSE(expected.contains(17)) << "the reference must drop the most likely token for this test to bite";
+  ASSERT_EQ(expected.size(), 84u);  // 84 x 0.006 = 0.504 reaches 0.5; ties keep the lower ids
+  for (int32_t top_k : {0, 101, 90}) {  // the unsorted path, and the sorted one after top-k
+    std::vector<RefToken> ranked = ref_softmax(logits);
+    if (top_k > 0) ranked.resize(std::min<size_t>(ranked.size(), static_cast<size_t>(top_k)));
+    const std::set<int32_t> want = ids_of(ref_typical(ranked, 0.5));
+    EXPECT_FALSE(want.contains(17));
+    SamplingParams p = plain(1.0f);
+    p.typical_p = 0.5f;
+    p.top_k = top_k;
+    Sampler s(p);
+    EXPECT_EQ(keys(histogram(s, logits, 6000)), want) << "top_k " << top_k;
+  }
+  SamplingParams off = plain(1.0f);
+  off.typical_p = 1.0f;  // disabled: the likely token is drawn about 40% of the time
+  Sampler s(off);
+  EXPECT_GT(histogram(s, logits, 500)[17], 100);
+}
+
+TEST(Sampler, TypicalPZeroKeepsOnlyTheMostTypicalToken) {
+  const auto logits = likely_token_over_flat_tail();
+  SamplingParams p = plain(1.0f);
+  p.typical_p = 0.0f;
+  Sampler s(p);
+  // Every tail token is equally typical; the tie goes to the lowest id.
+  EXPECT_EQ(keys(histogram(s, logits, 300)), (std::set<int32_t>{0}));
+}
+
+TEST(Sampler, TypicalPRunsBeforeTopPAndMinPSeesTheKeptBest) {
+  const auto logits = likely_token_over_flat_tail();
+  // Documented order: typical_p, then top_p over the renormalized survivors.
+  const std::set<int32_t> documented = ids_of(ref_top_p(ref_typical(ref_softmax(logits), 0.5), 0.5));
+  const std::set<int32_t> swapped = ids_of(ref_typical(ref_top_p(ref_softmax(logits), 0.5), 0.5));
+  ASSERT_NE(documented, swapped) << "the two orders must differ for this test to bite";
+  SamplingParams p = plain(1.0f);
+  p.typical_p = 0.5f;
+  p.top_p = 0.5f;
+  Sampler s(p);
+  EXPECT_EQ(keys(histogram(s, logits, 6000)), documented);
+  // min_p is relative to the best kept token (a tail token), not to the dropped likely one: with a threshold
+  // relative to p = 0.4 (0.9 x 0.4 / 0.006 = 60x a tail token) nothing but one token would survive.
+  p.top_p = 1.0f;
+  p.min_p = 0.9f;
+  Sampler m(p);
+  EXPECT_EQ(keys(histogram(m, logits, 6000)).size(), 84u);
+}
+
 TEST(Sampler, RepeatPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   SamplingParams p = plain(0.0f);
   p.repeat_penalty = 1.1f;
@@ -301,6 +422,10 @@ TEST(Sampler, InvalidParametersAreReportedAndRejected) {
   p = SamplingParams{};
   p.repeat_last_n = -2;
   EXPECT_TRUE(validate(p).has_value());
+  p = SamplingParams{};
+  p.typical_p = 1.5f;
+  ASSERT_TRUE(validate(p).has_value());
+  EXPECT_NE(validate(p)->find("typical_p"), std::string::npos);
   Sampler ok(SamplingParams{});
   EXPECT_THROW(ok.sample(std::span<const float>{}, {}), Error);
 }
