@@ -14,7 +14,7 @@ namespace {
 struct PagedPush {
   uint32_t n_heads, n_kv_heads, head_dim, page_size, n_layers, layer, chunk, max_splits, q_stride;
   float scale;
-  uint32_t pages_per_binding;
+  uint32_t pages_per_binding, heads_per_wg, block_tokens, tile_keys, row_stride4;
 };
 struct CombinePush {
   uint32_t n_heads, head_dim, chunk, max_splits, out_stride;
@@ -22,11 +22,27 @@ struct CombinePush {
 
 uint32_t max_splits(const AttentionArgs& a) { return a.max_position / a.split_size + 1; }
 
+// attention.comp's shared arrays: qs4 holds rows_cap * head_dim floats, kvs one tile of
+// tile_keys * (head_dim / 2 + 1) words, ps4 tile_keys * rows_cap floats.
+constexpr uint32_t kQFloats = 4096, kTileWords = 2080, kScoreFloats = 1024, kMaxRows = 32;
+constexpr uint32_t kSharedBytes = (kQFloats + kTileWords + kScoreFloats + kMaxRows * 2) * 4 + 8;
+
+// Query rows (token, head) per work group: at most 32, a multiple of 4, and q of all rows fits qs4.
+uint32_t rows_cap(uint32_t head_dim) { return std::min(kMaxRows, kQFloats / head_dim / 4 * 4); }
+
+// Keys per tile. A function of head_dim alone: tile boundaries are part of a row's arithmetic (the online
+// softmax rescales at each), so they must not depend on the batch.
+uint32_t tile_keys(uint32_t head_dim) {
+  return std::min(32u, kTileWords / (head_dim / 2 + 1) / 4 * 4);
+}
+
 }  // namespace
 
-uint32_t attention_workgroup_size(const vk::Device& device) {
-  // At least 32 threads: head_dim <= 256 then needs at most 8 dims per thread (attention.comp).
-  return std::min(std::clamp<uint32_t>(2 * device.subgroup_size(), 32, 256), device.info().max_workgroup_size_x);
+uint32_t attention_workgroup_size(const vk::Device&) {
+  // attention.comp gives each thread at most 4 of the (4 rows x 2 dims) accumulator units of a 32-row,
+  // head_dim-128 work group: 128 threads, which every Vulkan device allows (maxComputeWorkGroupSize[0] and
+  // maxComputeWorkGroupInvocations are at least 128). No subgroup operation is used, so any subgroup size works.
+  return 128;
 }
 
 uint64_t attention_scratch_bytes(const AttentionArgs& args) {
@@ -48,6 +64,21 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   const uint32_t width = args.n_heads * hd;
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
+  KVTRIE_CHECK(k.device().info().max_shared_memory >= kSharedBytes, "attention: the device has too little shared memory");
+  KVTRIE_CHECK(k.workgroup_size("attention") == 128, "attention: attention.comp needs 128 threads per work group");
+
+  // GQA sharing and query blocks: a work group takes heads_per_wg query heads of one KV head and up to
+  // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap).
+  const uint32_t group_heads = args.n_heads / args.n_kv_heads;
+  const uint32_t rows = rows_cap(hd);
+  const uint32_t heads_per_wg = std::min(group_heads, rows);
+  const uint32_t head_groups = (group_heads + heads_per_wg - 1) / heads_per_wg;
+  const uint32_t block_tokens = std::max(1u, rows / heads_per_wg);
+  const uint32_t keys = tile_keys(hd);
+  KVTRIE_CHECK(rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords && keys * rows <= kScoreFloats &&
+                   keys % 4 == 0 && keys > 0,
+               "attention: tile sizes exceed attention.comp's shared arrays");
+  KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
   // Pool bindings: kv_pages, then the extra chunks; unused slots repeat kv_pages (never read).
   vk::BufferView pools[4] = {args.kv_pages, args.kv_pages, args.kv_pages, args.kv_pages};
@@ -62,11 +93,11 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
     KVTRIE_CHECK(p.range < (uint64_t{1} << 32), "attention: a pool binding must stay below 4 GiB");
   const PagedPush paged{args.n_heads, args.n_kv_heads, hd, args.layout.page_tokens, args.layout.n_layers,
                         args.layer, args.split_size, splits, args.q_stride ? args.q_stride : width, scale,
-                        per_binding};
+                        per_binding, heads_per_wg, block_tokens, keys, rows / 4};
   rec.dispatch(k.pipeline("attention", "paged"),
                {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
                 vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
-               paged, splits, args.n_heads, args.tokens);
+               paged, splits, args.n_kv_heads * head_groups, args.tokens);
 
   const CombinePush combine{args.n_heads, hd, args.split_size, splits, args.out_stride ? args.out_stride : width};
   rec.dispatch(k.pipeline("attention", "combine"),

@@ -3,10 +3,16 @@
 // page_table[token_info[t].x] and attends to positions 0 .. token_info[t].y (its own position; its K/V must
 // already be written). KV pages follow kernels/ops/kv_layout.h: page p, layer l holds K [page_tokens][kv_dim]
 // then V [page_tokens][kv_dim] in f16, kv_dim = n_kv_heads * head_dim, the layers of a page contiguous.
-// Two passes: attention_paged splits each token's context into chunks of `split_size` positions (one work
-// group per chunk, head and token, online softmax) writing partial (max, sum, acc) to scratch, and
-// attention_combine merges them in chunk order. The split size is fixed, not the split count, so a token's
-// output is bit-identical whatever batch it runs in (the --deterministic contract holds on every path).
+// Two passes: attention_paged splits each token's context into chunks of `split_size` positions and runs
+// one work group per (chunk, KV head, run of tokens): all query heads of that KV head, and the consecutive
+// batch tokens of one sequence inside an aligned block (up to 32 rows = heads x tokens), share K/V tiles
+// staged in shared memory, with an online softmax per row; each row writes a partial (max, sum, acc) to
+// scratch, and attention_combine merges them in chunk order. Tokens may come in any order and mix sequences
+// (a block is cut at each change of page-table offset); each token keeps its own causal limit.
+// Determinism: the split size and the key tile are fixed (the tile by head_dim), and a row's arithmetic never
+// depends on the other rows of its work group, so a token's output is bit-identical whatever batch it runs
+// in, alone, inside a prefill block or beside other sequences (the --deterministic contract holds on every
+// path; K/V must hold finite values).
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <array>
@@ -33,7 +39,7 @@ struct AttentionArgs {
   uint32_t tokens = 0;
   uint32_t n_heads = 0;
   uint32_t n_kv_heads = 0;    // divides n_heads
-  uint32_t head_dim = 0;      // even, at most 256 (multiples of 8 read K 16 bytes at a time)
+  uint32_t head_dim = 0;      // even, at most 256 (multiples of 8 read K/V 16 bytes at a time)
   KvLayout layout;            // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
   uint32_t layer = 0;
   uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)
@@ -43,7 +49,7 @@ struct AttentionArgs {
   float scale = 0;            // 0: 1 / sqrt(head_dim)
 };
 
-// The work-group size of both attention passes on a device (2 subgroups, 32..256 threads).
+// The work-group size of both attention passes on a device (128 threads; no subgroup operations).
 uint32_t attention_workgroup_size(const vk::Device& device);
 
 // Scratch bytes attention needs for these tokens, heads, head_dim, max_position and split_size.

@@ -1,20 +1,24 @@
 #version 450
-// attention_paged: one split of causal GQA attention for one (query token, head). Work group (c, h, t)
-// covers key positions [c*chunk, min((c+1)*chunk, pos_t + 1)) of token t's sequence, read as f16 from KV
-// pages through the sequence's page table, with an online softmax, and writes the unnormalised partial
-// (max m, sum l, acc[head_dim]) for attention_combine.comp. The split size is fixed by the caller (not the
-// split count), and keys are visited in fixed blocks of the work-group size, so a token's result does not
-// depend on the batch it runs in.
+// attention_paged: one split of causal GQA attention for a run of query tokens and the query heads that
+// share one KV head. Work group (c, y, t0): y = kv head * head_groups + head group; t0 leads a run, the
+// tokens t0.. of its aligned block of block_tokens tokens that share t0's page-table offset (one sequence;
+// a block holding several sequences is cut into runs at each change, and a WG whose t0 leads no run exits).
+// The WG stages K, then V, tiles of tile_keys keys in shared memory, so each K/V element is read once per
+// run and head group instead of once per query row. Row r = (token t0 + r / heads, head r % heads) covers
+// key positions [c*chunk, min((c+1)*chunk, pos_r + 1)) (its own causal limit), with an online softmax,
+// and writes the unnormalised partial (max m, sum l, acc[head_dim]) for attention_combine.comp.
+//
+// Batch invariance (attention.h): a row's arithmetic never depends on the other rows of its WG. Tiles
+// start at the split's start, every dot product is one fma chain over d in increasing order (whichever
+// thread computes it), a row's max/sum run over its own valid keys of the tile in increasing order, and
+// its acc is updated by acc * alpha then an fma chain over the tile's keys in increasing order. Work a row
+// sees only inside a block (a tile past its own end, keys past its end in a shared tile) adds alpha = 1 and
+// p = 0 terms, which leave m, l and acc bit-identical (K/V are finite f16 values).
 // KV page layout (kernels/ops/kv_layout.h): page p, layer L holds K [page_size][kv_dim] then V
 // [page_size][kv_dim], f16, pages of all layers contiguous; kv_dim = n_kv_heads * head_dim.
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(local_size_x_id = 0) in;  // 128 (attention_workgroup_size): 4 PV units per thread cover 32 x 128
 
-layout(local_size_x_id = 0) in;  // >= 32 so that head_dim <= 256 needs at most 8 dims per thread
-
-#define MAX_HEAD_DIM 256u
-#define DIMS_PER_THREAD 8u
-#define MAX_SUBGROUPS 64u
+#define MAX_ROWS 32u
 #define NEG_BIG -3.0e38
 
 layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
@@ -40,32 +44,20 @@ layout(push_constant) uniform Push {
   uint q_stride;    // floats between tokens in q
   float scale;
   uint pages_per_binding;
+  uint heads_per_wg;  // query heads of one KV head per WG (the last group may have fewer)
+  uint block_tokens;  // tokens per aligned block; heads_per_wg * block_tokens <= rows_cap
+  uint tile_keys;     // keys per tile (a multiple of 4, fixed by head_dim: determinism)
+  uint row_stride4;   // rows_cap / 4: vec4s per dim in qs4, per key in ps4
 } pc;
 
-shared float qs[MAX_HEAD_DIM];
-shared float ps[1024];
-shared uint vbase[1024];  // word index of each key's V row in the current block
-shared float red[MAX_SUBGROUPS];
-
-float wg_max(float v) {
-  v = subgroupMax(v);
-  if (subgroupElect()) red[gl_SubgroupID] = v;
-  barrier();
-  float r = red[0];
-  for (uint i = 1u; i < gl_NumSubgroups; ++i) r = max(r, red[i]);
-  barrier();
-  return r;
-}
-
-float wg_sum(float v) {
-  v = subgroupAdd(v);
-  if (subgroupElect()) red[gl_SubgroupID] = v;
-  barrier();
-  float r = 0.0;
-  for (uint i = 0u; i < gl_NumSubgroups; ++i) r += red[i];
-  barrier();
-  return r;
-}
+// Sizes (attention.cpp checks them): head_dim * rows_cap <= 4096, tile_keys * (head_dim / 2 + 1) <= 2080,
+// tile_keys * rows_cap <= 1024. About 28.5 KiB in all (lavapipe allows 32 KiB).
+shared vec4 qs4[1024];  // q * scale, [d][row / 4]; rows past the run are 0
+shared uint kvs[2080];  // the K tile, then the V tile: [key][d / 2] packed f16 pairs, stride head_dim / 2 + 1
+shared vec4 ps4[256];   // scores, then probabilities: [key][row / 4]
+shared vec4 alpha4[MAX_ROWS / 4];
+shared uint row_end[MAX_ROWS];  // key end of each row in this split; 0: the row has no keys here
+shared uint run_info[2];        // run length, max position of the run
 
 // Location of element 0 of the key (is_v = 0) or value (is_v = 1) row of position j, KV head kh: the
 // binding in the top 2 bits, the 32-bit word index inside it below (a binding holds < 2^30 words).
@@ -91,78 +83,202 @@ uvec4 kv_load4(uint loc) {  // the 16 bytes holding word loc (loc's word index a
 }
 uint kv_load(uint loc) { return kv_load4(loc)[loc & 3u]; }
 
-void main() {
-  uint c = gl_WorkGroupID.x, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
+// Stages keys (is_v = 0) or values (is_v = 1) [ts, ts + nk) of KV head kh into kvs; zeros up to tile_keys.
+void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
   uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-  uvec2 tok = tokens[t];
-  uint start = c * pc.chunk;
-  if (start > tok.y) return;  // uniform: this token's context has fewer splits
-  uint end = min(start + pc.chunk, tok.y + 1u);
-  uint kh = h / (pc.n_heads / pc.n_kv_heads);
-  uint hd = pc.head_dim;
+  uint kt = pc.tile_keys;
+  if (pc.head_dim % 8u == 0u) {  // uniform: 16-byte loads when rows are 16-byte aligned
+    uint d8 = pc.head_dim / 8u;
+    for (uint i = tid; i < kt * d8; i += wg) {
+      uint jj = i / d8, w4 = (i % d8) * 4u;
+      uvec4 w = uvec4(0u);
+      if (jj < nk) w = kv_load4(kv_word(pt_off, ts + jj, kh, is_v) + w4);
+      uint o = jj * ks + w4;
+      kvs[o] = w.x;
+      kvs[o + 1u] = w.y;
+      kvs[o + 2u] = w.z;
+      kvs[o + 3u] = w.w;
+    }
+  } else {
+    uint d2 = pc.head_dim / 2u;
+    for (uint i = tid; i < kt * d2; i += wg) {
+      uint jj = i / d2, w = i % d2;
+      kvs[jj * ks + w] = jj < nk ? kv_load(kv_word(pt_off, ts + jj, kh, is_v) + w) : 0u;
+    }
+  }
+}
 
-  for (uint d = tid; d < hd; d += wg) qs[d] = q[t * pc.q_stride + h * hd + d] * pc.scale;
+// Scores of the tile: unit u = (row block rb of 4 rows, ku consecutive keys). ku only changes which thread
+// computes a dot product, never its fma chain; callers pass a literal so the ku tests fold away.
+void score(uint ku, uint nrb, uint ks) {
+  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u;
+  uint n_units = nrb * (pc.tile_keys / ku);
+  for (uint u = gl_LocalInvocationID.x; u < n_units; u += gl_WorkGroupSize.x) {
+    uint rb = u % nrb, k0 = (u / nrb) * ku;
+    uint kb = k0 * ks;
+    vec4 s0 = vec4(0.0), s1 = vec4(0.0), s2 = vec4(0.0), s3 = vec4(0.0);
+    for (uint dp = 0u; dp < d2; ++dp) {
+      vec4 qa = qs4[(2u * dp) * rs4 + rb];
+      vec4 qb = qs4[(2u * dp + 1u) * rs4 + rb];
+      vec2 k = unpackHalf2x16(kvs[kb + dp]);
+      s0 = fma(qa, k.xxxx, s0);
+      s0 = fma(qb, k.yyyy, s0);
+      if (ku > 1u) {
+        k = unpackHalf2x16(kvs[kb + ks + dp]);
+        s1 = fma(qa, k.xxxx, s1);
+        s1 = fma(qb, k.yyyy, s1);
+      }
+      if (ku > 2u) {
+        k = unpackHalf2x16(kvs[kb + 2u * ks + dp]);
+        s2 = fma(qa, k.xxxx, s2);
+        s2 = fma(qb, k.yyyy, s2);
+        k = unpackHalf2x16(kvs[kb + 3u * ks + dp]);
+        s3 = fma(qa, k.xxxx, s3);
+        s3 = fma(qb, k.yyyy, s3);
+      }
+    }
+    ps4[k0 * rs4 + rb] = s0;
+    if (ku > 1u) ps4[(k0 + 1u) * rs4 + rb] = s1;
+    if (ku > 2u) {
+      ps4[(k0 + 2u) * rs4 + rb] = s2;
+      ps4[(k0 + 3u) * rs4 + rb] = s3;
+    }
+  }
+}
+
+void main() {
+  uint c = gl_WorkGroupID.x, t0 = gl_WorkGroupID.z;
+  uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  uint group_heads = pc.n_heads / pc.n_kv_heads;
+  uint groups = (group_heads + pc.heads_per_wg - 1u) / pc.heads_per_wg;
+  uint kh = gl_WorkGroupID.y / groups, hg = gl_WorkGroupID.y % groups;
+  uint hn = min(pc.heads_per_wg, group_heads - hg * pc.heads_per_wg);  // heads in this WG
+  uint h0 = kh * group_heads + hg * pc.heads_per_wg;
+  uint hd = pc.head_dim, d2 = hd / 2u, ks = d2 + 1u, kt = pc.tile_keys, rs4 = pc.row_stride4;
+
+  uint pt_off = tokens[t0].x;
+  if (t0 % pc.block_tokens != 0u && tokens[t0 - 1u].x == pt_off) return;  // uniform: t0 leads no run
+  if (tid == 0u) {
+    uint block_end = min(t0 - t0 % pc.block_tokens + pc.block_tokens, gl_NumWorkGroups.z);
+    uint len = 1u, max_pos = tokens[t0].y;
+    for (uint t = t0 + 1u; t < block_end; ++t) {
+      uvec2 tk = tokens[t];
+      if (tk.x != pt_off) break;
+      ++len;
+      max_pos = max(max_pos, tk.y);
+    }
+    run_info[0] = len;
+    run_info[1] = max_pos;
+  }
+  barrier();
+  uint start = c * pc.chunk;
+  if (start > run_info[1]) return;  // uniform: no token of the run reaches this split
+  uint wg_end = min(start + pc.chunk, run_info[1] + 1u);
+  uint rows = run_info[0] * hn;
+  uint nrb = (rows + 3u) / 4u;
+
+  if (tid < MAX_ROWS) {
+    uint e = 0u;
+    if (tid < rows) {
+      uint pos = tokens[t0 + tid / hn].y;
+      if (pos >= start) e = min(start + pc.chunk, pos + 1u);
+    }
+    row_end[tid] = e;
+  }
+  for (uint i = tid; i < nrb * 4u * hd; i += wg) {
+    uint r = i / hd, d = i % hd;
+    float v = 0.0;
+    if (r < rows) v = q[(t0 + r / hn) * pc.q_stride + (h0 + r % hn) * hd + d] * pc.scale;
+    qs4[d * rs4 + r / 4u][r & 3u] = v;
+  }
   barrier();
 
-  float m = NEG_BIG, l = 0.0;
-  float acc[DIMS_PER_THREAD];
-  for (uint i = 0u; i < DIMS_PER_THREAD; ++i) acc[i] = 0.0;
+  // This thread's PV units: (row block, dim pair), u = tid + i * wg; nrb * d2 <= 512 = 4 * 128.
+  uint n_pv = nrb * d2;
+  uint uend[4];
+  vec4 ax[4], ay[4];
+  for (uint i = 0u; i < 4u; ++i) {
+    uint u = tid + i * wg, e = 0u;
+    if (u < n_pv) {
+      uint rb = u / d2;
+      e = max(max(row_end[4u * rb], row_end[4u * rb + 1u]), max(row_end[4u * rb + 2u], row_end[4u * rb + 3u]));
+    }
+    uend[i] = e;
+    ax[i] = vec4(0.0);
+    ay[i] = vec4(0.0);
+  }
+  uint ku = nrb * kt >= 4u * wg ? 4u : (nrb * kt >= 2u * wg ? 2u : 1u);
 
-  for (uint j0 = start; j0 < end; j0 += wg) {
-    uint j = j0 + tid;
-    float s = NEG_BIG;
-    if (j < end) {
-      uint kw = kv_word(tok.x, j, kh, 0u);
-      float dot = 0.0;
-      if (hd % 8u == 0u) {  // uniform: 16-byte loads when rows are 16-byte aligned
-        for (uint d = 0u; d < hd; d += 8u) {
-          uvec4 k8 = kv_load4(kw + d / 2u);
-          for (uint c = 0u; c < 4u; ++c) {
-            vec2 kk = unpackHalf2x16(k8[c]);
-            dot = fma(qs[d + 2u * c], kk.x, dot);
-            dot = fma(qs[d + 2u * c + 1u], kk.y, dot);
-          }
+  float m = NEG_BIG, l = 0.0;  // the softmax state of row tid (tid < nrb * 4)
+  uint my_end = tid < MAX_ROWS ? row_end[tid] : 0u;
+  for (uint ts = start; ts < wg_end; ts += kt) {
+    uint nk = min(kt, wg_end - ts);
+    load_tile(0u, pt_off, kh, ts, nk, ks);
+    barrier();
+    if (ku == 4u) score(4u, nrb, ks);
+    else if (ku == 2u) score(2u, nrb, ks);
+    else score(1u, nrb, ks);
+    barrier();
+    if (tid < nrb * 4u) {
+      uint rb = tid / 4u, rc = tid & 3u;
+      float alpha = 1.0;
+      uint nv = 0u;
+      if (my_end > ts) {
+        nv = min(kt, my_end - ts);
+        float mt = ps4[rb][rc];
+        for (uint j = 1u; j < nv; ++j) mt = max(mt, ps4[j * rs4 + rb][rc]);
+        float m_new = max(m, mt);
+        float sum = 0.0;
+        for (uint j = 0u; j < nv; ++j) {
+          float p = exp(ps4[j * rs4 + rb][rc] - m_new);
+          ps4[j * rs4 + rb][rc] = p;
+          sum += p;
         }
-      } else {
-        for (uint d = 0u; d < hd; d += 2u) {
-          vec2 kk = unpackHalf2x16(kv_load(kw + d / 2u));
-          dot = fma(qs[d], kk.x, dot);
-          dot = fma(qs[d + 1u], kk.y, dot);
+        alpha = exp(m - m_new);
+        l = l * alpha + sum;
+        m = m_new;
+      }
+      for (uint j = nv; j < nk; ++j) ps4[j * rs4 + rb][rc] = 0.0;
+      alpha4[rb][rc] = alpha;
+    }
+    load_tile(1u, pt_off, kh, ts, nk, ks);  // the K tile is no longer read
+    barrier();
+    for (uint i = 0u; i < 4u; ++i) {
+      uint u = tid + i * wg;
+      if (u < n_pv && uend[i] > ts) {
+        uint rb = u / d2, dp = u % d2;
+        uint nj = min(kt, uend[i] - ts);
+        vec4 al = alpha4[rb];
+        vec4 a = ax[i] * al, b = ay[i] * al;
+        for (uint j = 0u; j < nj; ++j) {
+          vec4 p = ps4[j * rs4 + rb];
+          vec2 v = unpackHalf2x16(kvs[j * ks + dp]);
+          a = fma(p, v.xxxx, a);
+          b = fma(p, v.yyyy, b);
         }
+        ax[i] = a;
+        ay[i] = b;
       }
-      s = dot;
     }
-    float m_new = max(m, wg_max(s));
-    float p = (j < end) ? exp(s - m_new) : 0.0;
-    ps[tid] = p;
-    // The page-table lookup for each key's V row is done once, by the thread that scored it.
-    vbase[tid] = (j < end) ? kv_word(tok.x, j, kh, 1u) : 0u;
-    float alpha = exp(m - m_new);
-    l = l * alpha + wg_sum(p);  // wg_sum's barrier also publishes ps and vbase
-    uint nkeys = min(wg, end - j0);
-    for (uint i = 0u; i < DIMS_PER_THREAD; ++i) {
-      uint d = tid + i * wg;
-      if (d >= hd) break;
-      float a = acc[i] * alpha;
-      for (uint jj = 0u; jj < nkeys; ++jj) {
-        uint vw = vbase[jj] + d / 2u;
-        vec2 vv = unpackHalf2x16(kv_load(vw));
-        a = fma(ps[jj], (d & 1u) == 0u ? vv.x : vv.y, a);
-      }
-      acc[i] = a;
-    }
-    m = m_new;
-    barrier();  // ps is rewritten by the next block
+    barrier();  // kvs and ps4 are rewritten by the next tile
   }
 
-  uint base = ((t * pc.n_heads + h) * pc.max_splits + c) * (hd + 2u);
-  if (tid == 0u) {
+  uint stride = hd + 2u;
+  if (tid < rows && my_end > 0u) {
+    uint base = (((t0 + tid / hn) * pc.n_heads + h0 + tid % hn) * pc.max_splits + c) * stride;
     partial[base] = m;
     partial[base + 1u] = l;
   }
-  for (uint i = 0u; i < DIMS_PER_THREAD; ++i) {
-    uint d = tid + i * wg;
-    if (d >= hd) break;
-    partial[base + 2u + d] = acc[i];
+  for (uint i = 0u; i < 4u; ++i) {
+    uint u = tid + i * wg;
+    if (u >= n_pv) break;
+    uint rb = u / d2, dp = u % d2;
+    for (uint rc = 0u; rc < 4u; ++rc) {
+      uint r = rb * 4u + rc;
+      if (r >= rows || row_end[r] == 0u) continue;
+      uint base = (((t0 + r / hn) * pc.n_heads + h0 + r % hn) * pc.max_splits + c) * stride + 2u + 2u * dp;
+      partial[base] = ax[i][rc];
+      partial[base + 1u] = ay[i][rc];
+    }
   }
 }

@@ -1,8 +1,11 @@
 // Paged causal GQA attention against a plain C++ reference: several sequences of different lengths in one
-// batch, page tables out of order, a page shared by two sequences, GQA ratios 1, 2 and 4, head dims 8, 64
-// and 128 (and 12, the path for rows that are not 16-byte aligned), a pool split over several bindings,
-// splits of the context (split-K) and a single split; and batch invariance (a token alone gives
-// the same bits as in the batch).
+// batch, page tables out of order, a page shared by two sequences, GQA ratios 1, 2, 3, 4, 8 and 24 (more
+// heads than one work group takes), head dims 8, 10 and 12 (rows that are not 16-byte aligned), 64, 128 and
+// 256, a pool split over several bindings, splits of the context (split-K, splits that cut pages and key
+// tiles) and a single split. The batch mixes a 16-token prefill block of one sequence (causal masking inside
+// the block), decode tokens of other sequences, a run whose positions are out of order and a long context
+// crossing split boundaries. Batch invariance: a token gives the same bits alone, inside its prefill block
+// alone, in the mixed batch and in the batch reversed.
 //
 // Tolerance: K and V are f16 values read exactly by both sides; the reference computes the softmax in
 // double, so the GPU's f32 exp/accumulation error remains: |gpu - ref| <= 2e-5 + 2e-4 * max |ref| per
@@ -44,7 +47,7 @@ struct Batch {
 constexpr uint32_t kPageTokens = 16;
 constexpr uint32_t kLayers = 2;
 constexpr uint32_t kLayer = 1;  // not layer 0: the layer offset inside a page is exercised
-constexpr uint32_t kPages = 12;
+constexpr uint32_t kPages = 16;
 
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
@@ -119,15 +122,17 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     return read_back<float>(out, out_count);
   }
 
-  // Three sequences: A (40 positions, pages 7 2 9), B (23 positions, pages 7 4: it shares A's first page,
-  // as a common prefix does), C (5 positions, page 11). Query tokens from all three, interleaved.
-  Batch make_batch() {
-    const std::vector<Sequence> seqs = {{{7, 2, 9}, 40}, {{7, 4}, 23}, {{11}, 5}};
-    const std::vector<std::pair<uint32_t, uint32_t>> queries = {{0, 39}, {1, 22}, {2, 4}, {0, 20},
-                                                                {1, 16}, {0, 0},  {2, 0}, {0, 31}};
+  // Four sequences: A (40 positions, pages 7 2 9), B (23 positions, pages 7 4: it shares A's first page,
+  // as a common prefix does), C (5 positions, page 11), D (100 positions, pages 13 0 15 1 3 5 14).
+  static std::vector<Sequence> sequences() {
+    return {{{7, 2, 9}, 40}, {{7, 4}, 23}, {{11}, 5}, {{13, 0, 15, 1, 3, 5, 14}, 100}};
+  }
+
+  // A batch of (sequence, position) queries with random q.
+  Batch make_batch(const std::vector<std::pair<uint32_t, uint32_t>>& queries) {
     Batch b;
     std::vector<uint32_t> offsets;
-    for (const Sequence& s : seqs) {
+    for (const Sequence& s : sequences()) {
       offsets.push_back(static_cast<uint32_t>(b.page_table.size()));
       b.page_table.insert(b.page_table.end(), s.pages.begin(), s.pages.end());
     }
@@ -139,6 +144,52 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     b.tokens = static_cast<uint32_t>(queries.size());
     b.q = random_floats(uint64_t{b.tokens} * GetParam().n_heads * GetParam().head_dim);
     return b;
+  }
+
+  // The 16-token prefill block of A (positions 24..39): tokens 0..15 of the mixed batch.
+  static std::vector<std::pair<uint32_t, uint32_t>> prefill_block() {
+    std::vector<std::pair<uint32_t, uint32_t>> q;
+    for (uint32_t pos = 24; pos < 40; ++pos) q.push_back({0, pos});
+    return q;
+  }
+
+  // The prefill block, decode tokens of B, C and D, A again (a new run), a run of D with positions out of
+  // order, short contexts, and a second prefill run of D that straddles aligned block boundaries.
+  Batch make_batch() {
+    std::vector<std::pair<uint32_t, uint32_t>> q = prefill_block();
+    const std::vector<std::pair<uint32_t, uint32_t>> rest = {
+        {1, 22}, {2, 4}, {3, 99}, {0, 20}, {3, 97}, {3, 60}, {3, 98}, {3, 33}, {1, 16}, {0, 0}, {2, 0}};
+    q.insert(q.end(), rest.begin(), rest.end());
+    for (uint32_t pos = 70; pos < 83; ++pos) q.push_back({3, pos});
+    return make_batch(q);
+  }
+
+  // Token t of b alone in a batch of its own (same page table).
+  Batch token_of(const Batch& b, uint32_t t) const {
+    const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+    Batch one;
+    one.page_table = b.page_table;
+    one.token_info = {b.token_info[2 * t], b.token_info[2 * t + 1]};
+    one.q.assign(b.q.begin() + uint64_t{t} * width, b.q.begin() + uint64_t{t + 1} * width);
+    one.tokens = 1;
+    one.max_position = one.token_info[1];
+    return one;
+  }
+
+  // Tokens [first, first + count) of b as a batch of their own, in reverse order when `reverse`.
+  Batch tokens_of(const Batch& b, uint32_t first, uint32_t count, bool reverse) const {
+    const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+    Batch out;
+    out.page_table = b.page_table;
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint32_t t = reverse ? first + count - 1 - i : first + i;
+      out.token_info.push_back(b.token_info[2 * t]);
+      out.token_info.push_back(b.token_info[2 * t + 1]);
+      out.max_position = std::max(out.max_position, b.token_info[2 * t + 1]);
+      out.q.insert(out.q.end(), b.q.begin() + uint64_t{t} * width, b.q.begin() + uint64_t{t + 1} * width);
+    }
+    out.tokens = count;
+    return out;
   }
 
   std::vector<uint16_t> make_pool() {
@@ -168,53 +219,72 @@ TEST_P(AttentionTest, MatchesReferenceWithAndWithoutSplits) {
   const std::vector<uint16_t> pool_host = make_pool();
   vk::Buffer pool = device_buffer(pool_host);
   const std::vector<double> ref = reference(b, pool_host);
-  for (uint32_t split : {7u, 16u, 256u}) {  // 7: splits that cut pages; 256: one split per token
+  // 7: splits that cut pages and key tiles; 48: a split of one and a half tiles; 256: one split per token.
+  for (uint32_t split : {7u, 48u, 256u}) {
     SCOPED_TRACE("split_size " + std::to_string(split));
     expect_close(run(b, {&pool}, split), ref, GetParam().head_dim);
   }
 }
 
-// A pool split over three bindings of 5 pages (as for a pool larger than maxStorageBufferRange): the
-// sequences' pages 7 2 9 / 7 4 / 11 live in bindings 1 0 1 / 1 0 / 2. Same bits as the single binding.
+// A pool split over three bindings of 6 pages (as for a pool larger than maxStorageBufferRange): the
+// sequences' pages live in all three. Same bits as the single binding.
 TEST_P(AttentionTest, PoolSplitOverBindingsGivesTheSameBits) {
   const Batch b = make_batch();
   const std::vector<uint16_t> pool_host = make_pool();
   const uint64_t page = layout().page_elements();
   std::vector<vk::Buffer> chunks;
-  for (uint64_t first = 0; first < kPages; first += 5) {
-    const uint64_t n = std::min<uint64_t>(5, kPages - first);
+  for (uint64_t first = 0; first < kPages; first += 6) {
+    const uint64_t n = std::min<uint64_t>(6, kPages - first);
     chunks.push_back(device_buffer(std::vector<uint16_t>(pool_host.begin() + first * page,
                                                          pool_host.begin() + (first + n) * page)));
   }
   vk::Buffer whole = device_buffer(pool_host);
   const std::vector<float> one = run(b, {&whole}, 16);
-  const std::vector<float> split = run(b, {&chunks[0], &chunks[1], &chunks[2]}, 16, 5);
+  const std::vector<float> split = run(b, {&chunks[0], &chunks[1], &chunks[2]}, 16, 6);
   expect_close(split, reference(b, pool_host), GetParam().head_dim);
   EXPECT_EQ(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)), 0);
 }
 
-TEST_P(AttentionTest, TokenAloneGivesTheSameBitsAsInTheBatch) {
+// The --deterministic contract: a token's bits do not depend on its batch. Compared: the mixed batch, the
+// same batch reversed (every block and run is cut differently), the prefill block alone (forwards and
+// reversed), and single tokens alone.
+TEST_P(AttentionTest, TokenGivesTheSameBitsAloneInItsBlockAndInAnyBatch) {
   const Batch b = make_batch();
   vk::Buffer pool = device_buffer(make_pool());
   const uint32_t split = 16;
-  const std::vector<float> batch = run(b, {&pool}, split);
   const uint32_t width = GetParam().n_heads * GetParam().head_dim;
-  for (uint32_t t : {0u, 1u, 6u}) {
-    Batch one;
-    one.page_table = b.page_table;
-    one.token_info = {b.token_info[2 * t], b.token_info[2 * t + 1]};
-    one.q.assign(b.q.begin() + uint64_t{t} * width, b.q.begin() + uint64_t{t + 1} * width);
-    one.tokens = 1;
-    one.max_position = one.token_info[1];
-    const std::vector<float> alone = run(one, {&pool}, split);
-    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * width, width * sizeof(float)), 0)
-        << "token " << t << " differs alone vs in the batch";
+  const std::vector<float> batch = run(b, {&pool}, split);
+  auto same = [&](const float* got, uint32_t t) {
+    return std::memcmp(got, batch.data() + uint64_t{t} * width, width * sizeof(float)) == 0;
+  };
+
+  const std::vector<float> reversed = run(tokens_of(b, 0, b.tokens, true), {&pool}, split);
+  for (uint32_t t = 0; t < b.tokens; ++t)
+    EXPECT_TRUE(same(reversed.data() + uint64_t{b.tokens - 1 - t} * width, t)) << "token " << t << " reversed";
+
+  const uint32_t block = static_cast<uint32_t>(prefill_block().size());
+  for (bool reverse : {false, true}) {
+    const std::vector<float> alone_block = run(tokens_of(b, 0, block, reverse), {&pool}, split);
+    for (uint32_t t = 0; t < block; ++t) {
+      const uint32_t at = reverse ? block - 1 - t : t;
+      EXPECT_TRUE(same(alone_block.data() + uint64_t{at} * width, t))
+          << "token " << t << " in its prefill block alone" << (reverse ? ", reversed" : "");
+    }
+  }
+
+  // First, middle and last of the prefill block, a long decode, out-of-order D tokens, short contexts.
+  for (uint32_t t : {0u, 7u, 15u, 18u, 20u, 22u, 25u, 26u, b.tokens - 1}) {
+    const std::vector<float> alone = run(token_of(b, t), {&pool}, split);
+    EXPECT_TRUE(same(alone.data(), t)) << "token " << t << " differs alone vs in the batch";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         // GQA 1, 2, 4, 4, 2, 3, 8, 4, 24; dims 10 and 12: rows not 16-byte aligned; 24 heads
+                         // per KV head: more than one work group's rows (two head groups at dim 256).
                          ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128}, Shape{4, 1, 128},
-                                           Shape{6, 3, 12}),  // 12: rows not 16-byte aligned
+                                           Shape{6, 3, 12}, Shape{6, 2, 10}, Shape{16, 2, 64}, Shape{8, 2, 256},
+                                           Shape{24, 1, 256}),
                          [](const auto& p) {
                            return "heads" + std::to_string(p.param.n_heads) + "_kv" + std::to_string(p.param.n_kv_heads) +
                                   "_dim" + std::to_string(p.param.head_dim);
