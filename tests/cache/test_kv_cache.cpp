@@ -165,6 +165,55 @@ TEST_F(KvCacheTest, CommittingDecodeStepsExtendsTheCachedSequence) {
   EXPECT_EQ(request(1, all).cached_tokens, all.size() - 1);
 }
 
+// Regression: a request that recomputed a continuation the trie already held (a cached conversation replayed
+// token by token, e.g. the same seeded request twice) kept its own copy of every page while its lease pinned
+// the trie's copy, so it held twice its length in device pages and a lone request that fit the device tier
+// found no page.
+TEST_F(KvCacheTest, RecomputingACachedContinuationSharesTheTriesFullPages) {
+  make(8, 0);
+  const auto all = range(10, 15);  // 4 pages: a prompt of 5 tokens and 10 "generated" ones
+  request(1, all);
+  const std::vector<TokenId> prompt(all.begin(), all.begin() + 5);
+  const AcquireResult r = start(1, prompt);
+  EXPECT_EQ(r.cached_tokens, 4u);
+  std::size_t committed = r.cached_tokens;
+  for (std::size_t n = 5; n <= all.size(); ++n) {  // one decode step at a time, as the scheduler does
+    ASSERT_EQ(cache_->reserve(r.seq, static_cast<std::uint32_t>(n)), ReserveStatus::Ok);
+    copier_->write(cache_->page_table(r.seq), kv_values(1, all), committed, n);
+    cache_->commit(r.seq, std::span(all).subspan(committed, n - committed));
+    committed = n;
+    cache_->check_invariants();
+    // Trie pages (4) plus at most the sequence's own copy of the page it is writing.
+    EXPECT_LE(cache_->stats().device_pages_used, 5u) << "after " << n << " tokens";
+  }
+  const auto table = cache_->page_table(r.seq);
+  const MatchResult cached = cache_->peek(1, all);
+  for (std::size_t i = 0; i + 1 < table.size(); ++i) EXPECT_EQ(table[i], cached.pages[i].page) << "page " << i;
+  EXPECT_EQ(copier_->wrong_positions(table, kv_values(1, all), all.size()), 0u);
+  cache_->release(r.seq);
+}
+
+TEST_F(KvCacheTest, PreviewAcquireCountsTheUnpinnedDevicePagesAcquireWouldPin) {
+  make(16, 8);
+  const auto system = range(10, 8);  // 2 pages
+  request(1, system);
+  auto a = system;
+  a.insert(a.end(), {50, 51, 52});
+  KvCache::ReusePreview before = cache_->preview_acquire(1, a);
+  EXPECT_EQ(before.device_tokens, 8u);
+  EXPECT_EQ(before.unpinned_device_pages, 2u);
+  const std::uint32_t reclaimable = cache_->reclaimable_device_pages();
+  const AcquireResult ra = start(1, a);
+  EXPECT_EQ(cache_->reclaimable_device_pages(), reclaimable - 2u) << "pinning took the two shared pages";
+  // Now the system prompt is pinned: a second conversation pins nothing new.
+  auto b = system;
+  b.insert(b.end(), {60, 61});
+  EXPECT_EQ(cache_->preview_acquire(1, b).unpinned_device_pages, 0u);
+  EXPECT_EQ(cache_->preview_acquire(1, b).device_tokens, 8u);
+  cache_->release(ra.seq);
+  EXPECT_EQ(cache_->preview_acquire(1, b).unpinned_device_pages, 2u);
+}
+
 TEST_F(KvCacheTest, NamespacesDoNotShare) {
   make(32, 0);
   request(1, range(10, 9));

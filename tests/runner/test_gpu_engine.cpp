@@ -16,6 +16,7 @@
 #include "kernels/vk/context.h"
 #include "kernels/vk/instance.h"
 #include "runner/engine/gpu_engine.h"
+#include "runner/engine/gpu_model.h"
 #include "runner/engine/request_queue.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
@@ -370,6 +371,21 @@ TEST_F(GpuEngineTest, QueueIsFifoASmallRequestDoesNotOvertakeABigHead) {
   EXPECT_GE(third.ttft_ms + submit_ms, first.ttft_ms + first.decode_ms)
       << "the small request started before the big request ahead of it in the queue";
   EXPECT_EQ(engine.counters().requests_cancelled, 0u);
+}
+
+TEST_F(GpuEngineTest, DeviceTierIsCappedAtTheBindingsAttentionReads) {
+  GpuEngineConfig config = deterministic();
+  config.parallel = 2;
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  const uint64_t per_binding = context().device().max_storage_buffer_range() / page_bytes;
+  // More than kMaxPageChunks bindings asked for: the tier gets exactly that many full chunks.
+  config.kv_device_bytes = (GpuModel::kMaxPageChunks * per_binding + 7) * page_bytes;
+  config.kv_host_bytes = 16 * page_bytes;
+  GpuEngine& engine = start(config);
+  EXPECT_EQ(engine.memory_use().kv_device, GpuModel::kMaxPageChunks * per_binding * page_bytes);
+  EXPECT_EQ(engine.cache_stats().device.pages_total, GpuModel::kMaxPageChunks * per_binding);
+  const Result r = run(engine, greedy(pseudo_random_tokens(40, 700, 320), 8));
+  EXPECT_EQ(r.stats.stop_kind, StopKind::Length);
 }
 
 TEST_F(GpuEngineTest, WithoutDeterministicCachedAndColdAgreeWithinTolerance) {
