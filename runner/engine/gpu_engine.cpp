@@ -148,7 +148,11 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   if (device_pages < wanted)
     spdlog::warn("kv: device tier capped at {} pages ({} MiB): {} storage-buffer bindings", device_pages,
                  device_pages * page_bytes >> 20, GpuModel::kMaxPageChunks);
-  if (device_pages < config.parallel * pages_per_seq)
+  if (device_pages <= pages_per_seq)
+    spdlog::warn("kv: device tier of {} pages holds less than one context of {} tokens: requests that may grow "
+                 "past {} tokens (max_tokens -1 included) are rejected", device_pages, config.n_ctx,
+                 (device_pages - std::min(device_pages, 1u)) * uint64_t{config.page_tokens});
+  else if (device_pages < config.parallel * pages_per_seq)
     spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: requests may wait in the "
                  "queue or be preempted (and resumed) for room", device_pages, config.parallel, config.n_ctx,
                  config.parallel * pages_per_seq);
