@@ -326,6 +326,42 @@ TEST_F(GpuEngineTest, PreemptedRequestResumesWithTheTokensOfAnUninterruptedRun) 
   }
 }
 
+TEST_F(GpuEngineTest, RequestCancelledWhileWaitingToResumeEndsCleanly) {
+  GpuEngineConfig config = deterministic();
+  config.parallel = 2;
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  config.kv_device_bytes = 4 * page_bytes;
+  config.kv_host_bytes = 16 * page_bytes;
+  GpuEngine& engine = start(config);
+  const auto first = seeded(pseudo_random_tokens(10, 410, 320), 38, 5);
+  const auto second = seeded(pseudo_random_tokens(10, 411, 320), 38, 6);
+  const Result solo_first = run(engine, first);
+  const Result solo_second = run(engine, second);
+  engine.flush_cache();
+  auto a = std::get<GenerationStream>(engine.submit(first));
+  auto b = std::get<GenerationStream>(engine.submit(second));
+  // The second is preempted when the first grows, and waits for the first to end: cancel it meanwhile.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (engine.counters().requests_preempted == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  ASSERT_GE(engine.counters().requests_preempted, 1u);
+  b.cancel();
+  const Result ra = collect(a);
+  const Result rb = collect(b);
+  EXPECT_EQ(ra.tokens, solo_first.tokens);
+  EXPECT_EQ(ra.stats.stop_kind, StopKind::Length);
+  EXPECT_EQ(rb.stats.stop_kind, StopKind::Cancelled);
+  ASSERT_LE(rb.tokens.size(), solo_second.tokens.size());
+  EXPECT_TRUE(std::equal(rb.tokens.begin(), rb.tokens.end(), solo_second.tokens.begin()))
+      << "what the cancelled request streamed is a prefix of its solo run";
+  EXPECT_EQ(engine.counters().requests_cancelled, 1u);
+  // The gauges are updated at the end of the engine's step, just after the final chunks went out.
+  while ((engine.counters().active != 0 || engine.counters().queued != 0) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(engine.counters().active, 0u);
+  EXPECT_EQ(engine.counters().queued, 0u);
+}
+
 TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
   GpuEngineConfig config = deterministic();
   const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
