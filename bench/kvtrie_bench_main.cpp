@@ -75,6 +75,15 @@ int main(int argc, char** argv) {
   auto* bw_cmd = app.add_subcommand("bandwidth", "device-local copy bandwidth (read + write)");
   bw_cmd->add_option("--mib", bw.mib, "buffer size")->check(CLI::PositiveNumber)->capture_default_str();
 
+  KernelOptions kernel;
+  auto* kernel_cmd = app.add_subcommand("kernel", "one matrix product many times: per-dispatch time, weight GB/s");
+  kernel_cmd->add_option("--type", kernel.type, "weight type (GGUF name, e.g. Q4_0)")->capture_default_str();
+  kernel_cmd->add_option("--path", kernel.path, "auto, deterministic, tiled or coopmat")->capture_default_str();
+  kernel_cmd->add_option("--rows", kernel.rows)->check(CLI::PositiveNumber)->capture_default_str();
+  kernel_cmd->add_option("--cols", kernel.cols)->check(CLI::PositiveNumber)->capture_default_str();
+  kernel_cmd->add_option("--tokens", kernel.tokens)->check(CLI::PositiveNumber)->capture_default_str();
+  kernel_cmd->add_option("--dispatches", kernel.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
+
   // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
   add_common(load_cmd, 3, 0);
   add_common(prefill_cmd, 5, 1);
@@ -82,10 +91,11 @@ int main(int argc, char** argv) {
   add_common(multi_cmd, 1, 0);
   add_common(copy_cmd, 5, 1);
   add_common(bw_cmd, 10, 2);
+  add_common(kernel_cmd, 5, 1);
   common.repeats = 0;
   common.warmup = 0;
-  const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}};
-  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd, copy_cmd, bw_cmd};
+  const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}, {5, 1}};
+  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd, copy_cmd, bw_cmd, kernel_cmd};
   CLI11_PARSE(app, argc, argv);
   for (size_t i = 0; i < std::size(commands); ++i) {
     if (!commands[i]->parsed()) continue;
@@ -104,6 +114,7 @@ int main(int argc, char** argv) {
     if (multi_cmd->parsed()) run_multiturn(common, multi);
     if (copy_cmd->parsed()) run_copy(common, copy);
     if (bw_cmd->parsed()) run_bandwidth(common, bw);
+    if (kernel_cmd->parsed()) run_kernel(common, kernel);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtrie-bench: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "bench/perf/bench_common.h"
 
@@ -63,5 +64,15 @@ struct BandwidthOptions {
   uint64_t mib = 2048;
 };
 void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options);
+
+// kernel: one matrix product dispatched many times (chained with barriers, and independent), per-dispatch
+// time and weight bandwidth, against a chain of empty dispatches.
+struct KernelOptions {
+  std::string type = "Q4_0";
+  std::string path = "auto";  // auto, deterministic, tiled, coopmat
+  uint32_t rows = 4096, cols = 4096, tokens = 1;
+  uint32_t dispatches = 64;
+};
+void run_kernel(const CommonOptions& common, const KernelOptions& options);
 
 }  // namespace kvtrie::bench
