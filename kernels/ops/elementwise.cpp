@@ -1,4 +1,7 @@
-// swiglu, add, add_bias: one invocation per value, so they share this file's few lines each.
+// swiglu, add, add_bias (one invocation per value) and read_probe: a few lines each.
+#include <cstdint>
+
+#include "kernels/error.h"
 #include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
 
@@ -27,6 +30,15 @@ void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::
   } push{rows, n, stride ? stride : n};
   const Grid grid = grid_1d(div_up(uint64_t{rows} * n, k.workgroup_size("add_bias")));
   rec.dispatch(k.pipeline("add_bias", "f32"), {vk::read_write(x), vk::read(bias)}, push, grid.x, grid.y);
+}
+
+void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, vk::BufferView sink,
+                uint32_t threads) {
+  KVTRIE_CHECK(src.range % 16 == 0 && src.range / 16 <= UINT32_MAX, "read_probe: whole 16-byte elements");
+  const uint32_t wg = k.workgroup_size("read_probe");
+  KVTRIE_CHECK(sink.range >= uint64_t{div_up(threads, wg)} * wg * 4, "read_probe: sink smaller than one word per invocation");
+  const uint32_t push = static_cast<uint32_t>(src.range / 16);
+  rec.dispatch(k.pipeline("read_probe", "u32"), {vk::read(src), vk::write(sink)}, push, div_up(threads, wg));
 }
 
 }  // namespace kvtrie::kernels

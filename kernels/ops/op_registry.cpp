@@ -41,6 +41,7 @@ vk::SpecConstants spec_none(const vk::Device&) {
 
 constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
+constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
 constexpr std::array kWideTypes = {"q4_0"sv, "q8_0"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
@@ -53,6 +54,7 @@ const OpRegistration kOps[] = {
     {"swiglu", kF32, spec_elementwise},
     {"add", kF32, spec_elementwise},
     {"add_bias", kF32, spec_elementwise},
+    {"read_probe", kU32, spec_elementwise},
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kF16, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},

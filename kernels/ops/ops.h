@@ -45,6 +45,10 @@ void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk:
 void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::BufferView b, vk::BufferView out,
          uint32_t count);
 // x[r * stride + c] += bias[c], c < n, in place (stride 0: n).
+// Reads src (a multiple of 16 bytes) once with `threads` invocations (rounded up to whole work groups),
+// writing one word per invocation to sink: a read-bandwidth probe for benchmarks.
+void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, vk::BufferView sink,
+                uint32_t threads);
 void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias,
               uint32_t rows, uint32_t n, uint32_t stride = 0);
 
