@@ -32,10 +32,6 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {
-  if (path == MatmulPath::Auto && matvec_wide_supports(args)) {  // the decode step's product
-    matvec_wide(rec, k, args);
-    return;
-  }
   switch (resolve_matmul_path(k.device(), path, args.tokens)) {
     case MatmulPath::Deterministic:
       matvec(rec, k, args);

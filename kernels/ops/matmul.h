@@ -5,8 +5,7 @@
 //   Tiled:         portable 64x64 shared-memory tiles, f32; each output is reduced in k order by one thread,
 //                  so it is batch-invariant among Tiled calls but not equal to matvec bit for bit.
 //   CoopMat:       VK_NV_cooperative_matrix (f16 inputs, f32 accumulate), only where the device has it.
-// Auto picks CoopMat where available, else Tiled; tokens <= 8 use matvec (one weight pass), and one token of
-// Q4_0/Q8_0 rows of whole block pairs takes matvec_wide (faster, not batch-invariant).
+// Auto picks CoopMat where available, else Tiled; tokens <= 8 always use matvec (one weight pass).
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>

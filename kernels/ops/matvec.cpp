@@ -67,19 +67,3 @@ void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) 
 }
 
 }  // namespace kvtrie::kernels
-
-namespace kvtrie::kernels {
-
-bool matvec_wide_supports(const MatmulArgs& args) {
-  return args.tokens == 1 && (args.w.type == TensorType::Q4_0 || args.w.type == TensorType::Q8_0) &&
-         args.w.cols % 64 == 0 && args.w.data.offset % 4 == 0 && args.x.offset % 16 == 0;
-}
-
-void matvec_wide(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) {
-  KVTRIE_CHECK(matvec_wide_supports(args), "matvec_wide: one token of Q4_0/Q8_0 rows of whole block pairs");
-  // Each subgroup of the work group owns 2 rows (ROWS in matvec_wide.comp).
-  const uint32_t subgroups = matvec_workgroup_size(k.device()) / std::max<uint32_t>(k.device().subgroup_size(), 1);
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec_wide", type_variant(args.w.type)), 2 * subgroups, 1);
-}
-
-}  // namespace kvtrie::kernels

@@ -62,10 +62,4 @@ void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const M
 // Records y = W x for args.tokens tokens.
 void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
 
-// The faster single-token product (matvec_wide.comp): Q4_0 and Q8_0 weights whose rows are whole pairs of
-// blocks (cols % 64 == 0), one token. Not batch-invariant against matvec(): the Deterministic path never
-// takes it. matvec_wide_supports says whether it can run these arguments.
-bool matvec_wide_supports(const MatmulArgs& args);
-void matvec_wide(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
-
 }  // namespace kvtrie::kernels

@@ -43,7 +43,6 @@ constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
 constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
-constexpr std::array kWideTypes = {"q4_0"sv, "q8_0"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
                                   "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
 
@@ -59,7 +58,6 @@ const OpRegistration kOps[] = {
     {"kv_write", kF16, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
     {"matvec1", kAllTypes, spec_matvec},  // the single-token build of matvec.comp
-    {"matvec_wide", kWideTypes, spec_matvec},
     {"matmul", kAllTypes, spec_none},
     {"matmul_coopmat", kAllTypes, spec_none, coopmat_supported},
     {"attention", kAttention, spec_attention},

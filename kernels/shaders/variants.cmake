@@ -21,9 +21,6 @@ foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:1
   kvtrie_shader(matmul_${_name} matmul.comp WTYPE=${_id})
   kvtrie_shader(matmul_coopmat_${_name} matmul_coopmat.comp WTYPE=${_id})
 endforeach()
-# The single-token matvec of Q4_0 / Q8_0 rows of whole block pairs (non-deterministic decode).
-kvtrie_shader(matvec_wide_q4_0 matvec_wide.comp WTYPE=2)
-kvtrie_shader(matvec_wide_q8_0 matvec_wide.comp WTYPE=8)
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)

@@ -168,54 +168,6 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
                                            TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
                          [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
 
-// matvec_wide (the single-token Q4_0/Q8_0 product of non-deterministic decode) against the same reference:
-// row counts that do not fill a work group's rows (1, 5, 37) and rows of 1, 3 and 64 block pairs.
-class MatvecWideTest : public MatvecTest {};
-
-TEST_P(MatvecWideTest, MatchesReferenceForOddRowCountsAndLengths) {
-  const TensorType type = GetParam();
-  Kernels k(context(), Prewarm::No);
-  for (uint32_t rows : {1u, 5u, 37u})
-    for (uint32_t cols : {64u, 192u, 4096u}) {
-      SCOPED_TRACE(std::string(tensor_type_info(type).name) + " rows " + std::to_string(rows) + " cols " +
-                   std::to_string(cols));
-      const HostMatrix m = random_matrix(type, rows, cols, rng());
-      vk::Buffer w = device_buffer(m.bytes);
-      const std::vector<float> x = random_vector(cols, rng());
-      vk::Buffer xb = device_buffer(x);
-      vk::Buffer yb(context().device(), rows * sizeof(float), vk::MemoryKind::DeviceLocal);
-      const MatmulArgs args{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), 1};
-      ASSERT_TRUE(matvec_wide_supports(args));
-      vk::CommandRecorder rec(context());
-      rec.begin();
-      matvec_wide(rec, k, args);
-      rec.end();
-      rec.submit_and_wait();
-      const std::vector<float> y = vk::download<float>(context(), yb, rows);
-      std::vector<double> ref, scale;
-      reference(m, rows, cols, x, 1, ref, scale);
-      for (uint32_t r = 0; r < rows; ++r)
-        EXPECT_LE(std::abs(y[r] - ref[r]), kTolerance * scale[r] + 1e-7) << "row " << r;
-    }
-}
-
-TEST_P(MatvecWideTest, OnlyWholeBlockPairsOfOneTokenAreSupported) {
-  const TensorType type = GetParam();
-  MatmulArgs args{{{}, type, 8, 64}, {}, {}, 1};
-  EXPECT_TRUE(matvec_wide_supports(args));
-  args.w.cols = 96;  // three blocks: the last pair is incomplete
-  EXPECT_FALSE(matvec_wide_supports(args));
-  args.w.cols = 64;
-  args.tokens = 2;
-  EXPECT_FALSE(matvec_wide_supports(args));
-  args.tokens = 1;
-  args.w.type = TensorType::Q4_K;
-  EXPECT_FALSE(matvec_wide_supports(args));
-}
-
-INSTANTIATE_TEST_SUITE_P(WideTypes, MatvecWideTest, ::testing::Values(TensorType::Q4_0, TensorType::Q8_0),
-                         [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
-
 // split_rows: chunks cover every row once, in order, and each (plus the alignment slack in front of an
 // aligned-down binding and word rounding) fits the binding range.
 TEST(MatvecSplitRows, ChunksCoverAllRowsAndFitTheRange) {
