@@ -7,7 +7,9 @@ namespace kvtrie::kernels {
 
 namespace {
 constexpr uint32_t kTile = 64;  // BM = BN in matmul.comp and matmul_coopmat.comp
-constexpr uint32_t kMatvecTokens = 8;
+// Up to this many tokens matvec (weights read once per 8 tokens) is as fast as the 64-token tiles on an
+// H200 (kvtrie-bench kernel, docs/BENCHMARKS.md: 122 vs 120 us for 32 tokens of a 4096x4096 Q4_0 matrix).
+constexpr uint32_t kMatvecTokens = 32;
 }  // namespace
 
 bool coopmat_supported(const vk::Device& device) {
@@ -27,8 +29,9 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
     case MatmulPath::Auto:
       break;
   }
-  if (tokens <= kMatvecTokens) return MatmulPath::Deterministic;
-  return coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
+  // CoopMat is not chosen automatically: measured on an H200 it is slower than Tiled at every token count
+  // (12 vs 18 TFLOPS for 512 tokens), its tiles being staged without overlap (docs/BENCHMARKS.md).
+  return tokens <= kMatvecTokens ? MatmulPath::Deterministic : MatmulPath::Tiled;
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {

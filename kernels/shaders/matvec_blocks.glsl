@@ -26,6 +26,10 @@ uint w_u32(uint o) {
   return (o & 2u) == 0u ? lo : (lo >> 16) | (hi << 16);
 }
 float w_f16(uint o) { return unpackHalf2x16(w_u16(o)).x; }
+// The small unsigned integer n (< 2^23) minus `bias`, exactly: 2^23 + n is the float with bits
+// 0x4B000000 | n, so an OR and a subtract replace an integer-to-float conversion (a quarter-rate
+// instruction on many GPUs; this one is full rate). Gives the same float as float(int(n) - bias).
+float small_int(uint n, float bias) { return uintBitsToFloat(0x4B000000u | n) - (8388608.0 + bias); }
 
 // K-quant 6-bit scale and min number j (0..7) from the 12 packed bytes at `o`.
 void kq_scale_min(uint o, uint j, out float sc, out float mn) {
@@ -90,15 +94,15 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
 #if WTYPE == T_Q4_0
   a = d;
   for (uint i = 0u; i < 4u; ++i) {
-    v[i] = float(int((w0 >> (8u * i + sh)) & 0xFu) - 8);
-    v[i + 4u] = float(int((w1 >> (8u * i + sh)) & 0xFu) - 8);
+    v[i] = small_int((w0 >> (8u * i + sh)) & 0xFu, 8.0);
+    v[i + 4u] = small_int((w1 >> (8u * i + sh)) & 0xFu, 8.0);
   }
 #else
   a = d;
   b = w_f16(bo + 2u);
   for (uint i = 0u; i < 4u; ++i) {
-    v[i] = float((w0 >> (8u * i + sh)) & 0xFu);
-    v[i + 4u] = float((w1 >> (8u * i + sh)) & 0xFu);
+    v[i] = small_int((w0 >> (8u * i + sh)) & 0xFu, 0.0);
+    v[i + 4u] = small_int((w1 >> (8u * i + sh)) & 0xFu, 0.0);
   }
 #endif
 #elif WTYPE == T_Q5_0 || WTYPE == T_Q5_1
@@ -123,22 +127,23 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
     uint q0 = ((w0 >> (8u * i + sh)) & 0xFu) | (((qh >> i) & 1u) << 4);
     uint q1 = ((w1 >> (8u * i + sh)) & 0xFu) | (((qh >> (i + 4u)) & 1u) << 4);
 #if WTYPE == T_Q5_0
-    v[i] = float(int(q0) - 16);
-    v[i + 4u] = float(int(q1) - 16);
+    v[i] = small_int(q0, 16.0);
+    v[i + 4u] = small_int(q1, 16.0);
 #else
-    v[i] = float(q0);
-    v[i + 4u] = float(q1);
+    v[i] = small_int(q0, 0.0);
+    v[i + 4u] = small_int(q1, 0.0);
 #endif
   }
 #elif WTYPE == T_Q8_0
   uint bo = rb + (g >> 2) * 34u;
   float d = w_f16(bo);
   uint qo = bo + 2u + (g & 3u) * 8u;
-  int w0 = int(w_u32(qo)), w1 = int(w_u32(qo + 4u));
+  // A signed byte b is ((b ^ 0x80) as unsigned) - 128.
+  uint w0 = w_u32(qo) ^ 0x80808080u, w1 = w_u32(qo + 4u) ^ 0x80808080u;
   a = d;
-  for (int i = 0; i < 4; ++i) {
-    v[i] = float(bitfieldExtract(w0, 8 * i, 8));
-    v[i + 4] = float(bitfieldExtract(w1, 8 * i, 8));
+  for (uint i = 0u; i < 4u; ++i) {
+    v[i] = small_int((w0 >> (8u * i)) & 0xFFu, 128.0);
+    v[i + 4u] = small_int((w1 >> (8u * i)) & 0xFFu, 128.0);
   }
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
   // 256 values: d, dmin, 12 scale bytes, (Q5_K: 32 high-bit bytes), 128 nibble bytes. Chunk j of 64 values
@@ -169,8 +174,8 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
     q0 |= ((h0 >> (8u * i + hb)) & 1u) << 4;
     q1 |= ((h1 >> (8u * i + hb)) & 1u) << 4;
 #endif
-    v[i] = float(q0);
-    v[i + 4u] = float(q1);
+    v[i] = small_int(q0, 0.0);
+    v[i + 4u] = small_int(q1, 0.0);
   }
   a = d;
   b = -m;
@@ -189,10 +194,8 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
   int scb = int(w_u8(bo + 192u + 8u * n + 2u * q + (l0 >> 4)));
   float d = w_f16(bo + 208u) * float(bitfieldExtract(scb, 0, 8));
   for (uint i = 0u; i < 4u; ++i) {
-    int q0 = int(((w0 >> (8u * i + sh)) & 0xFu) | (((h0 >> (8u * i + hs)) & 3u) << 4)) - 32;
-    int q1 = int(((w1 >> (8u * i + sh)) & 0xFu) | (((h1 >> (8u * i + hs)) & 3u) << 4)) - 32;
-    v[i] = float(q0);
-    v[i + 4u] = float(q1);
+    v[i] = small_int(((w0 >> (8u * i + sh)) & 0xFu) | (((h0 >> (8u * i + hs)) & 3u) << 4), 32.0);
+    v[i + 4u] = small_int(((w1 >> (8u * i + sh)) & 0xFu) | (((h1 >> (8u * i + hs)) & 3u) << 4), 32.0);
   }
   a = d;
 #else
