@@ -47,13 +47,13 @@ VkPageStore::VkPageStore(vk::Context& context, const kernels::KvLayout& layout, 
   const vk::PipelineCacheStats& p = context_.pipelines().stats();
   if (r.weight_tensors > 0)  // a model was loaded on this context: the KV tiers are its last step
     spdlog::info(
-        "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks) | pipelines {} "
-        "({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache {}) | kv device {} MiB in "
-        "{:.0f} ms, host {} MiB committed on use in chunks of {} pages",
+        "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks; staging copy {:.0f} ms, "
+        "GPU wait {:.0f} ms) | pipelines {} ({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache "
+        "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed on use in chunks of {} pages",
         static_cast<double>(r.weight_bytes) / 1e9, r.weights_ms,
         r.weights_ms > 0 ? static_cast<double>(r.weight_bytes) / 1e6 / r.weights_ms : 0.0, r.weight_tensors,
-        r.weight_blocks, p.created, p.background_created, p.background_ms, r.pipeline_wait_ms,
-        vk::cache_file_status_name(p.file_status), device_mib, device_s * 1e3, host_mib,
+        r.weight_blocks, r.upload_copy_ms, r.upload_wait_ms, p.created, p.background_created, p.background_ms,
+        r.pipeline_wait_ms, vk::cache_file_status_name(p.file_status), device_mib, device_s * 1e3, host_mib,
         host_pages_per_chunk_);
   else
     spdlog::debug("kv: device tier {} MiB in {:.0f} ms, host tier {} MiB committed on use", device_mib,

@@ -37,6 +37,8 @@ struct LoadReport {
   uint32_t weight_tensors = 0;
   uint32_t weight_blocks = 0;   // device allocations holding them
   double weights_ms = 0;        // allocation + upload, waiting for background pipelines excluded
+  double upload_copy_ms = 0;    // of which copying into staging slots (host)
+  double upload_wait_ms = 0;    // and waiting for slots' GPU copies
   double pipeline_wait_ms = 0;  // how long the load waited for pipelines after the upload
 };
 

@@ -152,6 +152,14 @@ void PipelineCache::create_in_background(std::vector<PipelineKey> keys, unsigned
   if (background_pending()) finish_background();
   std::erase_if(keys, [&](const PipelineKey& k) { return contains(k.variant, k.spec); });
   if (keys.empty()) return;
+  // Longest first (by SPIR-V size, a proxy for the driver's compile time): the slow shaders do not end up
+  // alone at the tail of the batch.
+  auto words = [](const PipelineKey& k) {
+    const SpirvBlob* blob = find_spirv(k.variant);
+    return blob ? blob->word_count : 0u;
+  };
+  std::stable_sort(keys.begin(), keys.end(),
+                   [&](const PipelineKey& a, const PipelineKey& b) { return words(a) > words(b); });
   batch_ = std::make_unique<Batch>();
   batch_->keys = std::move(keys);
   batch_->results.resize(batch_->keys.size());

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -22,6 +23,10 @@ constexpr uint64_t kOneOffChunk = 64ull << 20;
 
 uint64_t align16(uint64_t n) {
   return (n + 15) / 16 * 16;
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -133,7 +138,9 @@ Uploader::Slot& Uploader::current() {
   if (current_ == slots_.size()) slots_.push_back(std::make_unique<Slot>(context_, options_.slot_bytes));
   Slot& slot = *slots_[current_];
   if (slot.recorder.in_flight()) {
+    const auto start = std::chrono::steady_clock::now();
     slot.recorder.wait();
+    wait_ms_ += ms_since(start);
     slot.copies.clear();
     slot.used = 0;
   }
@@ -181,7 +188,9 @@ void Uploader::upload(const Buffer& dst, uint64_t dst_offset, std::span<const st
       continue;
     }
     const uint64_t n = std::min(options_.slot_bytes - slot.used, data.size() - done);
+    const auto start = std::chrono::steady_clock::now();
     copy_in(static_cast<std::byte*>(slot.staging.data()) + slot.used, data.data() + done, n);
+    copy_ms_ += ms_since(start);
     slot.copies.push_back({slot.used, dst.view(dst_offset + done, n)});
     slot.used = std::min(options_.slot_bytes, align16(slot.used + n));
     done += n;
@@ -191,11 +200,13 @@ void Uploader::upload(const Buffer& dst, uint64_t dst_offset, std::span<const st
 
 void Uploader::finish() {
   submit_current();
+  const auto start = std::chrono::steady_clock::now();
   for (std::unique_ptr<Slot>& slot : slots_) {
     slot->recorder.wait();
     slot->copies.clear();
     slot->used = 0;
   }
+  wait_ms_ += ms_since(start);
 }
 
 void upload(Context& context, const Buffer& dst, uint64_t dst_offset, std::span<const std::byte> data) {

@@ -26,7 +26,7 @@ class Context;
 class CopyPool;
 
 struct UploaderOptions {
-  uint64_t slot_bytes = 32ull << 20;  // one staging slot (and the largest piece of one copy)
+  uint64_t slot_bytes = 16ull << 20;  // one staging slot (and the largest piece of one copy)
   uint32_t slots = 4;                 // the ring: how many copies may be in flight while the next is filled
   uint32_t copy_threads = 0;          // host threads copying a large piece (0: from the CPU count)
 };
@@ -48,6 +48,8 @@ class Uploader {
   uint64_t bytes() const { return bytes_; }              // uploaded so far
   uint32_t submissions() const { return submissions_; }  // one per filled slot
   uint32_t slots_allocated() const { return static_cast<uint32_t>(slots_.size()); }
+  double copy_ms() const { return copy_ms_; }  // host time copying into slots
+  double wait_ms() const { return wait_ms_; }  // host time waiting for slots' copies to complete
 
  private:
   struct Slot;
@@ -62,6 +64,7 @@ class Uploader {
   size_t current_ = 0;
   uint64_t bytes_ = 0;
   uint32_t submissions_ = 0;
+  double copy_ms_ = 0, wait_ms_ = 0;
 };
 
 void upload(Context& context, const Buffer& dst, uint64_t dst_offset, std::span<const std::byte> data);

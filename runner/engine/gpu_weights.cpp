@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <future>
 
+#include "kernels/error.h"
 #include "kernels/vk/device.h"
 #include "kernels/vk/staging.h"
 
@@ -62,14 +65,14 @@ std::vector<Placement> placements(GpuWeights& g, const ModelWeights& w) {
   return out;
 }
 
-// Packs the tensors into blocks of at most kWeightBlockBytes, each at a binding-aligned offset; returns the
+// Packs the tensors into blocks of at most block_bytes, each at a binding-aligned offset; returns the
 // block sizes.
-std::vector<uint64_t> pack(std::vector<Placement>& plan, uint64_t alignment) {
+std::vector<uint64_t> pack(std::vector<Placement>& plan, uint64_t alignment, uint64_t block_bytes) {
   std::vector<uint64_t> blocks;
   for (Placement& p : plan) {
     p.size = (p.tensor->data.size() + 15) / 16 * 16;
     uint64_t offset = blocks.empty() ? 0 : (blocks.back() + alignment - 1) / alignment * alignment;
-    if (blocks.empty() || (offset + p.size > kWeightBlockBytes && blocks.back() > 0)) {
+    if (blocks.empty() || (offset + p.size > block_bytes && blocks.back() > 0)) {
       blocks.push_back(0);
       offset = 0;
     }
@@ -82,19 +85,44 @@ std::vector<uint64_t> pack(std::vector<Placement>& plan, uint64_t alignment) {
 
 }  // namespace
 
-GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const ModelConfig& config) {
+GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const ModelConfig& config,
+                          uint64_t block_bytes) {
   const auto start = Clock::now();
   GpuWeights g;
   g.tied = config.tied_output || w.output == w.token_embd;
   std::vector<Placement> plan = placements(g, w);
   const uint64_t alignment =
       std::max<uint64_t>(256, context.device().info().min_storage_buffer_offset_alignment);
-  for (uint64_t size : pack(plan, alignment)) {
-    g.blocks.emplace_back(context.device(), size, vk::MemoryKind::DeviceLocal);
-    g.bytes += size;
-  }
+  const std::vector<uint64_t> sizes = pack(plan, alignment, block_bytes);
+  for (uint64_t size : sizes) g.bytes += size;
+
+  // The blocks are allocated in order on a thread of their own while the upload copies into those already
+  // there: the driver's time per GiB allocated overlaps the host's copying. On failure the rest is skipped.
+  std::vector<std::promise<vk::Buffer>> promised(sizes.size());
+  std::vector<std::future<vk::Buffer>> allocated;
+  for (std::promise<vk::Buffer>& p : promised) allocated.push_back(p.get_future());
+  std::atomic<bool> stop{false};
+  const vk::Device& device = context.device();
+  const std::future<void> allocator = std::async(std::launch::async, [&] {
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      try {
+        if (stop) throw Error("weight block allocation abandoned");
+        promised[b].set_value(vk::Buffer(device, sizes[b], vk::MemoryKind::DeviceLocal));
+      } catch (...) {
+        stop = true;
+        promised[b].set_exception(std::current_exception());
+      }
+    }
+  });
+  struct StopOnExit {
+    std::atomic<bool>& stop;
+    ~StopOnExit() { stop = true; }  // an exception below ends the allocations early (then joins them)
+  } stop_on_exit{stop};
+
   vk::Uploader uploader(context);
+  g.blocks.reserve(sizes.size());
   for (const Placement& p : plan) {
+    while (g.blocks.size() <= p.block) g.blocks.push_back(allocated[g.blocks.size()].get());
     DeviceTensor& out = *p.out;
     out.type = p.tensor->type;
     out.cols = static_cast<uint32_t>(p.tensor->shape[0]);
@@ -108,6 +136,8 @@ GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const Mod
   report.weight_tensors = static_cast<uint32_t>(plan.size());
   report.weight_blocks = static_cast<uint32_t>(g.blocks.size());
   report.weights_ms = ms_since(start);
+  report.upload_copy_ms = uploader.copy_ms();
+  report.upload_wait_ms = uploader.wait_ms();
 
   // The kernels' prewarm ran beside the upload; the model is ready once it is done too.
   const auto wait_start = Clock::now();

@@ -2,7 +2,8 @@
 // from the GgufFile's mapping by upload_weights(). Tensors keep their GGUF row layout (kernels read the
 // block formats directly). They are packed into a few large buffers (GpuWeights::blocks, at most
 // kWeightBlockBytes each unless one tensor is larger), each tensor at an offset aligned for a shader
-// binding; a DeviceTensor is a view into its block. Owned by GpuModel; the Context must outlive it.
+// binding; a DeviceTensor is a view into its block. The blocks are allocated on a helper thread while the
+// upload copies into those already there. Owned by GpuModel; the Context must outlive it.
 // upload_weights() runs on the caller's thread and returns when every byte is on the device and the
 // pipelines the Context's PipelineCache was creating in the background (Kernels' prewarm, overlapped with
 // the upload) exist: the model is ready to run. It logs the load's phases (one info line).
@@ -51,7 +52,10 @@ struct GpuWeights {
   const DeviceTensor& logits_matrix() const { return tied ? token_embd : output; }
 };
 
-GpuWeights upload_weights(vk::Context& context, const ModelWeights& weights, const ModelConfig& config);
+// Throws kvtrie::Error when device memory runs out (nothing is leaked). `block_bytes`: the block size limit
+// (tests use small ones).
+GpuWeights upload_weights(vk::Context& context, const ModelWeights& weights, const ModelConfig& config,
+                          uint64_t block_bytes = kWeightBlockBytes);
 
 // The distinct types of the model's weight tensors (for kernels::Kernels' prewarm of what the model needs).
 std::vector<TensorType> weight_types(const ModelWeights& weights);
