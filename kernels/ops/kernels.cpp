@@ -1,5 +1,7 @@
 #include "kernels/ops/kernels.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <string>
 
@@ -42,12 +44,14 @@ std::vector<vk::PipelineKey> Kernels::prewarm_keys(const vk::Device& device,
   return keys;
 }
 
-Kernels::Kernels(vk::Context& context, Prewarm prewarm) : context_(&context) {
+Kernels::Kernels(vk::Context& context, Prewarm prewarm)
+    : context_(&context), prewarmed_(prewarm == Prewarm::Yes) {
   if (prewarm == Prewarm::No) return;
   context.pipelines().create_in_background(prewarm_keys(context.device(), std::nullopt));
 }
 
-Kernels::Kernels(vk::Context& context, std::span<const TensorType> weight_types) : context_(&context) {
+Kernels::Kernels(vk::Context& context, std::span<const TensorType> weight_types)
+    : context_(&context), prewarmed_(true) {
   context.pipelines().create_in_background(prewarm_keys(context.device(), weight_types));
 }
 
@@ -69,7 +73,16 @@ const Kernels::Entry& Kernels::resolve(std::string_view op, std::string_view var
   KVTRIE_CHECK(it != row.variants.end(),
                "op " + std::string(op) + " has no registered variant " + std::string(variant));
   const std::string name = std::string(op) + "_" + std::string(variant);
-  const vk::ComputePipeline& p = context_->pipelines().get(name, row.spec(context_->device()));
+  const vk::SpecConstants spec = row.spec(context_->device());
+  vk::PipelineCache& cache = context_->pipelines();
+  if (prewarmed_) {
+    cache.finish_background();
+    if (!cache.contains(name, spec)) {
+      ++created_after_prewarm_;
+      spdlog::warn("kernels: pipeline {} was not prewarmed; created on first use", name);
+    }
+  }
+  const vk::ComputePipeline& p = cache.get(name, spec);
   entries_.push_back({row.op, *it, &p});
   return entries_.back();
 }

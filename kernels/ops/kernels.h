@@ -50,6 +50,9 @@ class Kernels {
                                                    std::optional<std::span<const TensorType>> weight_types);
   // Waits until the prewarmed pipelines exist (rethrows a creation failure).
   void finish_prewarm() const;
+  // Pipelines a prewarmed Kernels had to create on first use (each logged as a warning): they were missing
+  // from the prewarm selection, and the step that first used them paid for their creation.
+  uint32_t created_after_prewarm() const { return created_after_prewarm_; }
 
   vk::Context& context() const { return *context_; }
   const vk::Device& device() const { return context_->device(); }
@@ -68,6 +71,8 @@ class Kernels {
   const Entry& resolve(std::string_view op, std::string_view variant) const;
 
   vk::Context* context_;
+  bool prewarmed_ = false;
+  mutable uint32_t created_after_prewarm_ = 0;
   mutable std::vector<Entry> entries_;
 };
 

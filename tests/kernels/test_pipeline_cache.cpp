@@ -283,6 +283,12 @@ TEST_F(KernelsPrewarm, APrewarmForTypesCreatesExactlyItsKeys) {
   k.pipeline("matvec", "f16");  // prewarmed: no new pipeline
   k.pipeline("rms_norm", "f32");
   EXPECT_EQ(context().pipelines().size(), after);
+  EXPECT_EQ(k.created_after_prewarm(), 0u);
+  // A variant outside the selection is still served, and counted as a miss of the prewarm.
+  k.pipeline("get_rows", "q5_1");
+  EXPECT_EQ(k.created_after_prewarm(), 1u);
+  k.pipeline("get_rows", "q5_1");  // resolved once
+  EXPECT_EQ(k.created_after_prewarm(), 1u);
 }
 
 }  // namespace
