@@ -29,9 +29,8 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
     case MatmulPath::Auto:
       break;
   }
-  // CoopMat is not chosen automatically: measured on an H200 it is slower than Tiled at every token count
-  // (12 vs 18 TFLOPS for 512 tokens), its tiles being staged without overlap (docs/BENCHMARKS.md).
-  return tokens <= kMatvecTokens ? MatmulPath::Deterministic : MatmulPath::Tiled;
+  if (tokens <= kMatvecTokens) return MatmulPath::Deterministic;
+  return coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {

@@ -5,8 +5,8 @@
 //   Tiled:         portable 64x64 shared-memory tiles, f32; each output is reduced in k order by one thread,
 //                  so it is batch-invariant among Tiled calls but not equal to matvec bit for bit.
 //   CoopMat:       VK_NV_cooperative_matrix (f16 inputs, f32 accumulate), only where the device has it.
-// Auto picks matvec for up to 32 tokens, else Tiled. CoopMat runs only when asked for: on an H200 it is
-// slower than Tiled today (docs/BENCHMARKS.md).
+// Auto picks matvec for up to 32 tokens (as fast as 64-token tiles there, docs/BENCHMARKS.md), above that
+// CoopMat where the device has it, else Tiled.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>

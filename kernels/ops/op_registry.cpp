@@ -42,13 +42,14 @@ vk::SpecConstants spec_none(const vk::Device&) {
 constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
 constexpr std::array kU32 = {"u32"sv};
+constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
                                   "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
 
 const OpRegistration kOps[] = {
     {"fill", kF32, spec_elementwise},
-    {"rms_norm", kF32, spec_row_reduce},
+    {"rms_norm", kRmsNorm, spec_row_reduce},
     {"rope", kF32, spec_elementwise},
     {"swiglu", kF32, spec_elementwise},
     {"add", kF32, spec_elementwise},

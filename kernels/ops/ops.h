@@ -24,6 +24,9 @@ struct RmsNormArgs {
   uint32_t x_stride = 0, y_stride = 0;  // 0: n * heads
 };
 void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a);
+// x += residual in place (same layout as x), then y = rms_norm(x) as above: a residual connection and the
+// following norm in one dispatch, with the values of add() then rms_norm().
+void add_rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a, vk::BufferView residual);
 
 enum class RopeMode : uint32_t { Normal = 0, Neox = 1 };
 // In place on x: token t (position positions[t], int32) has n_heads heads of head_dim floats, heads

@@ -4,23 +4,42 @@
 
 namespace kvtrie::kernels {
 
-void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a) {
+namespace {
+
+struct RmsNormPush {
+  uint32_t rows, n, heads, x_stride, y_stride, has_weight;
+  float eps;
+};
+
+RmsNormPush push_of(const RmsNormArgs& a) {
   KVTRIE_CHECK(a.n > 0 && a.heads > 0, "rms_norm: empty rows");
+  return {a.rows,
+          a.n,
+          a.heads,
+          a.x_stride ? a.x_stride : a.n * a.heads,
+          a.y_stride ? a.y_stride : a.n * a.heads,
+          a.weight.empty() ? 0u : 1u,
+          a.eps};
+}
+
+}  // namespace
+
+void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a) {
+  const RmsNormPush push = push_of(a);
   if (a.rows == 0) return;
-  struct Push {
-    uint32_t rows, n, heads, x_stride, y_stride, has_weight;
-    float eps;
-  } push{a.rows,
-         a.n,
-         a.heads,
-         a.x_stride ? a.x_stride : a.n * a.heads,
-         a.y_stride ? a.y_stride : a.n * a.heads,
-         a.weight.empty() ? 0u : 1u,
-         a.eps};
   const vk::BufferView weight = a.weight.empty() ? a.x : a.weight;  // bound but unread when absent
   const Grid grid = grid_1d(a.rows);
   rec.dispatch(k.pipeline("rms_norm", "f32"), {vk::read(a.x), vk::read(weight), vk::write(a.y)}, push, grid.x,
                grid.y);
+}
+
+void add_rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a, vk::BufferView residual) {
+  const RmsNormPush push = push_of(a);
+  if (a.rows == 0) return;
+  const vk::BufferView weight = a.weight.empty() ? residual : a.weight;  // bound but unread when absent
+  const Grid grid = grid_1d(a.rows);
+  rec.dispatch(k.pipeline("rms_norm", "add_f32"),
+               {vk::read_write(a.x), vk::read(weight), vk::write(a.y), vk::read(residual)}, push, grid.x, grid.y);
 }
 
 }  // namespace kvtrie::kernels

@@ -1,6 +1,7 @@
 # One line per shader variant: kvtrie_shader(<op>_<variant> <source>.comp [DEFINE=VALUE...]).
 kvtrie_shader(fill_f32 fill.comp)
 kvtrie_shader(rms_norm_f32 rms_norm.comp)
+kvtrie_shader(rms_norm_add_f32 rms_norm.comp ADD_RESIDUAL=1)
 kvtrie_shader(rope_f32 rope.comp)
 kvtrie_shader(swiglu_f32 swiglu.comp)
 kvtrie_shader(add_f32 add.comp)

@@ -119,15 +119,24 @@ struct GpuModel::Impl {
     kernels::matmul(*rec, kernels, args, path);
   }
 
-  void rms_norm(const vk::Buffer& in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows) {
+  // out = rms_norm(x) * weight over rows of n_embd; with a residual, x += residual first (in place).
+  void rms_norm(const vk::Buffer& x_in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows,
+                const vk::Buffer* residual = nullptr) {
     kernels::RmsNormArgs a;
-    a.x = in.view();
+    a.x = x_in.view();
     a.weight = weight.view();
     a.y = out.view();
     a.rows = rows;
     a.n = config.n_embd;
     a.eps = config.rms_eps;
-    kernels::rms_norm(*rec, kernels, a);
+    if (residual)
+      kernels::add_rms_norm(*rec, kernels, a, residual->view());
+    else
+      kernels::rms_norm(*rec, kernels, a);
+  }
+  void add_rms_norm(const vk::Buffer& x_inout, const vk::Buffer& residual, const DeviceTensor& weight,
+                    const vk::Buffer& out, uint32_t rows) {
+    rms_norm(x_inout, weight, out, rows, &residual);
   }
 
   void head_norm(const vk::Buffer& buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
@@ -206,7 +215,11 @@ struct GpuModel::Impl {
     embed(ids, weights.token_embd, x, T);
     for (uint32_t l = 0; l < config.n_layers; ++l) {
       const DeviceLayer& w = weights.layers[l];
-      rms_norm(x, w.attn_norm, xn, T);
+      // The previous layer's FFN output (in tmp) joins the residual stream inside this layer's first norm.
+      if (l == 0)
+        rms_norm(x, w.attn_norm, xn, T);
+      else
+        add_rms_norm(x, tmp, w.attn_norm, xn, T);
       matmul(w.wq, xn, q, T);
       matmul(w.wk, xn, k, T);
       matmul(w.wv, xn, v, T);
@@ -254,14 +267,13 @@ struct GpuModel::Impl {
       at.max_position = max_position;
       kernels::attention(*rec, kernels, at);
       matmul(w.wo, attn, tmp, T);
-      kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
-      rms_norm(x, w.ffn_norm, xn, T);
+      add_rms_norm(x, tmp, w.ffn_norm, xn, T);  // x += attention output; xn = ffn_norm(x)
       matmul(w.w_gate, xn, gate, T);
       matmul(w.w_up, xn, up, T);
       kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
       matmul(w.w_down, gate, tmp, T);
-      kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
     }
+    kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);  // the last layer's FFN
     // Only the rows that are sampled go through the final norm and the output matrix.
     kernels::GetRowsArgs gather;
     gather.table = x.view();

@@ -156,14 +156,15 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
 
 class MatmulPathTest : public test::VulkanTest {};
 
-// Auto takes matvec for up to 32 tokens and tiles above (cooperative matrices only when asked for: slower
-// today); an explicit CoopMat request on a device without them is an error, not a silent fallback.
+// Auto takes matvec for up to 32 tokens, above that cooperative matrices where the device has them, else
+// tiles; an explicit CoopMat request on a device without them is an error, not a silent fallback.
 TEST_F(MatmulPathTest, AutoResolvesByTokenCount) {
   const vk::Device& device = context().device();
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1), MatmulPath::Deterministic);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32), MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33), MatmulPath::Tiled);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512), MatmulPath::Tiled);
+  const MatmulPath tiles = coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512), tiles);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512), MatmulPath::Deterministic);
   if (!coopmat_supported(device)) {
     EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512), Error);

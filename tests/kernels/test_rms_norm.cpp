@@ -1,5 +1,6 @@
 // rms_norm against a double-precision reference in this file: plain rows, no weight, per-head rows inside
 // strided tokens (qwen3 q/k norm). Sizes are primes so rows are not multiples of the work-group size.
+// add_rms_norm: x += residual in place, then the norm of the sum, the same bits as add() then rms_norm().
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,6 +70,41 @@ TEST_F(RmsNorm, LongRowsMatchReference) {
 TEST_F(RmsNorm, PerHeadRowsInsideStridedTokensMatchReference) {
   // 3 tokens x 5 heads of 67, tokens 5*67+13 floats apart in x (a fused QKV row), 5*67+3 in y.
   check(15, 67, 5, 5 * 67 + 13, 5 * 67 + 3, true);
+}
+
+TEST_F(RmsNorm, AddThenNormInOneDispatchEqualsAddFollowedByNorm) {
+  const uint32_t rows = 3, n = 523;
+  const std::vector<float> x = random_floats(size_t{rows} * n, -3.0f, 3.0f);
+  const std::vector<float> r = random_floats(size_t{rows} * n, -3.0f, 3.0f);
+  const std::vector<float> w = random_floats(n, 0.5f, 1.5f);
+  Kernels k(context(), Prewarm::No);
+  auto args = [&](const vk::Buffer& bx, const vk::Buffer& bw, const vk::Buffer& by) {
+    RmsNormArgs a;
+    a.x = bx.view(0, x.size() * 4);
+    a.weight = bw.view(0, w.size() * 4);
+    a.y = by.view(0, x.size() * 4);
+    a.rows = rows;
+    a.n = n;
+    return a;
+  };
+  vk::Buffer fx = device_buffer(x), fr = device_buffer(r), fw = device_buffer(w), fy = device_buffer(x);
+  vk::Buffer sx = device_buffer(x), sr = device_buffer(r), sw = device_buffer(w), sy = device_buffer(x);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  add_rms_norm(rec, k, args(fx, fw, fy), fr.view(0, r.size() * 4));
+  add(rec, k, sx.view(0, x.size() * 4), sr.view(0, r.size() * 4), sx.view(0, x.size() * 4), rows * n);
+  rms_norm(rec, k, args(sx, sw, sy));
+  rec.end();
+  rec.submit_and_wait();
+  const std::vector<float> fused_x = read_back<float>(fx, x.size()), split_x = read_back<float>(sx, x.size());
+  const std::vector<float> fused_y = read_back<float>(fy, x.size()), split_y = read_back<float>(sy, x.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(fused_x[i], x[i] + r[i]) << "x index " << i;
+  EXPECT_EQ(fused_x, split_x);
+  EXPECT_EQ(fused_y, split_y);
+  const std::vector<float> sum = fused_x;
+  const std::vector<float> want = reference(sum, &w, rows, n, 1, n, n, 1e-5f, std::vector<float>(x.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(fused_y[i], want[i], 2e-5f * std::max(1.0f, std::fabs(want[i]))) << "index " << i;
 }
 
 }  // namespace
