@@ -24,11 +24,16 @@ uint32_t max_splits(const AttentionArgs& a) { return a.max_position / a.split_si
 
 // attention.comp's shared arrays: qs4 holds rows_cap * head_dim floats, kvs one tile of
 // tile_keys * (head_dim / 2 + 1) words, ps4 tile_keys * rows_cap floats.
-constexpr uint32_t kQFloats = 4096, kTileWords = 2080, kScoreFloats = 1024, kMaxRows = 32;
+constexpr uint32_t kQFloats = 2048, kTileWords = 2080, kScoreFloats = 512, kMaxRows = 32;
 constexpr uint32_t kSharedBytes = (kQFloats + kTileWords + kScoreFloats + kMaxRows * 2) * 4 + 8;
 
-// Query rows (token, head) per work group: at most 32, a multiple of 4, and q of all rows fits qs4.
-uint32_t rows_cap(uint32_t head_dim) { return std::min(kMaxRows, kQFloats / head_dim / 4 * 4); }
+// Query rows (token, head) per work group: a multiple of 4, with q of all rows in qs4 and a tile's scores in
+// ps4 (16 at head_dim 128: 4 tokens of llama3's 4 query heads per KV head). Shared memory is kept near
+// 18 KiB: on an H200 the work groups resident per SM, not the arithmetic, bound this kernel (29 KiB ran
+// 1.7-2x slower).
+uint32_t rows_cap(uint32_t head_dim) {
+  return std::min({kMaxRows, kScoreFloats / 32, kQFloats / head_dim / 4 * 4});  // 32: the largest tile
+}
 
 // Keys per tile. A function of head_dim alone: tile boundaries are part of a row's arithmetic (the online
 // softmax rescales at each), so they must not depend on the batch.
@@ -39,10 +44,10 @@ uint32_t tile_keys(uint32_t head_dim) {
 }  // namespace
 
 uint32_t attention_workgroup_size(const vk::Device&) {
-  // attention.comp gives each thread at most 4 of the (4 rows x 2 dims) accumulator units of a 32-row,
-  // head_dim-128 work group: 128 threads, which every Vulkan device allows (maxComputeWorkGroupSize[0] and
-  // maxComputeWorkGroupInvocations are at least 128). No subgroup operation is used, so any subgroup size works.
-  return 128;
+  // attention.comp gives each thread one (4 rows x 2 dims) accumulator unit of a work group (rows x head_dim
+  // <= 2048): 256 threads (attention() checks that the device allows them). No subgroup operation is used,
+  // so any subgroup size works.
+  return 256;
 }
 
 uint64_t attention_scratch_bytes(const AttentionArgs& args) {
@@ -65,7 +70,9 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
   KVTRIE_CHECK(k.device().info().max_shared_memory >= kSharedBytes, "attention: the device has too little shared memory");
-  KVTRIE_CHECK(k.workgroup_size("attention") == 128, "attention: attention.comp needs 128 threads per work group");
+  KVTRIE_CHECK(k.workgroup_size("attention") == 256 && k.device().info().max_workgroup_invocations >= 256 &&
+                   k.device().info().max_workgroup_size_x >= 256,
+               "attention: attention.comp needs 256 threads per work group");
 
   // GQA sharing and query blocks: a work group takes heads_per_wg query heads of one KV head and up to
   // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap).
@@ -78,6 +85,7 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   KVTRIE_CHECK(rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords && keys * rows <= kScoreFloats &&
                    keys % 4 == 0 && keys > 0,
                "attention: tile sizes exceed attention.comp's shared arrays");
+  KVTRIE_CHECK(hd % 8 != 0 || keys * hd / 8 <= 2 * 256, "attention: a tile needs more than 2 loads per thread");
   KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
   // Pool bindings: kv_pages, then the extra chunks; unused slots repeat kv_pages (never read).

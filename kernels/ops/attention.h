@@ -5,7 +5,7 @@
 // then V [page_tokens][kv_dim] in f16, kv_dim = n_kv_heads * head_dim, the layers of a page contiguous.
 // Two passes: attention_paged splits each token's context into chunks of `split_size` positions and runs
 // one work group per (chunk, KV head, run of tokens): all query heads of that KV head, and the consecutive
-// batch tokens of one sequence inside an aligned block (up to 32 rows = heads x tokens), share K/V tiles
+// batch tokens of one sequence inside an aligned block (up to min(16, 2048 / head_dim) rows = heads x tokens), share K/V tiles
 // staged in shared memory, with an online softmax per row; each row writes a partial (max, sum, acc) to
 // scratch, and attention_combine merges them in chunk order. Tokens may come in any order and mix sequences
 // (a block is cut at each change of page-table offset); each token keeps its own causal limit.
@@ -49,7 +49,7 @@ struct AttentionArgs {
   float scale = 0;            // 0: 1 / sqrt(head_dim)
 };
 
-// The work-group size of both attention passes on a device (128 threads; no subgroup operations).
+// The work-group size of both attention passes on a device (256 threads; no subgroup operations).
 uint32_t attention_workgroup_size(const vk::Device& device);
 
 // Scratch bytes attention needs for these tokens, heads, head_dim, max_position and split_size.

@@ -16,7 +16,7 @@
 // p = 0 terms, which leave m, l and acc bit-identical (K/V are finite f16 values).
 // KV page layout (kernels/ops/kv_layout.h): page p, layer L holds K [page_size][kv_dim] then V
 // [page_size][kv_dim], f16, pages of all layers contiguous; kv_dim = n_kv_heads * head_dim.
-layout(local_size_x_id = 0) in;  // 128 (attention_workgroup_size): 4 PV units per thread cover 32 x 128
+layout(local_size_x_id = 0) in;  // 256 (attention_workgroup_size): 1 PV unit per thread covers 16 x 128
 
 #define MAX_ROWS 32u
 #define NEG_BIG -3.0e38
@@ -50,11 +50,11 @@ layout(push_constant) uniform Push {
   uint row_stride4;   // rows_cap / 4: vec4s per dim in qs4, per key in ps4
 } pc;
 
-// Sizes (attention.cpp checks them): head_dim * rows_cap <= 4096, tile_keys * (head_dim / 2 + 1) <= 2080,
-// tile_keys * rows_cap <= 1024. About 28.5 KiB in all (lavapipe allows 32 KiB).
-shared vec4 qs4[1024];  // q * scale, [d][row / 4]; rows past the run are 0
+// Sizes (attention.cpp checks them): head_dim * rows_cap <= 2048, tile_keys * (head_dim / 2 + 1) <= 2080,
+// tile_keys * rows_cap <= 512. About 18.3 KiB in all: fewer bytes, more resident work groups (the bound).
+shared vec4 qs4[512];  // q * scale, [d][row / 4]; rows past the run are 0
 shared uint kvs[2080];  // the K tile, then the V tile: [key][d / 2] packed f16 pairs, stride head_dim / 2 + 1
-shared vec4 ps4[256];   // scores, then probabilities: [key][row / 4]
+shared vec4 ps4[128];   // scores, then probabilities: [key][row / 4]
 shared vec4 alpha4[MAX_ROWS / 4];
 shared uint row_end[MAX_ROWS];  // key end of each row in this split; 0: the row has no keys here
 shared uint run_info[2];        // run length, max position of the run
@@ -108,41 +108,62 @@ void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
   }
 }
 
-// Scores of the tile: unit u = (row block rb of 4 rows, ku consecutive keys). ku only changes which thread
-// computes a dot product, never its fma chain; callers pass a literal so the ku tests fold away.
-void score(uint ku, uint nrb, uint ks) {
-  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u;
-  uint n_units = nrb * (pc.tile_keys / ku);
-  for (uint u = gl_LocalInvocationID.x; u < n_units; u += gl_WorkGroupSize.x) {
-    uint rb = u % nrb, k0 = (u / nrb) * ku;
-    uint kb = k0 * ks;
-    vec4 s0 = vec4(0.0), s1 = vec4(0.0), s2 = vec4(0.0), s3 = vec4(0.0);
+// The 16-byte path of load_tile split in two so that the loads are in flight while the WG computes:
+// fetch issues the loads of keys (is_v = 0) or values (is_v = 1) [ts, ts + nk) into registers, stash
+// stores them into kvs. Needs tile_keys * head_dim / 8 <= 2 * work-group size (attention.cpp checks).
+void fetch(uint is_v, uint pt_off, uint kh, uint ts, uint nk, out uvec4 w[2]) {
+  uint d8 = pc.head_dim / 8u, n = pc.tile_keys * d8;
+  for (uint r = 0u; r < 2u; ++r) {
+    uint i = gl_LocalInvocationID.x + r * gl_WorkGroupSize.x;
+    uint jj = i / d8;
+    w[r] = uvec4(0u);
+    if (i < n && jj < nk) w[r] = kv_load4(kv_word(pt_off, ts + jj, kh, is_v) + (i % d8) * 4u);
+  }
+}
+void stash(uvec4 w[2], uint ks) {
+  uint d8 = pc.head_dim / 8u, n = pc.tile_keys * d8;
+  for (uint r = 0u; r < 2u; ++r) {
+    uint i = gl_LocalInvocationID.x + r * gl_WorkGroupSize.x;
+    if (i < n) {
+      uint o = (i / d8) * ks + (i % d8) * 4u;
+      kvs[o] = w[r].x;
+      kvs[o + 1u] = w[r].y;
+      kvs[o + 2u] = w[r].z;
+      kvs[o + 3u] = w[r].w;
+    }
+  }
+}
+
+// Scores of the tile for few rows (decode): one thread per (row, key), the same fma chain as score().
+void score_rows(uint nrb, uint ks) {
+  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u, kt = pc.tile_keys;
+  for (uint u = gl_LocalInvocationID.x; u < nrb * 4u * kt; u += gl_WorkGroupSize.x) {
+    uint r = u / kt, key = u % kt;
+    uint rb = r / 4u, rc = r & 3u, kb = key * ks;
+    float s = 0.0;
     for (uint dp = 0u; dp < d2; ++dp) {
-      vec4 qa = qs4[(2u * dp) * rs4 + rb];
-      vec4 qb = qs4[(2u * dp + 1u) * rs4 + rb];
       vec2 k = unpackHalf2x16(kvs[kb + dp]);
-      s0 = fma(qa, k.xxxx, s0);
-      s0 = fma(qb, k.yyyy, s0);
-      if (ku > 1u) {
-        k = unpackHalf2x16(kvs[kb + ks + dp]);
-        s1 = fma(qa, k.xxxx, s1);
-        s1 = fma(qb, k.yyyy, s1);
-      }
-      if (ku > 2u) {
-        k = unpackHalf2x16(kvs[kb + 2u * ks + dp]);
-        s2 = fma(qa, k.xxxx, s2);
-        s2 = fma(qb, k.yyyy, s2);
-        k = unpackHalf2x16(kvs[kb + 3u * ks + dp]);
-        s3 = fma(qa, k.xxxx, s3);
-        s3 = fma(qb, k.yyyy, s3);
-      }
+      s = fma(qs4[(2u * dp) * rs4 + rb][rc], k.x, s);
+      s = fma(qs4[(2u * dp + 1u) * rs4 + rb][rc], k.y, s);
     }
-    ps4[k0 * rs4 + rb] = s0;
-    if (ku > 1u) ps4[(k0 + 1u) * rs4 + rb] = s1;
-    if (ku > 2u) {
-      ps4[(k0 + 2u) * rs4 + rb] = s2;
-      ps4[(k0 + 3u) * rs4 + rb] = s3;
+    ps4[key * rs4 + rb][rc] = s;
+  }
+}
+
+// Scores of the tile for a block of rows (prefill): one thread per (4 rows, key); threads next to each
+// other share the rows (q is a broadcast) and read different keys.
+void score_blocks(uint nrb, uint ks) {
+  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u, kt = pc.tile_keys;
+  for (uint u = gl_LocalInvocationID.x; u < nrb * kt; u += gl_WorkGroupSize.x) {
+    uint rb = u / kt, key = u % kt;
+    uint kb = key * ks;
+    vec4 s = vec4(0.0);
+    for (uint dp = 0u; dp < d2; ++dp) {
+      vec2 k = unpackHalf2x16(kvs[kb + dp]);
+      s = fma(qs4[(2u * dp) * rs4 + rb], k.xxxx, s);
+      s = fma(qs4[(2u * dp + 1u) * rs4 + rb], k.yyyy, s);
     }
+    ps4[key * rs4 + rb] = s;
   }
 }
 
@@ -193,31 +214,30 @@ void main() {
   }
   barrier();
 
-  // This thread's PV units: (row block, dim pair), u = tid + i * wg; nrb * d2 <= 512 = 4 * 128.
-  uint n_pv = nrb * d2;
-  uint uend[4];
-  vec4 ax[4], ay[4];
-  for (uint i = 0u; i < 4u; ++i) {
-    uint u = tid + i * wg, e = 0u;
-    if (u < n_pv) {
-      uint rb = u / d2;
-      e = max(max(row_end[4u * rb], row_end[4u * rb + 1u]), max(row_end[4u * rb + 2u], row_end[4u * rb + 3u]));
-    }
-    uend[i] = e;
-    ax[i] = vec4(0.0);
-    ay[i] = vec4(0.0);
-  }
-  uint ku = nrb * kt >= 4u * wg ? 4u : (nrb * kt >= 2u * wg ? 2u : 1u);
+  // This thread's PV unit: (row block, dim pair) = (tid / d2, tid % d2), if tid < nrb * d2 (<= 256 = the
+  // work-group size); uend: the largest key end of its 4 rows.
+  bool pv = tid < nrb * d2;
+  uint pv_rb = tid / d2, pv_dp = tid % d2, uend = 0u;
+  if (pv)
+    uend = max(max(row_end[4u * pv_rb], row_end[4u * pv_rb + 1u]),
+               max(row_end[4u * pv_rb + 2u], row_end[4u * pv_rb + 3u]));
+  vec4 ax = vec4(0.0), ay = vec4(0.0);  // acc of dims 2 pv_dp and 2 pv_dp + 1 of the 4 rows
 
   float m = NEG_BIG, l = 0.0;  // the softmax state of row tid (tid < nrb * 4)
   uint my_end = tid < MAX_ROWS ? row_end[tid] : 0u;
+  // 16-byte rows: K of the next tile and V of this one are fetched into registers a phase ahead.
+  bool pipelined = hd % 8u == 0u;
+  uvec4 wk[2], wv[2];
+  if (pipelined) fetch(0u, pt_off, kh, start, min(kt, wg_end - start), wk);
   for (uint ts = start; ts < wg_end; ts += kt) {
     uint nk = min(kt, wg_end - ts);
-    load_tile(0u, pt_off, kh, ts, nk, ks);
+    if (pipelined) stash(wk, ks);
+    else load_tile(0u, pt_off, kh, ts, nk, ks);
     barrier();
-    if (ku == 4u) score(4u, nrb, ks);
-    else if (ku == 2u) score(2u, nrb, ks);
-    else score(1u, nrb, ks);
+    if (pipelined) fetch(1u, pt_off, kh, ts, nk, wv);
+    // Few rows (decode): a thread per (row, key) keeps the threads busy; else a thread per (4 rows, key).
+    if (nrb <= 2u) score_rows(nrb, ks);
+    else score_blocks(nrb, ks);
     barrier();
     if (tid < nrb * 4u) {
       uint rb = tid / 4u, rc = tid & 3u;
@@ -241,24 +261,26 @@ void main() {
       for (uint j = nv; j < nk; ++j) ps4[j * rs4 + rb][rc] = 0.0;
       alpha4[rb][rc] = alpha;
     }
-    load_tile(1u, pt_off, kh, ts, nk, ks);  // the K tile is no longer read
+    // The K tile is no longer read.
+    if (pipelined) {
+      stash(wv, ks);
+      if (ts + kt < wg_end) fetch(0u, pt_off, kh, ts + kt, min(kt, wg_end - ts - kt), wk);
+    } else {
+      load_tile(1u, pt_off, kh, ts, nk, ks);
+    }
     barrier();
-    for (uint i = 0u; i < 4u; ++i) {
-      uint u = tid + i * wg;
-      if (u < n_pv && uend[i] > ts) {
-        uint rb = u / d2, dp = u % d2;
-        uint nj = min(kt, uend[i] - ts);
-        vec4 al = alpha4[rb];
-        vec4 a = ax[i] * al, b = ay[i] * al;
-        for (uint j = 0u; j < nj; ++j) {
-          vec4 p = ps4[j * rs4 + rb];
-          vec2 v = unpackHalf2x16(kvs[j * ks + dp]);
-          a = fma(p, v.xxxx, a);
-          b = fma(p, v.yyyy, b);
-        }
-        ax[i] = a;
-        ay[i] = b;
+    if (pv && uend > ts) {
+      uint nj = min(kt, uend - ts);
+      vec4 al = alpha4[pv_rb];
+      vec4 a = ax * al, b = ay * al;
+      for (uint j = 0u; j < nj; ++j) {
+        vec4 p = ps4[j * rs4 + pv_rb];
+        vec2 v = unpackHalf2x16(kvs[j * ks + pv_dp]);
+        a = fma(p, v.xxxx, a);
+        b = fma(p, v.yyyy, b);
       }
+      ax = a;
+      ay = b;
     }
     barrier();  // kvs and ps4 are rewritten by the next tile
   }
@@ -269,16 +291,13 @@ void main() {
     partial[base] = m;
     partial[base + 1u] = l;
   }
-  for (uint i = 0u; i < 4u; ++i) {
-    uint u = tid + i * wg;
-    if (u >= n_pv) break;
-    uint rb = u / d2, dp = u % d2;
+  if (pv) {
     for (uint rc = 0u; rc < 4u; ++rc) {
-      uint r = rb * 4u + rc;
+      uint r = pv_rb * 4u + rc;
       if (r >= rows || row_end[r] == 0u) continue;
-      uint base = (((t0 + r / hn) * pc.n_heads + h0 + r % hn) * pc.max_splits + c) * stride + 2u + 2u * dp;
-      partial[base] = ax[i][rc];
-      partial[base + 1u] = ay[i][rc];
+      uint base = (((t0 + r / hn) * pc.n_heads + h0 + r % hn) * pc.max_splits + c) * stride + 2u + 2u * pv_dp;
+      partial[base] = ax[rc];
+      partial[base + 1u] = ay[rc];
     }
   }
 }
