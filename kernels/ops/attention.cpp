@@ -20,7 +20,9 @@ struct CombinePush {
   uint32_t n_heads, head_dim, chunk, max_splits, out_stride;
 };
 
-uint32_t max_splits(const AttentionArgs& a) { return a.max_position / a.split_size + 1; }
+uint32_t max_splits(const AttentionArgs& a) {
+  return a.max_position / a.split_size + 1;
+}
 
 // attention.comp's shared arrays: qs4 holds rows_cap * head_dim floats, kvs one tile of
 // tile_keys * (head_dim / 2 + 1) words, ps4 tile_keys * rows_cap floats.
@@ -60,8 +62,10 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                "attention: n_heads must be a multiple of n_kv_heads");
   KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 2 == 0,
                "attention: head_dim must be even and at most 256");
-  KVTRIE_CHECK(args.layout.kv_dim == args.n_kv_heads * args.head_dim, "attention: layout.kv_dim != n_kv_heads * head_dim");
-  KVTRIE_CHECK(args.layout.page_tokens > 0 && args.layer < args.layout.n_layers, "attention: bad page geometry");
+  KVTRIE_CHECK(args.layout.kv_dim == args.n_kv_heads * args.head_dim,
+               "attention: layout.kv_dim != n_kv_heads * head_dim");
+  KVTRIE_CHECK(args.layout.page_tokens > 0 && args.layer < args.layout.n_layers,
+               "attention: bad page geometry");
   KVTRIE_CHECK(args.scratch.range >= attention_scratch_bytes(args), "attention: scratch is too small");
   if (args.tokens == 0) return;
   const uint32_t hd = args.head_dim;
@@ -69,7 +73,8 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   const uint32_t width = args.n_heads * hd;
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
-  KVTRIE_CHECK(k.device().info().max_shared_memory >= kSharedBytes, "attention: the device has too little shared memory");
+  KVTRIE_CHECK(k.device().info().max_shared_memory >= kSharedBytes,
+               "attention: the device has too little shared memory");
   KVTRIE_CHECK(k.workgroup_size("attention") == 256 && k.device().info().max_workgroup_invocations >= 256 &&
                    k.device().info().max_workgroup_size_x >= 256,
                "attention: attention.comp needs 256 threads per work group");
@@ -85,7 +90,8 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   KVTRIE_CHECK(rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords && keys * rows <= kScoreFloats &&
                    keys % 4 == 0 && keys > 0,
                "attention: tile sizes exceed attention.comp's shared arrays");
-  KVTRIE_CHECK(hd % 8 != 0 || keys * hd / 8 <= 2 * 256, "attention: a tile needs more than 2 loads per thread");
+  KVTRIE_CHECK(hd % 8 != 0 || keys * hd / 8 <= 2 * 256,
+               "attention: a tile needs more than 2 loads per thread");
   KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
   // Pool bindings: kv_pages, then the extra chunks; unused slots repeat kv_pages (never read).
@@ -99,18 +105,32 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   }
   for (const vk::BufferView& p : pools)
     KVTRIE_CHECK(p.range < (uint64_t{1} << 32), "attention: a pool binding must stay below 4 GiB");
-  const PagedPush paged{args.n_heads, args.n_kv_heads, hd, args.layout.page_tokens, args.layout.n_layers,
-                        args.layer, args.split_size, splits, args.q_stride ? args.q_stride : width, scale,
-                        per_binding, heads_per_wg, block_tokens, keys, rows / 4};
-  rec.dispatch(k.pipeline("attention", "paged"),
-               {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
-                vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
-               paged, splits, args.n_kv_heads * head_groups, args.tokens);
+  const PagedPush paged{args.n_heads,
+                        args.n_kv_heads,
+                        hd,
+                        args.layout.page_tokens,
+                        args.layout.n_layers,
+                        args.layer,
+                        args.split_size,
+                        splits,
+                        args.q_stride ? args.q_stride : width,
+                        scale,
+                        per_binding,
+                        heads_per_wg,
+                        block_tokens,
+                        keys,
+                        rows / 4};
+  rec.dispatch(
+      k.pipeline("attention", "paged"),
+      {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
+       vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
+      paged, splits, args.n_kv_heads * head_groups, args.tokens);
 
-  const CombinePush combine{args.n_heads, hd, args.split_size, splits, args.out_stride ? args.out_stride : width};
+  const CombinePush combine{args.n_heads, hd, args.split_size, splits,
+                            args.out_stride ? args.out_stride : width};
   rec.dispatch(k.pipeline("attention", "combine"),
-               {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine, args.n_heads,
-               args.tokens);
+               {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine,
+               args.n_heads, args.tokens);
 }
 
 }  // namespace kvtrie::kernels

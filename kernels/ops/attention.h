@@ -5,10 +5,11 @@
 // then V [page_tokens][kv_dim] in f16, kv_dim = n_kv_heads * head_dim, the layers of a page contiguous.
 // Two passes: attention_paged splits each token's context into chunks of `split_size` positions and runs
 // one work group per (chunk, KV head, run of tokens): all query heads of that KV head, and the consecutive
-// batch tokens of one sequence inside an aligned block (up to min(16, 2048 / head_dim) rows = heads x tokens), share K/V tiles
-// staged in shared memory, with an online softmax per row; each row writes a partial (max, sum, acc) to
-// scratch, and attention_combine merges them in chunk order. Tokens may come in any order and mix sequences
-// (a block is cut at each change of page-table offset); each token keeps its own causal limit.
+// batch tokens of one sequence inside an aligned block (min(16, 2048 / head_dim) rows = heads x tokens),
+// share K/V tiles staged in shared memory, with an online softmax per row; each row writes a partial
+// (max, sum, acc) to scratch, and attention_combine merges them in chunk order. Tokens may come in any
+// order and mix sequences (a block is cut at each change of page-table offset); each token keeps its own
+// causal limit.
 // Determinism: the split size and the key tile are fixed (the tile by head_dim), and a row's arithmetic never
 // depends on the other rows of its work group, so a token's output is bit-identical whatever batch it runs
 // in, alone, inside a prefill block or beside other sequences (the --deterministic contract holds on every
@@ -26,21 +27,21 @@
 namespace kvtrie::kernels {
 
 struct AttentionArgs {
-  vk::BufferView q;           // f32 [tokens][n_heads * head_dim], token stride q_stride floats
-  vk::BufferView kv_pages;    // the page pool (f16), or its first pages_per_binding pages
+  vk::BufferView q;         // f32 [tokens][n_heads * head_dim], token stride q_stride floats
+  vk::BufferView kv_pages;  // the page pool (f16), or its first pages_per_binding pages
   // A pool larger than one binding (maxStorageBufferRange): bindings 2..4 hold the next pages_per_binding
   // pages each (page p lives in binding p / pages_per_binding). Empty views when unused.
   std::array<vk::BufferView, 3> kv_pages_more{};
   uint32_t pages_per_binding = 0;  // 0: the whole pool is in kv_pages
-  vk::BufferView page_table;  // uint32 page ids
-  vk::BufferView token_info;  // uint32 pairs per token: (offset of its sequence in page_table, position)
-  vk::BufferView scratch;     // at least attention_scratch_bytes(...) bytes
-  vk::BufferView out;         // f32 [tokens][n_heads * head_dim], token stride out_stride floats
+  vk::BufferView page_table;       // uint32 page ids
+  vk::BufferView token_info;       // uint32 pairs per token: (offset of its sequence in page_table, position)
+  vk::BufferView scratch;          // at least attention_scratch_bytes(...) bytes
+  vk::BufferView out;              // f32 [tokens][n_heads * head_dim], token stride out_stride floats
   uint32_t tokens = 0;
   uint32_t n_heads = 0;
-  uint32_t n_kv_heads = 0;    // divides n_heads
-  uint32_t head_dim = 0;      // even, at most 256 (multiples of 8 read K/V 16 bytes at a time)
-  KvLayout layout;            // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
+  uint32_t n_kv_heads = 0;  // divides n_heads
+  uint32_t head_dim = 0;    // even, at most 256 (multiples of 8 read K/V 16 bytes at a time)
+  KvLayout layout;          // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
   uint32_t layer = 0;
   uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)
   uint32_t split_size = 256;  // positions per split; keep it fixed for a model run (determinism)

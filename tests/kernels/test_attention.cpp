@@ -65,12 +65,14 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
         const uint32_t kh = h / (s.n_heads / s.n_kv_heads);
         auto at = [&](uint32_t j, bool value, uint32_t d) {
           const uint32_t page = b.page_table[off + j / kPageTokens];
-          return double{fp16_to_fp32(pool[l.offset_elements(page, kLayer, value, j % kPageTokens, kh * s.head_dim + d)])};
+          return double{fp16_to_fp32(
+              pool[l.offset_elements(page, kLayer, value, j % kPageTokens, kh * s.head_dim + d)])};
         };
         std::vector<double> score(pos + 1);
         for (uint32_t j = 0; j <= pos; ++j) {
           double dot = 0;
-          for (uint32_t d = 0; d < s.head_dim; ++d) dot += double{b.q[uint64_t{t} * width + h * s.head_dim + d]} * at(j, false, d);
+          for (uint32_t d = 0; d < s.head_dim; ++d)
+            dot += double{b.q[uint64_t{t} * width + h * s.head_dim + d]} * at(j, false, d);
           score[j] = dot / std::sqrt(double(s.head_dim));
         }
         const double mx = *std::max_element(score.begin(), score.end());
@@ -235,8 +237,8 @@ TEST_P(AttentionTest, PoolSplitOverBindingsGivesTheSameBits) {
   std::vector<vk::Buffer> chunks;
   for (uint64_t first = 0; first < kPages; first += 6) {
     const uint64_t n = std::min<uint64_t>(6, kPages - first);
-    chunks.push_back(device_buffer(std::vector<uint16_t>(pool_host.begin() + first * page,
-                                                         pool_host.begin() + (first + n) * page)));
+    chunks.push_back(device_buffer(
+        std::vector<uint16_t>(pool_host.begin() + first * page, pool_host.begin() + (first + n) * page)));
   }
   vk::Buffer whole = device_buffer(pool_host);
   const std::vector<float> one = run(b, {&whole}, 16);
@@ -260,7 +262,8 @@ TEST_P(AttentionTest, TokenGivesTheSameBitsAloneInItsBlockAndInAnyBatch) {
 
   const std::vector<float> reversed = run(tokens_of(b, 0, b.tokens, true), {&pool}, split);
   for (uint32_t t = 0; t < b.tokens; ++t)
-    EXPECT_TRUE(same(reversed.data() + uint64_t{b.tokens - 1 - t} * width, t)) << "token " << t << " reversed";
+    EXPECT_TRUE(same(reversed.data() + uint64_t{b.tokens - 1 - t} * width, t))
+        << "token " << t << " reversed";
 
   const uint32_t block = static_cast<uint32_t>(prefill_block().size());
   for (bool reverse : {false, true}) {
@@ -282,12 +285,13 @@ TEST_P(AttentionTest, TokenGivesTheSameBitsAloneInItsBlockAndInAnyBatch) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          // GQA 1, 2, 4, 4, 2, 3, 8, 4, 24; dims 10 and 12: rows not 16-byte aligned; 24 heads
                          // per KV head: more than one work group's rows (two head groups at dim 256).
-                         ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128}, Shape{4, 1, 128},
-                                           Shape{6, 3, 12}, Shape{6, 2, 10}, Shape{16, 2, 64}, Shape{8, 2, 256},
-                                           Shape{24, 1, 256}),
+                         ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128},
+                                           Shape{4, 1, 128}, Shape{6, 3, 12}, Shape{6, 2, 10},
+                                           Shape{16, 2, 64}, Shape{8, 2, 256}, Shape{24, 1, 256}),
                          [](const auto& p) {
-                           return "heads" + std::to_string(p.param.n_heads) + "_kv" + std::to_string(p.param.n_kv_heads) +
-                                  "_dim" + std::to_string(p.param.head_dim);
+                           return "heads" + std::to_string(p.param.n_heads) + "_kv" +
+                                  std::to_string(p.param.n_kv_heads) + "_dim" +
+                                  std::to_string(p.param.head_dim);
                          });
 
 }  // namespace
