@@ -61,11 +61,13 @@ struct GpuModel::Impl {
   vk::CommandRecorder* rec = nullptr;  // the recording being made
   std::unique_ptr<vk::QueryPool> profile_pool;
 
-  Impl(vk::Context& ctx, const ModelConfig& mc, const GpuModelOptions& opts)
+  // `weight_types`: the prewarm creates the pipelines of these types only (Kernels' contract).
+  Impl(vk::Context& ctx, const ModelConfig& mc, const GpuModelOptions& opts,
+       std::span<const TensorType> weight_types)
       : context(ctx),
         config(mc),
         options(opts),
-        kernels(ctx, kernels::Prewarm::Yes),
+        kernels(ctx, weight_types),
         layout{mc.n_layers, opts.page_tokens, mc.n_kv_heads * mc.head_dim_k},
         path(opts.deterministic ? kernels::MatmulPath::Deterministic : kernels::MatmulPath::Auto) {}
 
@@ -327,7 +329,8 @@ struct GpuModel::Impl {
 
 GpuModel::GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig& config,
                    const GpuModelOptions& options)
-    : impl_(std::make_unique<Impl>(context, config, options)) {
+    : impl_(std::make_unique<Impl>(context, config, options,
+                                   weight_types(ModelWeights::from_gguf(file, config)))) {
   Impl& m = *impl_;
   KVTRIE_CHECK(options.max_batch_tokens > 0 && options.max_sequences > 0, "empty batch limits");
   m.weights = upload_weights(context, ModelWeights::from_gguf(file, config), config);
