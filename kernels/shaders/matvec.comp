@@ -68,6 +68,52 @@ void main() {
   // No data-dependent branches inside a group: rows past the end re-read the last row and tokens past the
   // end re-read the last token (their sums are never stored), so the loads can be issued together.
   uint last_row = pc.rows - 1u, last_tok = pc.ntok - 1u;
+#if WTYPE == T_Q4_0
+  // Q4_0: a thread takes whole 32-value blocks (consecutive threads, consecutive blocks), so each row's
+  // scale and 16 quant bytes are loaded once per block as 5 aligned words (the block is 2-byte aligned);
+  // the 4 groups of 8 values then come from those registers: bytes 0-7 / 8-15, low then high nibbles.
+  uint blocks = pc.k / 32u;
+  for (uint blk = tid; blk < blocks; blk += gl_WorkGroupSize.x) {
+    float d[NUM_ROWS];
+    uint q[NUM_ROWS][4];
+    for (uint r = 0u; r < NUM_ROWS; ++r) {
+      uint bo = pc.w_offset + min(row0 + r, last_row) * pc.row_bytes + 18u * blk;
+      d[r] = w_f16(bo);
+      uint i = (bo + 2u) >> 2, sh = ((bo + 2u) & 2u) << 3;  // the quants start sh bits into word i
+      uint w0 = wq[i], w1 = wq[i + 1u], w2 = wq[i + 2u], w3 = wq[i + 3u];
+      uint w4 = wq[min(i + 4u, uint(wq.length()) - 1u)];
+      q[r][0] = sh == 0u ? w0 : (w0 >> 16) | (w1 << 16);
+      q[r][1] = sh == 0u ? w1 : (w1 >> 16) | (w2 << 16);
+      q[r][2] = sh == 0u ? w2 : (w2 >> 16) | (w3 << 16);
+      q[r][3] = sh == 0u ? w3 : (w3 >> 16) | (w4 << 16);
+    }
+    for (uint sub = 0u; sub < 4u; ++sub) {
+      uint e0 = 32u * blk + 8u * (sub & 1u) + 16u * (sub >> 1);  // first x index of this group of 8
+      float xv[MAX_COLS][8];
+      for (uint t = 0u; t < MAX_COLS; ++t) {
+        uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
+        vec4 a = x4[xo / 4u], b = x4[xo / 4u + 1u];
+        xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
+        xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
+      }
+      for (uint r = 0u; r < NUM_ROWS; ++r) {
+        // Values e0.. are the low (sub 0, 1) or high (sub 2, 3) nibbles of bytes 8*(sub&1) .. +7.
+        uint nib_lo = (q[r][2u * (sub & 1u)] >> (4u * (sub >> 1))) & 0x0F0F0F0Fu;
+        uint nib_hi = (q[r][2u * (sub & 1u) + 1u] >> (4u * (sub >> 1))) & 0x0F0F0F0Fu;
+        float v[8];
+        for (uint i = 0u; i < 4u; ++i) {
+          v[i] = small_int((nib_lo >> (8u * i)) & 0xFFu, 8.0);
+          v[i + 4u] = small_int((nib_hi >> (8u * i)) & 0xFFu, 8.0);
+        }
+        for (uint t = 0u; t < MAX_COLS; ++t) {
+          precise float s8 = 0.0;
+          for (uint i = 0u; i < 8u; ++i) s8 = fma(v[i], xv[t][i], s8);
+          acc[r][t] = fma(d[r], s8, acc[r][t]);
+        }
+      }
+    }
+  }
+#else
   // Consecutive threads take consecutive 8-value groups, so a subgroup's loads of W and x are contiguous.
   for (uint g = tid; g < groups; g += gl_WorkGroupSize.x) {
     {
@@ -107,6 +153,7 @@ void main() {
       }
     }
   }
+#endif
 
   for (uint r = 0u; r < NUM_ROWS; ++r)
     for (uint t = 0u; t < MAX_COLS; ++t) {
