@@ -90,8 +90,6 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   KVTRIE_CHECK(rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords && keys * rows <= kScoreFloats &&
                    keys % 4 == 0 && keys > 0,
                "attention: tile sizes exceed attention.comp's shared arrays");
-  KVTRIE_CHECK(hd % 8 != 0 || keys * hd / 8 <= 2 * 256,
-               "attention: a tile needs more than 2 loads per thread");
   KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
   // Pool bindings: kv_pages, then the extra chunks; unused slots repeat kv_pages (never read).

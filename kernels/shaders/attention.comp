@@ -108,32 +108,6 @@ void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
   }
 }
 
-// The 16-byte path of load_tile split in two so that the loads are in flight while the WG computes:
-// fetch issues the loads of keys (is_v = 0) or values (is_v = 1) [ts, ts + nk) into registers, stash
-// stores them into kvs. Needs tile_keys * head_dim / 8 <= 2 * work-group size (attention.cpp checks).
-void fetch(uint is_v, uint pt_off, uint kh, uint ts, uint nk, out uvec4 w[2]) {
-  uint d8 = pc.head_dim / 8u, n = pc.tile_keys * d8;
-  for (uint r = 0u; r < 2u; ++r) {
-    uint i = gl_LocalInvocationID.x + r * gl_WorkGroupSize.x;
-    uint jj = i / d8;
-    w[r] = uvec4(0u);
-    if (i < n && jj < nk) w[r] = kv_load4(kv_word(pt_off, ts + jj, kh, is_v) + (i % d8) * 4u);
-  }
-}
-void stash(uvec4 w[2], uint ks) {
-  uint d8 = pc.head_dim / 8u, n = pc.tile_keys * d8;
-  for (uint r = 0u; r < 2u; ++r) {
-    uint i = gl_LocalInvocationID.x + r * gl_WorkGroupSize.x;
-    if (i < n) {
-      uint o = (i / d8) * ks + (i % d8) * 4u;
-      kvs[o] = w[r].x;
-      kvs[o + 1u] = w[r].y;
-      kvs[o + 2u] = w[r].z;
-      kvs[o + 3u] = w[r].w;
-    }
-  }
-}
-
 // Scores of the tile for few rows (decode): one thread per (row, key), the same fma chain as score().
 void score_rows(uint nrb, uint ks) {
   uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u, kt = pc.tile_keys;
@@ -225,16 +199,10 @@ void main() {
 
   float m = NEG_BIG, l = 0.0;  // the softmax state of row tid (tid < nrb * 4)
   uint my_end = tid < MAX_ROWS ? row_end[tid] : 0u;
-  // 16-byte rows: K of the next tile and V of this one are fetched into registers a phase ahead.
-  bool pipelined = hd % 8u == 0u;
-  uvec4 wk[2], wv[2];
-  if (pipelined) fetch(0u, pt_off, kh, start, min(kt, wg_end - start), wk);
   for (uint ts = start; ts < wg_end; ts += kt) {
     uint nk = min(kt, wg_end - ts);
-    if (pipelined) stash(wk, ks);
-    else load_tile(0u, pt_off, kh, ts, nk, ks);
+    load_tile(0u, pt_off, kh, ts, nk, ks);
     barrier();
-    if (pipelined) fetch(1u, pt_off, kh, ts, nk, wv);
     // Few rows (decode): a thread per (row, key) keeps the threads busy; else a thread per (4 rows, key).
     if (nrb <= 2u) score_rows(nrb, ks);
     else score_blocks(nrb, ks);
@@ -261,13 +229,7 @@ void main() {
       for (uint j = nv; j < nk; ++j) ps4[j * rs4 + rb][rc] = 0.0;
       alpha4[rb][rc] = alpha;
     }
-    // The K tile is no longer read.
-    if (pipelined) {
-      stash(wv, ks);
-      if (ts + kt < wg_end) fetch(0u, pt_off, kh, ts + kt, min(kt, wg_end - ts - kt), wk);
-    } else {
-      load_tile(1u, pt_off, kh, ts, nk, ks);
-    }
+    load_tile(1u, pt_off, kh, ts, nk, ks);  // the K tile is no longer read
     barrier();
     if (pv && uend > ts) {
       uint nj = min(kt, uend - ts);
