@@ -9,6 +9,7 @@
 // runs the same per-token operation sequence, so it agrees bit for bit with the batched one.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
 
@@ -74,9 +75,10 @@ void main() {
   // the 4 groups of 8 values then come from those registers: bytes 0-7 / 8-15, low then high nibbles.
   uint blocks = pc.k / 32u;
   for (uint blk = tid; blk < blocks; blk += gl_WorkGroupSize.x) {
+    // Fully unrolled: the register arrays below must never be indexed dynamically (that spills them).
     float d[NUM_ROWS];
     uint q[NUM_ROWS][4];
-    for (uint r = 0u; r < NUM_ROWS; ++r) {
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) {
       uint bo = pc.w_offset + min(row0 + r, last_row) * pc.row_bytes + 18u * blk;
       d[r] = w_f16(bo);
       uint i = (bo + 2u) >> 2, sh = ((bo + 2u) & 2u) << 3;  // the quants start sh bits into word i
@@ -87,16 +89,16 @@ void main() {
       q[r][2] = sh == 0u ? w2 : (w2 >> 16) | (w3 << 16);
       q[r][3] = sh == 0u ? w3 : (w3 >> 16) | (w4 << 16);
     }
-    for (uint sub = 0u; sub < 4u; ++sub) {
+    [[unroll]] for (uint sub = 0u; sub < 4u; ++sub) {
       uint e0 = 32u * blk + 8u * (sub & 1u) + 16u * (sub >> 1);  // first x index of this group of 8
       float xv[MAX_COLS][8];
-      for (uint t = 0u; t < MAX_COLS; ++t) {
+      [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
         uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
         vec4 a = x4[xo / 4u], b = x4[xo / 4u + 1u];
         xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
         xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
       }
-      for (uint r = 0u; r < NUM_ROWS; ++r) {
+      [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) {
         // Values e0.. are the low (sub 0, 1) or high (sub 2, 3) nibbles of bytes 8*(sub&1) .. +7.
         uint nib_lo = (q[r][2u * (sub & 1u)] >> (4u * (sub >> 1))) & 0x0F0F0F0Fu;
         uint nib_hi = (q[r][2u * (sub & 1u) + 1u] >> (4u * (sub >> 1))) & 0x0F0F0F0Fu;
@@ -105,9 +107,9 @@ void main() {
           v[i] = small_int((nib_lo >> (8u * i)) & 0xFFu, 8.0);
           v[i + 4u] = small_int((nib_hi >> (8u * i)) & 0xFFu, 8.0);
         }
-        for (uint t = 0u; t < MAX_COLS; ++t) {
+        [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
           precise float s8 = 0.0;
-          for (uint i = 0u; i < 8u; ++i) s8 = fma(v[i], xv[t][i], s8);
+          [[unroll]] for (uint i = 0u; i < 8u; ++i) s8 = fma(v[i], xv[t][i], s8);
           acc[r][t] = fma(d[r], s8, acc[r][t]);
         }
       }
@@ -120,7 +122,7 @@ void main() {
       uint e0 = 8u * g;
       // The 8 x values of every token, loaded once and applied to all rows of the group.
       float xv[MAX_COLS][8];
-      for (uint t = 0u; t < MAX_COLS; ++t) {
+      [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
         uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
 #if FLOAT_WEIGHTS
         for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? x[xo + i] : 0.0;
