@@ -36,7 +36,10 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {
   switch (resolve_matmul_path(k.device(), path, args.tokens)) {
     case MatmulPath::Deterministic:
-      matvec(rec, k, args);
+      if (path == MatmulPath::Auto && args.tokens == 1)
+        matvec_single_token(rec, k, args);  // decode without the batch-invariance promise
+      else
+        matvec(rec, k, args);
       return;
     case MatmulPath::CoopMat:
       dispatch_matmul_variant(rec, k, args, k.pipeline("matmul_coopmat", type_variant(args.w.type)), kTile, kTile);

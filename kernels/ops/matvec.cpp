@@ -54,16 +54,31 @@ void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const M
   }
 }
 
-void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) {
+namespace {
+
+void check_x_stride(const MatmulArgs& args) {
   // Block types read x as vec4: token starts must be 16-byte aligned.
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
   KVTRIE_CHECK(tensor_type_info(args.w.type).block_elements == 1 || x_stride % 4 == 0,
                "matvec: x_stride must be a multiple of 4 floats for block types");
-  // One token (the decode step) takes the single-token build: same per-token arithmetic, fewer registers.
-  if (args.tokens == 1)
+}
+
+}  // namespace
+
+void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) {
+  check_x_stride(args);
+  // One token takes the single-token build (same per-token arithmetic, fewer registers), except Q4_0 whose
+  // single-token build sums in another order: it would not be bit-identical to the batched build.
+  if (args.tokens == 1 && args.w.type != TensorType::Q4_0)
     dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows1, 1);
   else
     dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), kRows, kMaxCols);
+}
+
+void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) {
+  KVTRIE_CHECK(args.tokens == 1, "matvec_single_token: one token");
+  check_x_stride(args);
+  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows1, 1);
 }
 
 }  // namespace kvtrie::kernels

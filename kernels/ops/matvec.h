@@ -59,7 +59,10 @@ struct MatmulPush {
 void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                              const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group);
 
-// Records y = W x for args.tokens tokens.
+// Records y = W x for args.tokens tokens (batch-invariant, see above).
 void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
+// The fastest product for exactly one token (the decode step). For Q4_0 it sums in a different order than
+// matvec(), so it is not bit-identical to a batched token: matmul's Deterministic path never uses it.
+void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
 
 }  // namespace kvtrie::kernels

@@ -6,7 +6,9 @@
 // whatever the token count (per-token accumulators, explicit fma, all tokens reduced by the same subgroup +
 // shared-memory tree, tokens grouped MAX_COLS per work group along z), so a token alone and in any batch
 // gets bit-identical results on one device with one work-group size. The single-token variant (MAX_COLS 1)
-// runs the same per-token operation sequence, so it agrees bit for bit with the batched one.
+// runs the same per-token operation sequence, so it agrees bit for bit with the batched one -- except for
+// Q4_0, whose single-token build walks whole blocks per thread (faster, a different summation order); the
+// host never uses that build where batch invariance is promised (kernels/ops/matvec.h).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -69,8 +71,8 @@ void main() {
   // No data-dependent branches inside a group: rows past the end re-read the last row and tokens past the
   // end re-read the last token (their sums are never stored), so the loads can be issued together.
   uint last_row = pc.rows - 1u, last_tok = pc.ntok - 1u;
-#if WTYPE == T_Q4_0
-  // Q4_0: a thread takes whole 32-value blocks (consecutive threads, consecutive blocks), so each row's
+#if WTYPE == T_Q4_0 && defined(SINGLE_TOKEN)
+  // Q4_0, one token: a thread takes whole 32-value blocks (consecutive threads, consecutive blocks), so each row's
   // scale and 16 quant bytes are loaded once per block as 5 aligned words (the block is 2-byte aligned);
   // the 4 groups of 8 values then come from those registers: bytes 0-7 / 8-15, low then high nibbles.
   uint blocks = pc.k / 32u;

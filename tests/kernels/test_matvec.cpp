@@ -78,13 +78,17 @@ class MatvecTest : public test::VulkanTest, public ::testing::WithParamInterface
  protected:
   // Runs matvec on the device for `tokens` vectors of x and returns y.
   std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                         uint32_t tokens) {
+                         uint32_t tokens, bool single_token_build = false) {
     Kernels k(context(), Prewarm::No);
     vk::Buffer xb = device_buffer(x);
     vk::Buffer yb(context().device(), uint64_t{tokens} * rows * sizeof(float), vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(context());
     rec.begin();
-    matvec(rec, k, {{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens});
+    const MatmulArgs args{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens};
+    if (single_token_build)
+      matvec_single_token(rec, k, args);
+    else
+      matvec(rec, k, args);
     rec.end();
     rec.submit_and_wait();
     return vk::download<float>(context(), yb, uint64_t{tokens} * rows);
@@ -108,6 +112,23 @@ TEST_P(MatvecTest, MatchesReferenceForOneAndSeveralTokens) {
         ADD_FAILURE() << "y[" << i / rows << "][" << i % rows << "] = " << y[i] << ", reference " << ref[i];
         ++bad;
       }
+  }
+}
+
+// The decode step's product (matvec_single_token: for Q4_0 a different build from matvec's) against the
+// same reference, with row counts that do not fill a work group.
+TEST_P(MatvecTest, SingleTokenBuildMatchesReference) {
+  const TensorType type = GetParam();
+  for (uint32_t rows : {1u, 37u}) {
+    const uint32_t cols = test_cols(type);
+    const HostMatrix m = random_matrix(type, rows, cols, rng());
+    vk::Buffer w = device_buffer(m.bytes);
+    const std::vector<float> x = random_vector(cols, rng());
+    const std::vector<float> y = run(w, type, rows, cols, x, 1, true);
+    std::vector<double> ref, scale;
+    reference(m, rows, cols, x, 1, ref, scale);
+    for (uint32_t r = 0; r < rows; ++r)
+      EXPECT_LE(std::abs(y[r] - ref[r]), kTolerance * scale[r] + 1e-7) << "rows " << rows << " row " << r;
   }
 }
 
