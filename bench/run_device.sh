@@ -70,7 +70,7 @@ log "kvtrie benchmark sweep: $(hostname) $(date -u +%Y-%m-%dT%H:%M:%SZ) BIN=$BIN
   command -v vulkaninfo >/dev/null && vulkaninfo --summary 2>&1 | head -60
   df -h /tmp 2>&1 | tail -1
   nproc
-  for b in kvtrie-bench kvtrie-synth kernels_test_matmul kernels_test_matvec kernels_test_attention \
+  for b in kvtrie-bench kvtrie-synth kernels_test_matmul kernels_test_matvec kernels_test_attention runner_test_gpu_model \
            runner_test_gpu_engine; do
     [ -x "$BIN/$b" ] || { echo "missing binary: $b"; continue; }
     ldd "$BIN/$b" | grep 'not found' | sed "s/^/$b: /"
@@ -78,7 +78,7 @@ log "kvtrie benchmark sweep: $(hostname) $(date -u +%Y-%m-%dT%H:%M:%SZ) BIN=$BIN
 } >>"$LOG" 2>&1
 
 # 1. Kernel and engine tests on the real GPU (cooperative-matrix and other device paths vs CPU references).
-for t in kernels_test_matmul kernels_test_matvec kernels_test_attention runner_test_gpu_engine; do
+for t in kernels_test_matmul kernels_test_matvec kernels_test_attention runner_test_gpu_engine runner_test_gpu_model; do
   if [ -x "$BIN/$t" ]; then
     step 120 "test $t" "$BIN/$t" --gtest_brief=1
   else
@@ -92,8 +92,14 @@ TOKENS=32
 PREFILL_REPEATS=3
 [ "$QUICK" = 1 ] && { TOKENS=16; PREFILL_REPEATS=2; }
 
-# 2. Device limits first (no model needed).
+# 2. Device limits first (no model needed): copy-engine and shader read bandwidth, page copies, and single
+# matrix products of llama3-8b shapes (per-dispatch time, chained as in a forward pass and independent).
 step 60 "bandwidth" "$B" bandwidth --mib "${BW_MIB:-2048}"
+for spec in "auto 4096 4096 1" "auto 14336 4096 1" "auto 4096 14336 1" "auto 4096 4096 32" "auto 4096 4096 512" \
+            "tiled 4096 4096 512"; do
+  set -- $spec
+  step 60 "kernel $spec" "$B" kernel --type Q4_0 --path "$1" --rows "$2" --cols "$3" --tokens "$4" --dispatches 32
+done
 step 90 "copy" "$B" copy --pages "${COPY_PAGES:-1024}" --batch 256
 
 # 3. Per model: load, prefill 512 and 4096, decode 1 sequence. Each model is written right before use and
@@ -109,18 +115,20 @@ for preset in $PRESETS; do
     # 4096 is attention-bound and slow (H200 llama3-1b Q4_0: 2.2 s a run): one timed run after one warm-up.
     step 120 "prefill4096 $name" "$B" prefill --model "$m" --prompt 4096 --repeats 1 --warmup 1
     step 90 "decode1 $name" "$B" decode --model "$m" --context 512 --sequences 1 --tokens "$TOKENS" \
-      --read-bandwidth "$READ_BW"
+      --read-bandwidth "$READ_BW" --profile
     if [ "$preset $type" = "$MULTI_MODEL" ]; then
       step 90 "decode8 $name" "$B" decode --model "$m" --context 512 --sequences 8 --tokens "$TOKENS" \
         --read-bandwidth "$READ_BW"
       step 120 "decode32 $name" "$B" decode --model "$m" --context 512 --sequences 32 --tokens "$TOKENS" \
         --read-bandwidth "$READ_BW"
-      # Multi-turn, shrunk to fit the time budget: 12 conversations x 3 turns on a 2048-token system
-      # prompt. For llama3-8b (2 MiB pages) the device tier (3 GiB = 24k tokens) is smaller than the working
-      # set (~36k tokens), so the oldest conversations are demoted and the host-hit probe finds its prefix in
-      # host memory (a llama3-1b run would fit on the device: no host hit).
-      step 240 "multiturn $name" "$B" multiturn --model "$m" --conversations 12 --turns 3 --system 2048 \
-        --user 256 --answer 64 --parallel 6 --kv-device-mib 3072 --kv-host-mib 16384
+      # Multi-turn at the issue's size: 32 conversations x 5 turns on a 2048-token system prompt, 256-token
+      # user turns, 128-token answers. For llama3-8b (2 MiB pages of 16 tokens) the 4 GiB device tier holds
+      # 32k tokens, less than the working set (~64k), so the oldest conversations are demoted and the
+      # host-hit probe finds its prefix in host memory. MULTITURN=0 skips it (it takes several minutes).
+      if [ "${MULTITURN:-1}" = 1 ]; then
+        step 590 "multiturn $name" "$B" multiturn --model "$m" --conversations 32 --turns 5 --system 2048 \
+          --user 256 --answer 128 --parallel 16 --kv-device-mib 4096 --kv-host-mib 16384
+      fi
     fi
     rm -f "$m"
   done
@@ -156,7 +164,15 @@ for r in rows:
     if r["bench"] == "copy":
         print(f"- copy {r['direction']}: pages {r['pages_gbs']:.1f} GB/s, plain vkCmdCopyBuffer {r['plain_gbs']:.1f} GB/s ({r['pages']} pages of {r['page_bytes']} B, batches of {r['batch']})")
     if r["bench"] == "bandwidth":
-        print(f"- device copy bandwidth (read+write): {r['copy_rw_bytes_per_s'] / 1e12:.2f} TB/s")
+        print(f"- device copy bandwidth (copy engine, read+write): {r['copy_rw_bytes_per_s'] / 1e12:.2f} TB/s; shader read: {r.get('read_bytes_per_s', 0) / 1e12:.2f} TB/s")
+for r in rows:
+    if r["bench"] == "kernel":
+        print(f"- kernel {r['type']} {r['path']} {r['rows']}x{r['cols']} tokens {r['tokens']}: chained {r['chained_us']:.1f} us ({r['weight_gbs_chained']:.0f} GB/s), independent {r['independent_us']:.1f} us ({r['weight_gbs_independent']:.0f} GB/s, {r['tflops_independent']:.1f} TFLOPS)")
+for r in rows:
+    if r["bench"] == "decode_profile" and r.get("op") == "total":
+        print(f"- decode profile {r['model']} {r['sequences']} seq: GPU {r['gpu_ms']:.2f} ms over {r['dispatches']} dispatches, wall {r['wall_ms']:.2f} ms")
+    elif r["bench"] == "decode_profile" and r.get("share", 0) > 0.02:
+        print(f"  - {r['op']}: {r['dispatches']} dispatches, {r['ms']:.2f} ms ({100 * r['share']:.0f}%)")
 PY
 log "done in $(($(date +%s) - START)) s; failures: ${#FAILED[@]}"
 for f in "${FAILED[@]}"; do log "   failed: $f"; done
