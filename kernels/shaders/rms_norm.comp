@@ -6,7 +6,12 @@
 // The ADD_RESIDUAL build (rms_norm_add_f32) first adds a residual into x in place, x += r, and normalizes the
 // sum: the residual connection and the next norm in one dispatch (the same values as add then rms_norm;
 // each invocation re-reads only the elements it wrote itself).
+// Each thread handles UNROLL elements per pass with every load issued before any store: a single row (the
+// decode step) then costs a few memory round trips instead of one per work-group-sized slice. (y may be x:
+// the per-head norm runs in place; every element is read and written by the same invocation.)
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
+#define UNROLL 4u
 #ifdef ADD_RESIDUAL
 layout(set = 0, binding = 0) buffer X { float x[]; };
 layout(set = 0, binding = 3) readonly buffer R { float residual[]; };
@@ -31,12 +36,22 @@ void main() {
   uint lid = gl_LocalInvocationID.x;
   uint xb = (r / pc.heads) * pc.x_stride + (r % pc.heads) * pc.n;
   uint yb = (r / pc.heads) * pc.y_stride + (r % pc.heads) * pc.n;
+  uint wg = gl_WorkGroupSize.x;
   float sum = 0.0;
-  for (uint i = lid; i < pc.n; i += gl_WorkGroupSize.x) {
+  for (uint i0 = lid; i0 < pc.n; i0 += UNROLL * wg) {
+    float v[UNROLL];
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) {
+      uint i = i0 + u * wg;
+      v[u] = i < pc.n ? x[xb + i] : 0.0;
 #ifdef ADD_RESIDUAL
-    x[xb + i] += residual[xb + i];
+      if (i < pc.n) v[u] += residual[xb + i];
 #endif
-    sum += x[xb + i] * x[xb + i];
+    }
+#ifdef ADD_RESIDUAL
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u)
+      if (i0 + u * wg < pc.n) x[xb + i0 + u * wg] = v[u];
+#endif
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) sum += v[u] * v[u];
   }
   partial[lid] = sum;
   barrier();
@@ -45,8 +60,14 @@ void main() {
     barrier();
   }
   float scale = inversesqrt(partial[0] / float(pc.n) + pc.eps);
-  for (uint i = lid; i < pc.n; i += gl_WorkGroupSize.x) {
-    float v = x[xb + i] * scale;
-    y[yb + i] = pc.has_weight != 0u ? v * w[i] : v;
+  for (uint i0 = lid; i0 < pc.n; i0 += UNROLL * wg) {
+    float v[UNROLL], g[UNROLL];
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u) {
+      uint i = i0 + u * wg;
+      v[u] = i < pc.n ? x[xb + i] : 0.0;
+      g[u] = (i < pc.n && pc.has_weight != 0u) ? w[i] : 1.0;
+    }
+    [[unroll]] for (uint u = 0u; u < UNROLL; ++u)
+      if (i0 + u * wg < pc.n) y[yb + i0 + u * wg] = pc.has_weight != 0u ? (v[u] * scale) * g[u] : v[u] * scale;
   }
 }

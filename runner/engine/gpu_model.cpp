@@ -93,7 +93,12 @@ struct GpuModel::Impl {
     probe.head_dim = config.head_dim_k;
     probe.layout = layout;
     probe.max_position = options.max_context;
-    attn_scratch = vk::Buffer(dev, std::max<uint64_t>(kernels::attention_scratch_bytes(probe), 16),
+    probe.split_size = split_size(options.max_batch_tokens);
+    uint64_t attn_bytes = kernels::attention_scratch_bytes(probe);
+    probe.tokens = std::min(options.max_batch_tokens, kSmallBatch);  // small batches split finer
+    probe.split_size = split_size(probe.tokens);
+    attn_bytes = std::max(attn_bytes, kernels::attention_scratch_bytes(probe));
+    attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16),
                               vk::MemoryKind::DeviceLocal);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
@@ -186,8 +191,16 @@ struct GpuModel::Impl {
   }
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
+  // Context positions per attention split. Decode batches are small, so their few sequences are spread
+  // over more work groups with finer splits; --deterministic keeps one split size for every batch (a
+  // token's result must not depend on its batch).
+  static constexpr uint32_t kSmallBatch = 32;
+  uint32_t split_size(uint32_t tokens) const {
+    return !options.deterministic && tokens <= kSmallBatch ? 64 : kernels::AttentionArgs{}.split_size;
+  }
+
   vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position) {
-    const uint32_t splits = max_position / kernels::AttentionArgs{}.split_size + 1;
+    const uint32_t splits = max_position / split_size(T) + 1;
     ++steps;
     for (Recording& r : recordings)
       if (r.tokens == T && r.logits == L && r.splits == splits) {
@@ -267,6 +280,7 @@ struct GpuModel::Impl {
       at.layout = layout;
       at.layer = l;
       at.max_position = max_position;
+      at.split_size = split_size(T);
       kernels::attention(*rec, kernels, at);
       matmul(w.wo, attn, tmp, T);
       add_rms_norm(x, tmp, w.ffn_norm, xn, T);  // x += attention output; xn = ffn_norm(x)
