@@ -4,27 +4,54 @@
 
 namespace kvtrie::kernels {
 
-void kv_write(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a) {
+namespace {
+
+struct KvWritePush {
+  uint32_t n_tokens, kv_dim, k_stride, v_stride, page_tokens, n_layers, layer, page_begin, page_count;
+};
+
+KvWritePush push_of(const KvWriteArgs& a) {
   const KvLayout& l = a.layout;
   KVTRIE_CHECK(l.kv_dim % 2 == 0 && l.kv_dim > 0, "kv_write: kv_dim must be even");
   KVTRIE_CHECK(a.layer < l.n_layers, "kv_write: layer out of range");
   KVTRIE_CHECK(a.pages.range >= l.page_bytes() * a.page_count, "kv_write: pages view smaller than its pages");
+  return {a.n_tokens, l.kv_dim, a.k_stride ? a.k_stride : l.kv_dim, a.v_stride ? a.v_stride : l.kv_dim,
+          l.page_tokens, l.n_layers, a.layer, a.page_begin, a.page_count};
+}
+
+Grid grid_of(const Kernels& k, const KvWriteArgs& a) {
+  return grid_1d(div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2), k.workgroup_size("kv_write")));
+}
+
+}  // namespace
+
+void kv_write(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a) {
+  const KvWritePush push = push_of(a);
   if (a.n_tokens == 0 || a.page_count == 0) return;
-  struct Push {
-    uint32_t n_tokens, kv_dim, k_stride, v_stride, page_tokens, n_layers, layer, page_begin, page_count;
-  } push{a.n_tokens,
-         l.kv_dim,
-         a.k_stride ? a.k_stride : l.kv_dim,
-         a.v_stride ? a.v_stride : l.kv_dim,
-         l.page_tokens,
-         l.n_layers,
-         a.layer,
-         a.page_begin,
-         a.page_count};
-  const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * (l.kv_dim / 2), k.workgroup_size("kv_write")));
+  const Grid grid = grid_of(k, a);
   rec.dispatch(k.pipeline("kv_write", "f16"),
                {vk::read(a.k), vk::read(a.v), vk::read(a.slots), vk::read_write(a.pages)}, push, grid.x,
                grid.y);
+}
+
+void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a, const RopeArgs& rope) {
+  struct Push {
+    KvWritePush base;
+    uint32_t head_dim, rope_dims, has_factors;
+    float freq_base;
+  } push{push_of(a), rope.head_dim, rope.rope_dims ? rope.rope_dims : rope.head_dim,
+         rope.freq_factors.empty() ? 0u : 1u, rope.freq_base};
+  KVTRIE_CHECK(rope.mode == RopeMode::Normal, "kv_write_rope: normal-mode rope only");
+  KVTRIE_CHECK(rope.head_dim > 0 && a.layout.kv_dim % rope.head_dim == 0 && push.rope_dims % 2 == 0 &&
+                   push.rope_dims <= rope.head_dim,
+               "kv_write_rope: heads must tile kv_dim and rope_dims be even and at most head_dim");
+  if (a.n_tokens == 0 || a.page_count == 0) return;
+  const vk::BufferView factors = rope.freq_factors.empty() ? rope.positions : rope.freq_factors;  // unread
+  const Grid grid = grid_of(k, a);
+  rec.dispatch(k.pipeline("kv_write", "rope_f16"),
+               {vk::read(a.k), vk::read(a.v), vk::read(a.slots), vk::read_write(a.pages), vk::read(rope.positions),
+                vk::read(factors)},
+               push, grid.x, grid.y);
 }
 
 }  // namespace kvtrie::kernels

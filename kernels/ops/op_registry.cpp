@@ -43,6 +43,7 @@ constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
 constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
+constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
                                   "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
@@ -56,7 +57,7 @@ const OpRegistration kOps[] = {
     {"add_bias", kF32, spec_elementwise},
     {"read_probe", kU32, spec_elementwise},
     {"get_rows", kAllTypes, spec_elementwise},
-    {"kv_write", kF16, spec_elementwise},
+    {"kv_write", kKvWrite, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
     {"matvec1", kAllTypes, spec_matvec},  // the single-token build of matvec.comp
     {"matmul", kAllTypes, spec_none},

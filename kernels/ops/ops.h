@@ -84,5 +84,8 @@ struct KvWriteArgs {
   uint32_t page_begin = 0, page_count = 0;
 };
 void kv_write(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a);
+// kv_write with K rotated on the way by normal-mode rope (rope.mode must be Normal; rope.x, n_tokens and
+// n_heads are ignored: K comes from a.k, one token per row); the K buffer is left unrotated.
+void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a, const RopeArgs& rope);
 
 }  // namespace kvtrie::kernels

@@ -5,11 +5,18 @@
 // binding covers pages [page_begin, page_begin + page_count) and other tokens are skipped (a pool split
 // over several bindings gets one dispatch per chunk); slots[t] < 0 means "do not store". Each invocation
 // writes one packed pair of halves (kv_dim is even) so no two invocations share a 32-bit word.
+// The ROPE build (kv_write_rope_f16) also rotates K on its way into the pages with normal-mode rope: pairs
+// (2i, 2i+1) of each head, exactly the pairs an invocation writes, with the arithmetic of rope.comp; the K
+// buffer itself is left unrotated (nothing else reads it). It saves the rope(K) dispatch and its barrier.
 layout(local_size_x_id = 0) in;
 layout(set = 0, binding = 0) readonly buffer K { float k[]; };
 layout(set = 0, binding = 1) readonly buffer V { float v[]; };
 layout(set = 0, binding = 2) readonly buffer Slots { int slots[]; };
 layout(set = 0, binding = 3) buffer Pages { uint pages[]; };
+#ifdef ROPE
+layout(set = 0, binding = 4) readonly buffer Pos { int positions[]; };
+layout(set = 0, binding = 5) readonly buffer Factors { float factors[]; };
+#endif
 layout(push_constant) uniform Push {
   uint n_tokens;
   uint kv_dim;
@@ -20,6 +27,12 @@ layout(push_constant) uniform Push {
   uint layer;
   uint page_begin;
   uint page_count;
+#ifdef ROPE
+  uint head_dim;
+  uint rope_dims;  // even, <= head_dim
+  uint has_factors;
+  float freq_base;
+#endif
 } pc;
 void main() {
   uint pairs = pc.kv_dim / 2u;
@@ -34,6 +47,17 @@ void main() {
   if (page < pc.page_begin || page >= pc.page_begin + pc.page_count) return;
   uint block = pc.page_tokens * pc.kv_dim;  // halves in one K (or V) block
   uint base = (page - pc.page_begin) * pc.n_layers * 2u * block + pc.layer * 2u * block + in_page * pc.kv_dim + c;
-  pages[base / 2u] = packHalf2x16(vec2(k[t * pc.k_stride + c], k[t * pc.k_stride + c + 1u]));
+  vec2 kk = vec2(k[t * pc.k_stride + c], k[t * pc.k_stride + c + 1u]);
+#ifdef ROPE
+  uint i = (c % pc.head_dim) / 2u;  // the pair's index inside its head
+  if (2u * i < pc.rope_dims) {
+    float freq = pow(pc.freq_base, -float(2u * i) / float(pc.rope_dims));
+    if (pc.has_factors != 0u) freq /= factors[i];
+    float theta = float(positions[t]) * freq;
+    float cs = cos(theta), sn = sin(theta);
+    kk = vec2(kk.x * cs - kk.y * sn, kk.x * sn + kk.y * cs);
+  }
+#endif
+  pages[base / 2u] = packHalf2x16(kk);
   pages[(base + block) / 2u] = packHalf2x16(vec2(v[t * pc.v_stride + c], v[t * pc.v_stride + c + 1u]));
 }

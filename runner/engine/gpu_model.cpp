@@ -158,7 +158,7 @@ struct GpuModel::Impl {
     kernels::rms_norm(*rec, kernels, a);
   }
 
-  void rope(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) {
+  kernels::RopeArgs rope_args(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) const {
     kernels::RopeArgs a;
     a.x = buf.view();
     a.positions = positions.view();
@@ -169,7 +169,10 @@ struct GpuModel::Impl {
     a.rope_dims = config.rope_dims ? config.rope_dims : config.head_dim_k;
     a.freq_base = config.rope_freq_base;
     a.mode = config.rope_type == RopeType::Neox ? kernels::RopeMode::Neox : kernels::RopeMode::Normal;
-    kernels::rope(*rec, kernels, a);
+    return a;
+  }
+  void rope(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) {
+    kernels::rope(*rec, kernels, rope_args(buf, tokens, heads));
   }
 
   void embed(const vk::Buffer& index, const DeviceTensor& table, const vk::Buffer& out, uint32_t tokens) {
@@ -247,8 +250,11 @@ struct GpuModel::Impl {
         head_norm(q, w.q_norm, T, config.n_heads);
         head_norm(k, w.k_norm, T, config.n_kv_heads);
       }
+      // Normal-mode rope rotates K on its way into the pages (one dispatch and one barrier fewer).
+      const kernels::RopeArgs k_rope = rope_args(k, T, config.n_kv_heads);
+      const bool fused_rope = k_rope.mode == kernels::RopeMode::Normal;
       rope(q, T, config.n_heads);
-      rope(k, T, config.n_kv_heads);
+      if (!fused_rope) rope(k, T, config.n_kv_heads);
       for (const PageChunk& chunk : kv_chunks) {
         kernels::KvWriteArgs kw;
         kw.k = k.view();
@@ -260,7 +266,10 @@ struct GpuModel::Impl {
         kw.n_tokens = T;
         kw.page_begin = chunk.page_begin;
         kw.page_count = chunk.page_count;
-        kernels::kv_write(*rec, kernels, kw);
+        if (fused_rope)
+          kernels::kv_write_rope(*rec, kernels, kw, k_rope);
+        else
+          kernels::kv_write(*rec, kernels, kw);
       }
       kernels::AttentionArgs at;
       at.q = q.view();

@@ -1,8 +1,11 @@
 // kv_write against a reference in this file that follows kernels/ops/kv_layout.h: K and V rows of a batch
 // (strided, as inside a fused QKV buffer) land as f16 at their slots' pages, layers apart, in a pool bound as
 // two chunks of whole pages; untouched slots keep their old contents; negative slots are skipped.
+// kv_write_rope: the same pages as rope on K followed by kv_write (partial rope dims, frequency factors), and
+// the K buffer left as it was.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/ops/ops.h"
@@ -61,6 +64,60 @@ TEST_F(KvWrite, ScattersKAndVIntoPagesAtEachTokensSlot) {
     ASSERT_NEAR(fp16_to_fp32(got[i]), fp16_to_fp32(want[i]), std::fabs(fp16_to_fp32(want[i])) * 1e-3f + 1e-7f)
         << "element " << i;
   }
+}
+
+TEST_F(KvWrite, RopeOnTheWayEqualsRopeThenWrite) {
+  const uint32_t head_dim = 12, heads = 2, n_tokens = 5;
+  const KvLayout layout{2, 4, heads * head_dim};
+  const std::vector<float> kv = random_floats(size_t{n_tokens} * layout.kv_dim, -2.0f, 2.0f);
+  const std::vector<float> v = random_floats(size_t{n_tokens} * layout.kv_dim, -2.0f, 2.0f);
+  const std::vector<int32_t> positions = {0, 3, 17, 250, 4095};
+  const std::vector<int32_t> slots = {0, 5, 2, 7, 1};
+  const std::vector<float> factors = random_floats(head_dim / 2, 1.0f, 8.0f);
+  const std::vector<uint16_t> zeros(layout.page_elements() * 2);
+  vk::Buffer bk_fused = device_buffer(kv), bk_split = device_buffer(kv), bv = device_buffer(v);
+  vk::Buffer bpos = device_buffer(positions), bslots = device_buffer(slots), bf = device_buffer(factors);
+  vk::Buffer fused = device_buffer(zeros), split = device_buffer(zeros);
+  Kernels k(context(), Prewarm::No);
+  auto args = [&](const vk::Buffer& kb, const vk::Buffer& pages) {
+    KvWriteArgs a;
+    a.k = kb.view(0, kv.size() * 4);
+    a.v = bv.view(0, v.size() * 4);
+    a.slots = bslots.view(0, slots.size() * 4);
+    a.pages = pages.view(0, zeros.size() * 2);
+    a.layout = layout;
+    a.layer = 1;
+    a.n_tokens = n_tokens;
+    a.page_count = 2;
+    return a;
+  };
+  RopeArgs rope;
+  rope.positions = bpos.view(0, positions.size() * 4);
+  rope.freq_factors = bf.view(0, factors.size() * 4);
+  rope.n_tokens = n_tokens;
+  rope.n_heads = heads;
+  rope.head_dim = head_dim;
+  rope.rope_dims = 8;  // partial: the last 2 pairs of each head stay as they are
+  rope.freq_base = 500000.0f;
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  kv_write_rope(rec, k, args(bk_fused, fused), rope);
+  rope.x = bk_split.view(0, kv.size() * 4);
+  kernels::rope(rec, k, rope);
+  kv_write(rec, k, args(bk_split, split));
+  rec.end();
+  rec.submit_and_wait();
+  const std::vector<uint16_t> got = read_back<uint16_t>(fused, zeros.size());
+  const std::vector<uint16_t> want = read_back<uint16_t>(split, zeros.size());
+  size_t rotated = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    // One f16 unit in the last place: the two shaders may contract the rotation into FMAs differently.
+    EXPECT_LE(std::abs(int{got[i]} - int{want[i]}), 1) << "element " << i;
+    rotated += got[i] != fp32_to_fp16(0.0f);
+  }
+  EXPECT_GT(rotated, 0u);
+  EXPECT_EQ(read_back<float>(bk_fused, kv.size()), kv) << "the K buffer must stay unrotated";
+  EXPECT_NE(read_back<float>(bk_split, kv.size()), kv) << "the reference path rotated K in place";
 }
 
 }  // namespace
