@@ -1,5 +1,8 @@
 #include "server/http_server.h"
 
+// httplib's default accept backlog is 5: a burst of more simultaneous connects loses SYNs and those clients
+// wait a 1 s retransmit. This is the only translation unit that listens.
+#define CPPHTTPLIB_LISTEN_BACKLOG 512
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 

@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_process.h"
@@ -161,6 +165,8 @@ TEST_F(NativeApi, HealthMetricsAndCacheEndpoints) {
 TEST_F(NativeApi, SixteenConcurrentStreamingClientsAllComplete) {
   start({"--parallel", "4"});
   std::atomic<int> completed{0};
+  std::mutex mutex;
+  std::vector<std::string> failures;  // why each incomplete client failed, for the failure message
   std::vector<std::thread> clients;
   for (int i = 0; i < 16; ++i) {
     clients.emplace_back([&, i] {
@@ -168,13 +174,27 @@ TEST_F(NativeApi, SixteenConcurrentStreamingClientsAllComplete) {
       c.set_read_timeout(30, 0);
       json req = {{"prompt", "client " + std::to_string(i)}, {"max_tokens", 16}, {"seed", i}};
       auto r = c.Post("/generate", req.dump(), "application/json");
-      if (!r || r->status != 200) return;
-      auto lines = lines_of(r->body);
-      if (!lines.empty() && json::parse(lines.back()).value("done", false)) ++completed;
+      std::string why;
+      if (!r) {
+        why = "transport error " + httplib::to_string(r.error());
+      } else if (r->status != 200) {
+        why = "status " + std::to_string(r->status) + ": " + r->body;
+      } else {
+        auto lines = lines_of(r->body);
+        if (!lines.empty() && json::parse(lines.back()).value("done", false)) {
+          ++completed;
+          return;
+        }
+        why = "no final line: " + r->body.substr(0, 300);
+      }
+      std::lock_guard lock(mutex);
+      failures.push_back("client " + std::to_string(i) + ": " + why);
     });
   }
   for (auto& t : clients) t.join();
-  EXPECT_EQ(completed.load(), 16);
+  std::string reasons;
+  for (const auto& f : failures) reasons += f + "\n";
+  EXPECT_EQ(completed.load(), 16) << reasons << daemon_->log();
 }
 
 TEST_F(NativeApi, ClientDisconnectCancelsItsGenerationAndFreesTheSlot) {
