@@ -193,7 +193,6 @@ struct GpuModel::Impl {
     }
   }
 
-  // The recording for this shape: replayed when one exists, else made in the least recently used slot.
   // Context positions per attention split. Decode batches are small, so their few sequences are spread
   // over more work groups with finer splits; --deterministic keeps one split size for every batch (a
   // token's result must not depend on its batch).
@@ -202,6 +201,7 @@ struct GpuModel::Impl {
     return !options.deterministic && tokens <= kSmallBatch ? 64 : kernels::AttentionArgs{}.split_size;
   }
 
+  // The recording for this shape: replayed when one exists, else made in the least recently used slot.
   vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position) {
     const uint32_t splits = max_position / split_size(T) + 1;
     ++steps;
