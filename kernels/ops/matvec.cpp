@@ -33,7 +33,8 @@ std::vector<RowChunk> split_rows(const WeightMatrix& w, uint64_t max_range, uint
 }
 
 void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
-                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group) {
+                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group,
+                             vk::BufferView extra) {
   const WeightMatrix& w = args.w;
   KVTRIE_CHECK(w.cols % tensor_type_info(w.type).block_elements == 0, "matmul: row length is not whole blocks");
   if (w.rows == 0 || args.tokens == 0) return;
@@ -50,7 +51,11 @@ void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const M
                           chunk.first_row, wb.byte_offset};
     // Row groups beyond 65535 wrap into y (the shaders flatten x and y); tokens go along z.
     const Grid grid = grid_1d(div_up(chunk.rows, rows_per_group));
-    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y)}, push, grid.x, grid.y, gz);
+    if (extra.empty())
+      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y)}, push, grid.x, grid.y, gz);
+    else
+      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y), vk::read(extra)}, push, grid.x,
+                   grid.y, gz);
   }
 }
 
@@ -79,6 +84,13 @@ void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const Matmu
   KVTRIE_CHECK(args.tokens == 1, "matvec_single_token: one token");
   check_x_stride(args);
   dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows1, 1);
+}
+
+void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
+                                vk::BufferView up) {
+  KVTRIE_CHECK(args.tokens == 1, "matvec_single_token_swiglu: one token");
+  check_x_stride(args);
+  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1_swiglu", type_variant(args.w.type)), kRows1, 1, up);
 }
 
 }  // namespace kvtrie::kernels

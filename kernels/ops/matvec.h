@@ -55,14 +55,20 @@ struct MatmulPush {
 };
 
 // Shared by matvec and matmul: records one dispatch per row chunk of `pipeline` (a matvec/matmul shader
-// with the MatmulPush block) over row groups of rows_per_group along x/y and token groups along z.
+// with the MatmulPush block) over row groups of rows_per_group along x/y and token groups along z. A
+// non-empty `extra` is bound as binding 3 (the SwiGLU build's up).
 void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
-                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group);
+                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group,
+                             vk::BufferView extra = {});
 
 // Records y = W x for args.tokens tokens (batch-invariant, see above).
 void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
 // The fastest product for exactly one token (the decode step). For Q4_0 it sums in a different order than
 // matvec(), so it is not bit-identical to a batched token: matmul's Deterministic path never uses it.
 void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);
+// matvec_single_token of x = silu(args.x) * up (elementwise; `up` laid out like args.x): the FFN's SwiGLU
+// folded into the down projection, one dispatch and one barrier fewer per layer.
+void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
+                                vk::BufferView up);
 
 }  // namespace kvtrie::kernels

@@ -60,6 +60,7 @@ const OpRegistration kOps[] = {
     {"kv_write", kKvWrite, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
     {"matvec1", kAllTypes, spec_matvec},  // the single-token build of matvec.comp
+    {"matvec1_swiglu", kAllTypes, spec_matvec},  // ... whose x is silu(gate) * up
     {"matmul", kAllTypes, spec_none},
     {"matmul_coopmat", kAllTypes, spec_none, coopmat_supported},
     {"attention", kAttention, spec_attention},

@@ -39,6 +39,36 @@ layout(set = 0, binding = 1) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 #endif
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
+// The SWIGLU build (matvec1_swiglu_<type>, one token) multiplies by silu(gate) * up computed as x is loaded:
+// binding 1 holds gate and binding 3 up, in the same layout. It is the FFN down projection without a
+// separate swiglu dispatch and barrier.
+#ifdef SWIGLU
+#if FLOAT_WEIGHTS
+layout(set = 0, binding = 3) readonly buffer U { float up[]; };
+#else
+layout(set = 0, binding = 3) readonly buffer U { vec4 up4[]; };
+#endif
+#endif
+
+#if FLOAT_WEIGHTS
+float load_x(uint i) {
+#ifdef SWIGLU
+  float g = x[i];
+  return g / (1.0 + exp(-g)) * up[i];
+#else
+  return x[i];
+#endif
+}
+#else
+vec4 load_x4(uint i) {
+#ifdef SWIGLU
+  vec4 g = x4[i];
+  return g / (1.0 + exp(-g)) * up4[i];
+#else
+  return x4[i];
+#endif
+}
+#endif
 
 layout(push_constant) uniform Push {
   uint rows;       // output features (rows of W)
@@ -96,7 +126,7 @@ void main() {
       float xv[MAX_COLS][8];
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
         uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
-        vec4 a = x4[xo / 4u], b = x4[xo / 4u + 1u];
+        vec4 a = load_x4(xo / 4u), b = load_x4(xo / 4u + 1u);
         xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
         xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
       }
@@ -127,10 +157,10 @@ void main() {
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
         uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
 #if FLOAT_WEIGHTS
-        for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? x[xo + i] : 0.0;
+        for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? load_x(xo + i) : 0.0;
 #else
         // Quantized rows are whole blocks of 32 and x_stride % 4 == 0 (checked on the host): vec4 loads.
-        vec4 a = x4[xo / 4u], b = x4[xo / 4u + 1u];
+        vec4 a = load_x4(xo / 4u), b = load_x4(xo / 4u + 1u);
         xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
         xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
 #endif

@@ -20,6 +20,7 @@ foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:1
   list(GET _p 1 _id)
   kvtrie_shader(matvec_${_name} matvec.comp WTYPE=${_id})
   kvtrie_shader(matvec1_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1)
+  kvtrie_shader(matvec1_swiglu_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 SWIGLU=1)
   kvtrie_shader(matmul_${_name} matmul.comp WTYPE=${_id})
   kvtrie_shader(matmul_coopmat_${_name} matmul_coopmat.comp WTYPE=${_id})
 endforeach()

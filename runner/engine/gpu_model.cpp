@@ -295,8 +295,16 @@ struct GpuModel::Impl {
       add_rms_norm(x, tmp, w.ffn_norm, xn, T);  // x += attention output; xn = ffn_norm(x)
       matmul(w.w_gate, xn, gate, T);
       matmul(w.w_up, xn, up, T);
-      kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
-      matmul(w.w_down, gate, tmp, T);
+      if (T == 1 && !options.deterministic) {  // the decode step: SwiGLU inside the down projection
+        kernels::MatmulArgs down;
+        down.w = w.w_down.matrix();
+        down.x = gate.view();
+        down.y = tmp.view();
+        kernels::matvec_single_token_swiglu(*rec, kernels, down, up.view());
+      } else {
+        kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
+        matmul(w.w_down, gate, tmp, T);
+      }
     }
     kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);  // the last layer's FFN
     // Only the rows that are sampled go through the final norm and the output matrix.

@@ -132,6 +132,32 @@ TEST_P(MatvecTest, SingleTokenBuildMatchesReference) {
   }
 }
 
+// The SwiGLU build: y = W (silu(gate) * up), the FFN down projection with the activation folded in.
+TEST_P(MatvecTest, SwigluSingleTokenMatchesReference) {
+  const TensorType type = GetParam();
+  const uint32_t rows = 37, cols = test_cols(type);
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  std::vector<float> gate = random_vector(cols, rng()), up = random_vector(cols, rng());
+  for (float& g : gate) g *= 4.0f;  // reach both tails of silu
+  std::vector<float> x(cols);
+  for (uint32_t i = 0; i < cols; ++i) x[i] = static_cast<float>(gate[i] / (1.0 + std::exp(-double{gate[i]})) * up[i]);
+  vk::Buffer w = device_buffer(m.bytes), bg = device_buffer(gate), bu = device_buffer(up);
+  vk::Buffer by(context().device(), rows * sizeof(float), vk::MemoryKind::DeviceLocal);
+  Kernels k(context(), Prewarm::No);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  matvec_single_token_swiglu(rec, k, {{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, bg.view(0, cols * 4),
+                                      by.view(), 1},
+                             bu.view(0, cols * 4));
+  rec.end();
+  rec.submit_and_wait();
+  const std::vector<float> y = vk::download<float>(context(), by, rows);
+  std::vector<double> ref, scale;
+  reference(m, rows, cols, x, 1, ref, scale);
+  for (uint32_t r = 0; r < rows; ++r)
+    EXPECT_LE(std::abs(y[r] - ref[r]), kTolerance * scale[r] + 1e-7) << "row " << r;
+}
+
 TEST_P(MatvecTest, TokenAloneAndInBatchAreBitIdentical) {
   const TensorType type = GetParam();
   const uint32_t rows = 29, cols = test_cols(type), tokens = 11;
