@@ -43,7 +43,8 @@ void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a) 
     uint32_t n_tokens, n, row_bytes, table_byte_offset, row_begin, row_count, out_stride;
   } push{a.n_tokens,  a.n,         static_cast<uint32_t>(row_bytes), table.byte_offset,
          a.row_begin, a.row_count, a.out_stride ? a.out_stride : a.n};
-  const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * a.n, k.workgroup_size("get_rows")));
+  // One invocation per 8 values of a row (get_rows.comp).
+  const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * div_up(a.n, 8u), k.workgroup_size("get_rows")));
   rec.dispatch(k.pipeline("get_rows", type_variant(a.type)),
                {vk::read(table.view), vk::read(a.ids), vk::write(a.out)}, push, grid.x, grid.y);
 }
