@@ -117,18 +117,17 @@ struct GpuModel::Impl {
       compute_bytes += b->size();
   }
 
+  static kernels::MatmulArgs product(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out,
+                                     uint32_t tokens) {
+    return {w.matrix(), in.view(), out.view(), tokens};
+  }
   void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
-    kernels::MatmulArgs args;
-    args.w = w.matrix();
-    args.x = in.view();
-    args.y = out.view();
-    args.tokens = tokens;
-    kernels::matmul(*rec, kernels, args, path);
+    kernels::matmul(*rec, kernels, product(w, in, out, tokens), path);
   }
 
-  // out = rms_norm(x) * weight over rows of n_embd; with a residual, x += residual first (in place).
-  void rms_norm(const vk::Buffer& x_in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows,
-                const vk::Buffer* residual = nullptr) {
+  // out = rms_norm(x) * weight over `rows` rows of n_embd.
+  kernels::RmsNormArgs norm_args(const vk::Buffer& x_in, const DeviceTensor& weight, const vk::Buffer& out,
+                                 uint32_t rows) const {
     kernels::RmsNormArgs a;
     a.x = x_in.view();
     a.weight = weight.view();
@@ -136,25 +135,21 @@ struct GpuModel::Impl {
     a.rows = rows;
     a.n = config.n_embd;
     a.eps = config.rms_eps;
-    if (residual)
-      kernels::add_rms_norm(*rec, kernels, a, residual->view());
-    else
-      kernels::rms_norm(*rec, kernels, a);
+    return a;
   }
+  void rms_norm(const vk::Buffer& x_in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows) {
+    kernels::rms_norm(*rec, kernels, norm_args(x_in, weight, out, rows));
+  }
+  // x += residual (in place), then out = rms_norm(x) * weight.
   void add_rms_norm(const vk::Buffer& x_inout, const vk::Buffer& residual, const DeviceTensor& weight,
                     const vk::Buffer& out, uint32_t rows) {
-    rms_norm(x_inout, weight, out, rows, &residual);
+    kernels::add_rms_norm(*rec, kernels, norm_args(x_inout, weight, out, rows), residual.view());
   }
-
+  // Per-head norm in place (qwen3 q/k norm): tokens * heads rows of head_dim.
   void head_norm(const vk::Buffer& buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
-    kernels::RmsNormArgs a;
-    a.x = buf.view();
-    a.weight = weight.view();
-    a.y = buf.view();
-    a.rows = tokens * heads;
+    kernels::RmsNormArgs a = norm_args(buf, weight, buf, tokens * heads);
     a.n = config.head_dim_k;
     a.heads = heads;
-    a.eps = config.rms_eps;
     kernels::rms_norm(*rec, kernels, a);
   }
 
@@ -296,11 +291,7 @@ struct GpuModel::Impl {
       matmul(w.w_gate, xn, gate, T);
       matmul(w.w_up, xn, up, T);
       if (T == 1 && !options.deterministic) {  // the decode step: SwiGLU inside the down projection
-        kernels::MatmulArgs down;
-        down.w = w.w_down.matrix();
-        down.x = gate.view();
-        down.y = tmp.view();
-        kernels::matvec_single_token_swiglu(*rec, kernels, down, up.view());
+        kernels::matvec_single_token_swiglu(*rec, kernels, product(w.w_down, gate, tmp, 1), up.view());
       } else {
         kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
         matmul(w.w_down, gate, tmp, T);
