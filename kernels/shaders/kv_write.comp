@@ -6,8 +6,9 @@
 // over several bindings gets one dispatch per chunk); slots[t] < 0 means "do not store". Each invocation
 // writes one packed pair of halves (kv_dim is even) so no two invocations share a 32-bit word.
 // The ROPE build (kv_write_rope_f16) also rotates K on its way into the pages with normal-mode rope: pairs
-// (2i, 2i+1) of each head, exactly the pairs an invocation writes, with the arithmetic of rope.comp; the K
-// buffer itself is left unrotated (nothing else reads it). It saves the rope(K) dispatch and its barrier.
+// (2i, 2i+1) of each head, exactly the pairs an invocation writes, with rope.comp's arithmetic (rope.glsl).
+// The K buffer itself is left unrotated (nothing else reads it). It saves the rope(K) dispatch and its
+// barrier.
 layout(local_size_x_id = 0) in;
 layout(set = 0, binding = 0) readonly buffer K { float k[]; };
 layout(set = 0, binding = 1) readonly buffer V { float v[]; };
@@ -34,6 +35,9 @@ layout(push_constant) uniform Push {
   float freq_base;
 #endif
 } pc;
+#ifdef ROPE
+#include "rope.glsl"
+#endif
 void main() {
   uint pairs = pc.kv_dim / 2u;
   uint idx = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -50,13 +54,8 @@ void main() {
   vec2 kk = vec2(k[t * pc.k_stride + c], k[t * pc.k_stride + c + 1u]);
 #ifdef ROPE
   uint i = (c % pc.head_dim) / 2u;  // the pair's index inside its head
-  if (2u * i < pc.rope_dims) {
-    float freq = pow(pc.freq_base, -float(2u * i) / float(pc.rope_dims));
-    if (pc.has_factors != 0u) freq /= factors[i];
-    float theta = float(positions[t]) * freq;
-    float cs = cos(theta), sn = sin(theta);
-    kk = vec2(kk.x * cs - kk.y * sn, kk.x * sn + kk.y * cs);
-  }
+  if (2u * i < pc.rope_dims)
+    kk = rope_rotate(kk, i, pc.rope_dims, pc.freq_base, pc.has_factors != 0u ? factors[i] : 1.0, positions[t]);
 #endif
   pages[base / 2u] = packHalf2x16(kk);
   pages[(base + block) / 2u] = packHalf2x16(vec2(v[t * pc.v_stride + c], v[t * pc.v_stride + c + 1u]));

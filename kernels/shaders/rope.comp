@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
   uint has_factors;
   float freq_base;
 } pc;
+#include "rope.glsl"
 void main() {
   uint half_dims = pc.rope_dims / 2u;
   uint idx = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -24,16 +25,11 @@ void main() {
   uint i = idx % half_dims;
   uint h = (idx / half_dims) % pc.n_heads;
   uint t = idx / (half_dims * pc.n_heads);
-  float freq = pow(pc.freq_base, -float(2u * i) / float(pc.rope_dims));
-  if (pc.has_factors != 0u) freq /= factors[i];
-  float theta = float(positions[t]) * freq;
-  float c = cos(theta);
-  float s = sin(theta);
   uint base = t * pc.token_stride + h * pc.head_dim;
   uint a = base + (pc.neox != 0u ? i : 2u * i);
   uint b = a + (pc.neox != 0u ? half_dims : 1u);
-  float x0 = x[a];
-  float x1 = x[b];
-  x[a] = x0 * c - x1 * s;
-  x[b] = x0 * s + x1 * c;
+  float factor = pc.has_factors != 0u ? factors[i] : 1.0;
+  vec2 r = rope_rotate(vec2(x[a], x[b]), i, pc.rope_dims, pc.freq_base, factor, positions[t]);
+  x[a] = r.x;
+  x[b] = r.y;
 }
