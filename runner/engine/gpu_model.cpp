@@ -350,13 +350,12 @@ struct GpuModel::Impl {
 };
 
 GpuModel::GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig& config,
-                   const GpuModelOptions& options)
-    : impl_(std::make_unique<Impl>(context, config, options,
-                                   weight_types(ModelWeights::from_gguf(file, config)))) {
-  Impl& m = *impl_;
+                   const GpuModelOptions& options) {
   KVTRIE_CHECK(options.max_batch_tokens > 0 && options.max_sequences > 0, "empty batch limits");
-  m.weights = upload_weights(context, ModelWeights::from_gguf(file, config), config);
-  m.allocate_activations();
+  const ModelWeights weights = ModelWeights::from_gguf(file, config);
+  impl_ = std::make_unique<Impl>(context, config, options, weight_types(weights));
+  impl_->weights = upload_weights(context, weights, config);
+  impl_->allocate_activations();
 }
 
 GpuModel::~GpuModel() = default;
