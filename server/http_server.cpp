@@ -1,12 +1,12 @@
 #include "server/http_server.h"
 
-// httplib's default accept backlog is 5: a burst of more simultaneous connects loses SYNs and those clients
-// wait a 1 s retransmit. This is the only translation unit that listens.
-#define CPPHTTPLIB_LISTEN_BACKLOG 512
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
@@ -22,6 +22,7 @@ struct HttpServer::Impl {
   std::atomic<int> open_streams{0};
   std::thread listener;
   int bound_port = 0;
+  int listen_socket = -1;  // captured by the socket-options hook, for raise_backlog()
 };
 
 namespace {
@@ -66,6 +67,14 @@ void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bo
   });
 }
 
+// The packaged httplib is a compiled library that listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG in
+// our translation unit does not reach it). A burst of more simultaneous connects then overflows the accept
+// queue: the overflowing clients wait for a SYN retransmit and, measured with 64 at once, many of them get their
+// connection reset. Calling listen() again on the bound socket raises the backlog (Linux updates it in place).
+constexpr int kListenBacklog = 1024;
+
+bool raise_backlog(int listen_socket) { return listen_socket >= 0 && ::listen(listen_socket, kListenBacklog) == 0; }
+
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -78,6 +87,10 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
   svr.set_read_timeout(30, 0);
   svr.set_write_timeout(30, 0);
   Impl* impl = impl_.get();
+  svr.set_socket_options([impl](socket_t sock) {
+    httplib::default_socket_options(sock);  // SO_REUSEADDR, as before
+    impl->listen_socket = sock;
+  });
   // Every failure httplib detects itself (no route, body too large, bad request line) and every error our
   // handlers answered without a body ends here, so all of them carry the same error JSON.
   httplib::Server::HandlerWithResponse on_error = [impl](const httplib::Request& req, httplib::Response& res) {
@@ -149,6 +162,8 @@ bool HttpServer::start(std::string& error) {
     return false;
   }
   impl_->bound_port = port;
+  if (!raise_backlog(impl_->listen_socket))
+    spdlog::warn("could not raise the listen backlog ({}); a burst of connects may be refused", std::strerror(errno));
   impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
   return true;
 }
