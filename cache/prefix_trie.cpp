@@ -49,6 +49,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
     reset();
     trie_ = other.trie_;
     node_ = other.node_;
+    spelled_ = other.spelled_;
     other.node_ = nullptr;
   }
   return *this;
@@ -163,7 +164,7 @@ Lease PrefixTrie::pin(NamespaceId ns, std::span<const TokenId> tokens, std::uint
   touch_path(node);
   lock_path(node);
   ++leases_;
-  return Lease(this, node);
+  return Lease(this, node, n);
 }
 
 Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::span<const PageId> pages,
@@ -172,12 +173,15 @@ Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::s
   const std::size_t n = tokens.size();
   TrieNode* node = root(ns);
   if (from != nullptr && !from->empty()) {
-    // The leased path spells a prefix of tokens and stays put while pinned (splits only add nodes inside
-    // it, merges never touch pinned nodes); the leased node itself may have grown past the caller's
-    // tokens, so the walk restarts at its parent.
+    // The leased path's first spelled_ tokens are the caller's and stay put while pinned (splits only add
+    // nodes inside it, merges never touch pinned nodes). Past them, the leased node may have grown with
+    // another caller's tokens and been split, leaving heads of those tokens as its ancestors: start at
+    // the deepest proper ancestor that ends within the spelled tokens (the leased node itself may be a
+    // partial leaf, which the walk extends from its parent).
     KVTRIE_CHECK(from->trie_ == this && from->node_->ns == ns, "insert hint from another trie or namespace");
+    KVTRIE_CHECK(from->spelled_ <= n, "insert hint beyond the tokens");
     node = from->node_->is_root() ? from->node_ : from->node_->parent;
-    KVTRIE_CHECK(node->end <= n, "insert hint beyond the tokens");
+    while (!node->is_root() && node->end > from->spelled_) node = node->parent;
   }
   std::size_t pos = node->end;
   while (pos < n) {
@@ -234,7 +238,7 @@ Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::s
   touch_path(node);
   lock_path(node);
   ++leases_;
-  return Lease(this, node);
+  return Lease(this, node, node->end);
 }
 
 std::unique_ptr<TrieNode> PrefixTrie::make_node(TrieNode* parent) {

@@ -55,7 +55,9 @@ class PrefixTrie;
 class Lease {
  public:
   Lease() = default;
-  Lease(Lease&& other) noexcept : trie_(other.trie_), node_(other.node_) { other.node_ = nullptr; }
+  Lease(Lease&& other) noexcept : trie_(other.trie_), node_(other.node_), spelled_(other.spelled_) {
+    other.node_ = nullptr;
+  }
   Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
@@ -68,9 +70,13 @@ class Lease {
 
  private:
   friend class PrefixTrie;
-  Lease(PrefixTrie* trie, TrieNode* node) : trie_(trie), node_(node) {}
+  Lease(PrefixTrie* trie, TrieNode* node, std::uint32_t spelled) : trie_(trie), node_(node), spelled_(spelled) {}
   PrefixTrie* trie_ = nullptr;
   TrieNode* node_ = nullptr;
+  // How many of its owner's tokens the path to node_ spells. node_ may hold more (a pin inside a node), and
+  // other owners may extend it later and split it (node_ keeps the tail), so ancestors of node_ that end
+  // beyond this may hold other tokens; the path's first spelled_ tokens never change.
+  std::uint32_t spelled_ = 0;
 };
 
 struct PageRef {
@@ -132,8 +138,8 @@ class PrefixTrie {
   // A partial leaf the tokens extend takes the caller's fuller page for its last page. The insert stops
   // early at a partial leaf mid-promotion (nothing is lost but the extension).
   // `from`, when given, is a lease this caller holds on a prefix of the same tokens (its previous pin or
-  // insert): the walk starts at that node's parent instead of the root, so committing one decode step
-  // costs O(tokens of the last node), not O(sequence length).
+  // insert): the walk starts at the deepest node of its path that holds only the caller's tokens instead
+  // of the root, so committing one decode step costs O(tokens of the last node), not O(sequence length).
   Lease insert(NamespaceId ns, std::span<const TokenId> tokens, std::span<const PageId> device_pages,
                const Lease* from = nullptr);
 

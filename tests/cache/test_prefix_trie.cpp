@@ -309,3 +309,46 @@ TEST_F(PrefixTrieTest, InsertWithWrongPageCountThrows) {
 
 }  // namespace
 }  // namespace kvtrie
+
+namespace kvtrie {
+namespace {
+
+TEST_F(PrefixTrieTest, InsertFromALeaseWhoseNodeAnotherCallerGrewAndSplitStaysOnItsOwnTokens) {
+  // Regression (found by the randomized cache test): B pins 6 tokens inside A's partial leaf; A extends
+  // that leaf, C's pin splits it after a page that holds A's tokens 7 and 8, so B's leased node now hangs
+  // below a head spelling A's tokens. B's insert from its lease used to start at that head and file B's
+  // third page under A's second page.
+  auto pages = [&](std::size_t n) {
+    std::vector<PageId> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(*device_.allocate());
+    return out;
+  };
+  const auto a = seq({1, 2, 3, 4, 5, 6, 7}), a_longer = seq({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  const auto b = seq({1, 2, 3, 4, 5, 6, 20, 21, 22, 23});
+  const std::vector<PageId> a_pages = pages(3);
+  Lease lease_a = trie_.insert(1, a, std::span(a_pages).first(2));
+  Lease lease_b = trie_.pin(1, b, 6);
+  Lease grown = trie_.insert(1, a_longer, a_pages, &lease_a);
+  lease_a = std::move(grown);
+  Lease lease_c = trie_.pin(1, seq({1, 2, 3, 4, 5, 9}), 5);  // splits A's node after 8 tokens
+  trie_.check_invariants();
+
+  const std::vector<PageId> b_pages = {a_pages[0], *device_.allocate(), *device_.allocate()};
+  Lease fresh = trie_.insert(1, b, b_pages, &lease_b);
+  lease_b = std::move(fresh);
+  trie_.check_invariants();
+  const std::vector<PageRef> path = trie_.path_pages(lease_b);
+  ASSERT_EQ(path.size(), 3u);
+  EXPECT_EQ(path[0].page, a_pages[0]);
+  EXPECT_EQ(path[1].page, b_pages[1]) << "B's second page must be its own: A's holds tokens 7 and 8";
+  EXPECT_EQ(path[2].page, b_pages[2]);
+  EXPECT_EQ(trie_.match(1, b).matched_tokens, b.size());
+  EXPECT_EQ(trie_.match(1, a_longer).matched_tokens, a_longer.size());
+
+  for (Lease* l : {&lease_a, &lease_b, &lease_c}) l->reset();
+  for (PageId p : a_pages) device_.release(p);
+  for (std::size_t i = 1; i < b_pages.size(); ++i) device_.release(b_pages[i]);
+}
+
+}  // namespace
+}  // namespace kvtrie
