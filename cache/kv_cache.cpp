@@ -106,13 +106,17 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt) 
       s.pages.back() = *own;
       ++stats_.cow_pages;
       cow = true;
+      // The trie may replace its partial page by a fuller one while the copy reads it: hold the source.
+      copy_sources_.push_back(shared);
     } else {
       s.pages.pop_back();
       reuse = reuse / P * P;
+      device_.release(shared);
     }
-    device_.release(shared);
   }
   s.tokens.assign(prompt.begin(), prompt.begin() + reuse);
+  // Conservative: besides its own copies, its path may hold pages an earlier promotion is still filling.
+  if (!in_flight_.empty()) s.ready_at = last_ticket_;
 
   AcquireResult result;
   result.cached_tokens = reuse;
@@ -185,6 +189,14 @@ void KvCache::drop_sequence(Sequence& s) {
   s.lease.reset();
 }
 
+bool KvCache::ready(SeqId seq) const {
+  return sequence(seq).ready_at <= copier_.completed();
+}
+
+void KvCache::poll() {
+  if (!in_flight_.empty() && copier_.completed() >= last_ticket_) retire_copies();
+}
+
 void KvCache::sync() {
   wait_for_copies();
 }
@@ -192,7 +204,13 @@ void KvCache::sync() {
 void KvCache::wait_for_copies() {
   if (in_flight_.empty()) return;
   copier_.wait();
+  retire_copies();
+}
+
+void KvCache::retire_copies() {
   in_flight_.clear();
+  for (PageId page : copy_sources_) device_.release(page);
+  copy_sources_.clear();
   trie_.finish_transfers();
   for (Sequence& s : retired_) drop_sequence(s);
   retired_.clear();
@@ -210,7 +228,7 @@ void KvCache::queue(std::vector<PageCopy> copies) {
   if (copies.empty()) return;
   stats_.copy_bytes += copies.size() * config_.page_bytes;
   in_flight_.insert(in_flight_.end(), copies.begin(), copies.end());
-  copier_.copy(copies);
+  last_ticket_ = copier_.copy(copies);
 }
 
 bool KvCache::make_host_room(std::uint32_t pages) {
@@ -261,6 +279,12 @@ bool KvCache::make_device_room(std::uint32_t pages) {
     wait_for_copies();  // also completes promotions in flight and frees retired sequences
   }
   for (PageId page : retiring) device_.release(page);
+  if (device_.free_pages() < pages && !in_flight_.empty()) {
+    // Pages still held for copies in flight (sources, sequences released meanwhile, promotions' pins)
+    // come free once they complete: wait, then try again.
+    wait_for_copies();
+    return make_device_room(pages);
+  }
   return device_.free_pages() >= pages;
 }
 
@@ -336,6 +360,8 @@ void KvCache::check_invariants() const {
     for (PageId page : s.pages) ++device_refs[page];
   for (const Sequence& s : retired_)
     for (PageId page : s.pages) ++device_refs[page];
+  for (PageId page : copy_sources_) ++device_refs[page];
+  KVTRIE_CHECK(!in_flight_.empty() || copy_sources_.empty(), "a copy source is held with no copy in flight");
   KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(),
                "a retired sequence outlived the copies it waited for");
   for (const PageCopy& c : in_flight_) {

@@ -8,8 +8,9 @@
 // Sequence lifecycle (scheduler):
 //   acquire(ns, prompt)      -> reuse of the longest cached prefix (at most prompt.size() - 1 tokens, so at
 //                               least one token is computed); page table holds the reused pages
-//   sync()                   -> before the first forward pass that reads the page table (promotions and
-//                               copy-on-write copies must be complete); a no-op when nothing is queued
+//   ready(seq) or sync()     -> before the first forward pass that reads the page table, its promotion
+//                               and copy-on-write copies must be complete: ready() says so without
+//                               blocking (the scheduler runs other sequences meanwhile), sync() waits
 //   reserve(seq, n)          -> page table covers positions [0, n); may evict, demote, or fail
 //   (run the model: write KV of positions [cached, n) into page_table(seq))
 //   commit(seq, tokens)      -> those tokens' KV is written: cache them (callable after each step)
@@ -19,10 +20,13 @@
 // committed head of a page its creator is still filling. So sharing needs no further copies.
 //
 // Copies in flight: a page that is the source or destination of a queued copy is never freed before the
-// copy completes (a sequence released meanwhile keeps its pages and pins until the next sync()), so pages
-// handed out by reserve() may be written at once.
+// copy completes (a sequence released meanwhile keeps its pages and pins until poll() or sync() sees every
+// copy complete), so pages handed out by reserve() may be written at once. A sequence acquired while copies
+// are in flight is ready only once all of them are complete: its path may share pages a promotion is still
+// filling. Demotions complete before reserve() returns (their device pages are reused at once).
 // Reference rule: each pool page's refcount = (1 if the trie stores it) + (number of page tables holding
-// it, including released sequences waiting for copies). check_invariants() verifies it together with the
+// it, including released sequences waiting for copies) + (number of copy-on-write copies in flight reading
+// it: the trie may swap a partial page for a fuller one meanwhile). check_invariants() verifies it together with the
 // trie's and pools' invariants, and that every page of a page table that the trie stores is pinned (so
 // eviction never takes a page in use). Thread model: single owner thread (the scheduler); nothing here is
 // thread-safe. The PageCopier must outlive the KvCache.
@@ -99,7 +103,7 @@ class KvCache {
   std::uint32_t page_tokens() const { return config_.page_tokens; }
 
   // Starts a sequence for prompt (non-empty) in namespace ns. Never fails: when promotion or the
-  // copy-on-write page finds no room it reuses less. Queues copies: call sync() before reading pages.
+  // copy-on-write page finds no room it reuses less. Queues copies: read its pages once ready() (or sync()).
   AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt);
   // Grows the sequence's page table to cover positions [0, total_tokens). NoRoom leaves it unchanged.
   [[nodiscard]] ReserveStatus reserve(SeqId seq, std::uint32_t total_tokens);
@@ -107,12 +111,17 @@ class KvCache {
   // sequence's whole committed prefix. Positions must be reserved. A full page the trie already held (the
   // same tokens cached before: a recomputed continuation, or the page copied on write at acquire) replaces
   // the sequence's own copy in its page table, which is freed: a sequence never holds two copies of a full
-  // page (done when no copy is in flight, so always in the scheduler's order reserve, sync, run, commit).
+  // page (done at the first commit with no copy in flight).
   void commit(SeqId seq, std::span<const TokenId> tokens);
   // Ends the sequence: unpins its prefix and drops its page references.
   void release(SeqId seq);
-  // Waits for queued copies and completes promotions (their host copies are freed). A no-op when no
-  // copy is in flight, so the scheduler may call it before every forward pass.
+  // Whether the sequence's promotion and copy-on-write copies (and every copy queued before it started)
+  // are complete, so a forward pass may read its page table. Does not block.
+  bool ready(SeqId seq) const;
+  // Without blocking: when every queued copy is complete, completes promotions (their host copies are
+  // freed) and frees the pages of sequences released meanwhile. Cheap; call it before every step.
+  void poll();
+  // As poll(), but first waits for every queued copy. A no-op when no copy is in flight.
   void sync();
   bool copies_in_flight() const { return !in_flight_.empty(); }
   // Drops every cached page no running sequence pins, on both tiers (admin flush; counted as evictions).
@@ -134,7 +143,9 @@ class KvCache {
   };
   ReusePreview preview_acquire(NamespaceId ns, std::span<const TokenId> tokens) const;
   // Device pages reserve() could obtain now: free pages plus every cached page no sequence pins (each
-  // can be demoted or dropped). For admission control: reserve() of k new pages succeeds iff k <= this.
+  // can be demoted or dropped). For admission control: with no copy in flight, reserve() of k new pages
+  // succeeds iff k <= this; with copies in flight it may succeed beyond (reserve() waits for them, which
+  // frees the pages of sequences released meanwhile and unpins finished promotions).
   std::uint32_t reclaimable_device_pages() const;
   KvCacheStats stats() const;
   std::size_t live_sequences() const { return sequences_.size(); }
@@ -152,6 +163,7 @@ class KvCache {
     std::vector<PageId> pages;    // page table; one reference each
     Lease lease;                  // pins the trie path of the shared prefix
     std::size_t checked_pages = 0;  // full pages of the table already checked against the trie (commit)
+    CopyTicket ready_at = 0;        // its page table may be read once the copier completes this ticket
   };
 
   Sequence& sequence(SeqId seq);
@@ -160,6 +172,7 @@ class KvCache {
   bool make_host_room(std::uint32_t pages);
   void queue(std::vector<PageCopy> copies);
   void wait_for_copies();
+  void retire_copies();  // every queued copy is complete: finish promotions, free retired sequences
   void drop_sequence(Sequence& s);
   void share_cached_pages(Sequence& s);
 
@@ -169,8 +182,10 @@ class KvCache {
   PagePool host_;
   PrefixTrie trie_;  // after the pools: releases its references into them when destroyed
   std::unordered_map<std::uint64_t, Sequence> sequences_;  // after the trie: leases go first
-  std::vector<PageCopy> in_flight_;                        // queued since the last wait
+  std::vector<PageCopy> in_flight_;                        // queued and not yet seen complete
+  CopyTicket last_ticket_ = 0;                             // of the last batch queued
   std::vector<Sequence> retired_;  // released while copies were in flight; freed after the wait
+  std::vector<PageId> copy_sources_;  // a reference on each copy-on-write source until its copy completes
   std::uint64_t next_seq_ = 1;
   KvCacheStats stats_;
 };

@@ -1,14 +1,20 @@
 // Contract: PageCopier is the cache's only way to move KV bytes. The cache queues batches of whole-page
 // copies (device->host for demotion, host->device for promotion, device->device for copy-on-write of a
-// shared partial page) and later waits for them. The Vulkan implementation (kernels side, transfer queue)
-// plugs in behind this interface; RecordingPageCopier is the CPU mock for tests.
+// shared partial page) and later waits for them, or polls them while the GPU computes other sequences.
+// The Vulkan implementation (cache/vk_page_store.h, on a transfer queue) plugs in behind this interface;
+// RecordingPageCopier is the CPU mock for tests.
 // Ordering contract an implementation must keep:
-//   - a queued copy reads its source after all GPU work already submitted that writes that page;
+//   - a queued copy reads its source after all GPU work already completed (observed by the host) that
+//     writes that page;
 //   - queued copies take effect in queue order (a copy may read a page an earlier queued copy writes);
-//   - after wait() returns, every queued copy is complete: destinations hold the data and sources may be
-//     reused.
+//   - copy() returns the batch's ticket: 1 for the first batch, then one more per non-empty batch;
+//   - completed() is the highest ticket whose batch, and every batch before it, is complete (0: none). It
+//     never blocks and never decreases. Once it reaches a ticket, GPU work submitted afterwards sees that
+//     batch's destinations and may overwrite its sources;
+//   - after wait() returns, every queued copy is complete (completed() is the last ticket).
 // Called only from the cache's owner thread (the scheduler). Must outlive the KvCache that uses it.
 #pragma once
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -24,27 +30,42 @@ struct PageCopy {
   bool operator==(const PageCopy&) const = default;
 };
 
+// Orders batches of copies: tickets count non-empty batches from 1; 0 means "no batch".
+using CopyTicket = std::uint64_t;
+
 class PageCopier {
  public:
   virtual ~PageCopier() = default;
-  // Queues the copies (may start them asynchronously). An empty batch is allowed.
-  virtual void copy(std::span<const PageCopy> batch) = 0;
+  // Queues the copies and starts them; returns the batch's ticket. An empty batch queues nothing and
+  // returns the last ticket.
+  virtual CopyTicket copy(std::span<const PageCopy> batch) = 0;
+  // The last ticket known complete, without blocking (see the contract above).
+  virtual CopyTicket completed() = 0;
   // Blocks until every copy queued so far is complete.
   virtual void wait() = 0;
 };
 
-// Test mock: records every batch and every wait; copies "complete" at wait() (pending() lists the rest).
+// Test mock: records every batch and every wait; copies "complete" at wait() or finish_queued() (pending()
+// lists the rest).
 class RecordingPageCopier final : public PageCopier {
  public:
-  void copy(std::span<const PageCopy> batch) override {
+  CopyTicket copy(std::span<const PageCopy> batch) override {
+    if (batch.empty()) return queued_;
     pending_.insert(pending_.end(), batch.begin(), batch.end());
     all_.insert(all_.end(), batch.begin(), batch.end());
     ++batches_;
+    return ++queued_;
   }
+  CopyTicket completed() override { return done_; }
   void wait() override {
+    finish_queued();
+    ++waits_;
+  }
+  // As if the GPU finished every queued batch (without anyone waiting).
+  void finish_queued() {
     completed_.insert(completed_.end(), pending_.begin(), pending_.end());
     pending_.clear();
-    ++waits_;
+    done_ = queued_;
   }
   const std::vector<PageCopy>& all() const { return all_; }
   const std::vector<PageCopy>& pending() const { return pending_; }
@@ -55,6 +76,7 @@ class RecordingPageCopier final : public PageCopier {
  private:
   std::vector<PageCopy> all_, pending_, completed_;
   int batches_ = 0, waits_ = 0;
+  CopyTicket queued_ = 0, done_ = 0;
 };
 
 }  // namespace kvtrie

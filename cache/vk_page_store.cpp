@@ -19,7 +19,9 @@ double now_seconds() {
 
 VkPageStore::VkPageStore(vk::Context& context, const kernels::KvLayout& layout, uint32_t device_pages,
                          uint32_t host_pages, VkPageStoreOptions options)
-    : context_(context), layout_(layout), recorder_(context, vk::QueueKind::Compute) {
+    : context_(context), layout_(layout) {
+  for (size_t i = 0; i < kCopySlots; ++i)
+    slots_.push_back({std::make_unique<vk::CommandRecorder>(context_, vk::QueueKind::Transfer), 0.0});
   const double start = now_seconds();
   const uint64_t page_bytes = layout_.page_bytes();
   const uint64_t per_binding = layout_.pages_per_binding(context_.device().max_storage_buffer_range());
@@ -90,28 +92,43 @@ vk::BufferView VkPageStore::page(Tier tier, PageId page) {
   throw Error("page " + std::to_string(page) + " is outside the " + std::string(tier_name(tier)) + " tier");
 }
 
-void VkPageStore::copy(std::span<const PageCopy> batch) {
-  if (batch.empty()) return;
-  // One recording per batch; a batch queued while another is in flight waits for it (queue order holds).
-  wait();
+CopyTicket VkPageStore::copy(std::span<const PageCopy> batch) {
+  if (batch.empty()) return queued_;
   // Commit the host chunks this batch touches first, so an allocation failure leaves no recording open.
   for (const PageCopy& c : batch)
     for (auto [tier, id] : {std::pair{c.from_tier, c.from}, std::pair{c.to_tier, c.to}})
       if (tier == Tier::Host) page(tier, id);
-  recorder_.begin();
-  for (const PageCopy& c : batch) recorder_.copy(page(c.from_tier, c.from), page(c.to_tier, c.to));
-  recorder_.end();
-  submitted_at_ = now_seconds();
-  recorder_.submit();
-  pending_ = true;
+  const CopyTicket ticket = queued_ + 1;
+  while (done_ + kCopySlots < ticket) {  // every slot is in flight: the oldest must finish first
+    slot(done_ + 1).recorder->wait();
+    retire_oldest();
+  }
+  Slot& s = slot(ticket);
+  s.recorder->begin();
+  for (const PageCopy& c : batch) s.recorder->copy(page(c.from_tier, c.from), page(c.to_tier, c.to));
+  s.recorder->end();
+  s.submitted_at = now_seconds();
+  s.recorder->submit();
+  queued_ = ticket;
   bytes_copied_ += batch.size() * layout_.page_bytes();
+  return ticket;
+}
+
+void VkPageStore::retire_oldest() {
+  copy_seconds_ += now_seconds() - slot(done_ + 1).submitted_at;
+  ++done_;
+}
+
+CopyTicket VkPageStore::completed() {
+  while (done_ < queued_ && slot(done_ + 1).recorder->poll()) retire_oldest();
+  return done_;
 }
 
 void VkPageStore::wait() {
-  if (!pending_) return;
-  recorder_.wait();
-  copy_seconds_ += now_seconds() - submitted_at_;
-  pending_ = false;
+  while (done_ < queued_) {
+    slot(done_ + 1).recorder->wait();
+    retire_oldest();
+  }
   // Host pages written by the GPU are read only by later GPU copies, never by the CPU: no invalidate.
 }
 

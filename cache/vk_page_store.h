@@ -4,15 +4,18 @@
 // VkPageStoreOptions::host_chunk_bytes). The device tier is allocated in the constructor. The host tier is
 // committed lazily: a host chunk is allocated the first time a copy (or page()) touches one of its pages, so
 // a large host budget costs nothing at load; its size (host_chunks(), the cache's byte budget) is still the
-// full one. It is the cache's PageCopier: a
-// batch of page copies is recorded into one command buffer (a recording starts with a barrier against all
-// earlier GPU work, so a copy sees every write already submitted) and submitted at once; wait() blocks on
-// its fence. Copies run on the compute queue: kvtrie's page buffers are exclusive to one queue family, and
-// the engine waits for each step before the cache queues copies, so a separate queue would buy no overlap
-// without semaphores (a known limit, see docs/BENCHMARKS.md).
+// full one. It is the cache's PageCopier: a batch of page copies is recorded into one command buffer and
+// submitted at once on the device's transfer queue (the compute queue where there is none), so promotions
+// run while the compute queue runs steps of other sequences. Page buffers are shared by both queue families
+// (vk::Buffer makes them concurrent), so no ownership transfers are needed. Up to kCopySlots batches are in
+// flight; a further one first waits for the oldest. completed() polls their fences. Ordering: the cache
+// queues a copy only after the host has seen every step that wrote its source complete (forward() waits for
+// its step); on one queue, batches run in submission order (each recording starts with a barrier against
+// earlier work); a step is submitted only after the host has seen the batches it reads complete.
 // Single owner thread (the scheduler). The Context must outlive it; it must outlive the KvCache using it.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -52,11 +55,16 @@ class VkPageStore final : public PageCopier {
   uint64_t host_bytes_committed() const { return host_committed_; }
   uint32_t host_chunks_committed() const;
 
-  void copy(std::span<const PageCopy> batch) override;
+  CopyTicket copy(std::span<const PageCopy> batch) override;
+  CopyTicket completed() override;
   void wait() override;
 
   uint64_t bytes_copied() const { return bytes_copied_; }
-  double copy_seconds() const { return copy_seconds_; }  // wall time from submit to completion, summed
+  // Wall time from each batch's submission to the host seeing it complete, summed (a batch only polled is
+  // seen late, so this overstates copy time when the cache does not wait).
+  double copy_seconds() const { return copy_seconds_; }
+
+  static constexpr size_t kCopySlots = 4;
 
  private:
   void commit_host_chunk(size_t chunk);
@@ -68,11 +76,18 @@ class VkPageStore final : public PageCopier {
   std::vector<PageChunk> device_chunks_, host_chunks_;
   uint32_t host_pages_per_chunk_ = 1;
   uint64_t host_committed_ = 0;
-  vk::CommandRecorder recorder_;
-  bool pending_ = false;
+  struct Slot {
+    std::unique_ptr<vk::CommandRecorder> recorder;  // on the transfer queue
+    double submitted_at = 0;
+  };
+  Slot& slot(CopyTicket ticket) { return slots_[(ticket - 1) % kCopySlots]; }
+  // Marks the oldest batch in flight complete (its recorder has finished).
+  void retire_oldest();
+
+  std::vector<Slot> slots_;
+  CopyTicket queued_ = 0, done_ = 0;
   uint64_t bytes_copied_ = 0;
   double copy_seconds_ = 0;
-  double submitted_at_ = 0;
 };
 
 }  // namespace kvtrie

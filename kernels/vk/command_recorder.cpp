@@ -250,4 +250,13 @@ void CommandRecorder::wait() {
   context_->end_submission(std::exchange(serial_, 0));
 }
 
+bool CommandRecorder::poll() {
+  if (!in_flight()) return true;
+  const VkResult status = vkGetFenceStatus(context_->device().handle(), fence_.get());
+  if (status == VK_NOT_READY) return false;
+  VK_CHECK(status);
+  wait();  // signalled: returns at once and does the bookkeeping
+  return true;
+}
+
 }  // namespace kvtrie::vk

@@ -106,6 +106,9 @@ class CommandRecorder {
     submit();
     wait();
   }
+  // Without blocking: whether the submission is complete (true when none is in flight); when it is, does
+  // what wait() does.
+  bool poll();
   bool in_flight() const { return serial_ != 0; }
 
   // Timestamps into `pool` from the next begin() on (nullptr: off). Dispatches past the pool's size

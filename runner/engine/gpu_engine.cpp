@@ -252,8 +252,12 @@ void GpuEngine::State::run() {
     if (taken.stop && running.empty()) return;
     if (running.empty()) continue;
     try {
-      if (!build_batch()) continue;
-      cache.sync();
+      cache.poll();
+      if (!build_batch()) {
+        // Every running sequence waits for its promotion or copy-on-write copies: nothing else to overlap.
+        cache.sync();
+        continue;
+      }
       model.forward(batch, logits);
       after_forward();
     } catch (const std::exception& e) {
@@ -371,6 +375,8 @@ void GpuEngine::State::reserve_step() {
   for (size_t i = 0; i < running.size(); ++i) {
     Running& job = *running[i];
     job.step_tokens = 0;
+    // Its pages are still arriving on the transfer queue: the others run meanwhile.
+    if (!cache.ready(job.seq)) continue;
     const uint32_t n = job.pending() == 1 ? 1 : std::min(job.pending(), prefill_budget);
     if (n == 0) continue;
     for (;;) {
@@ -378,10 +384,6 @@ void GpuEngine::State::reserve_step() {
         job.step_tokens = n;
         if (job.pending() > 1) prefill_budget -= n;
         break;
-      }
-      if (cache.copies_in_flight()) {
-        cache.sync();  // sequences released while copies were in flight free their pages only now
-        continue;
       }
       if (running.size() == 1) {
         // Cannot happen for a request that passed never_fits (it then owns the whole tier): keep the daemon up.

@@ -1,8 +1,10 @@
 // Test support for the cache tests: a PageCopier that moves simulated page contents, so tests can check
 // that every reused position holds the KV its prefix should have (through sharing, copy-on-write,
 // demotion and promotion). A page slot holds a 64-bit "KV value": a hash of the namespace and all tokens
-// up to that position, so reusing a page of another prefix or namespace is caught. Copies take effect at
-// wait(), in order, like a real transfer queue; reading before sync() sees stale data.
+// up to that position, so reusing a page of another prefix or namespace is caught. Copies take effect in
+// order, a batch at a time, at wait() or when the test completes the oldest batch (complete_oldest(), the
+// GPU finishing while the scheduler runs other sequences), like a real transfer queue; reading before then
+// sees stale data.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -36,14 +38,24 @@ class SimulatedCopier final : public PageCopier {
         device_(device_pages, std::vector<std::uint64_t>(page_tokens, 0)),
         host_(host_pages, std::vector<std::uint64_t>(page_tokens, 0)) {}
 
-  void copy(std::span<const PageCopy> batch) override {
-    pending_.insert(pending_.end(), batch.begin(), batch.end());
+  CopyTicket copy(std::span<const PageCopy> batch) override {
+    if (batch.empty()) return queued_;
+    pending_.emplace_back(batch.begin(), batch.end());
     log_.insert(log_.end(), batch.begin(), batch.end());
+    return ++queued_;
   }
+  CopyTicket completed() override { return queued_ - pending_.size(); }
   void wait() override {
-    for (const PageCopy& c : pending_) memory(c.to_tier)[c.to] = memory(c.from_tier)[c.from];
-    pending_.clear();
+    while (complete_oldest()) {
+    }
     ++waits_;
+  }
+  // The oldest queued batch takes effect; false when none is queued.
+  bool complete_oldest() {
+    if (pending_.empty()) return false;
+    for (const PageCopy& c : pending_.front()) memory(c.to_tier)[c.to] = memory(c.from_tier)[c.from];
+    pending_.erase(pending_.begin());
+    return true;
   }
 
   // The model "computes" positions [from, to) of a sequence: writes their KV values into its pages.
@@ -62,7 +74,11 @@ class SimulatedCopier final : public PageCopier {
   }
 
   const std::vector<PageCopy>& log() const { return log_; }
-  std::size_t pending() const { return pending_.size(); }
+  std::size_t pending() const {
+    std::size_t n = 0;
+    for (const auto& batch : pending_) n += batch.size();
+    return n;
+  }
   int waits() const { return waits_; }
   std::size_t count(Tier from, Tier to) const {
     std::size_t n = 0;
@@ -77,7 +93,9 @@ class SimulatedCopier final : public PageCopier {
 
   std::uint32_t page_tokens_;
   std::vector<std::vector<std::uint64_t>> device_, host_;
-  std::vector<PageCopy> pending_, log_;
+  std::vector<std::vector<PageCopy>> pending_;  // queued batches, oldest first
+  std::vector<PageCopy> log_;
+  CopyTicket queued_ = 0;
   int waits_ = 0;
 };
 

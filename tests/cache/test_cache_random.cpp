@@ -127,7 +127,17 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
       const std::size_t i = below(live.size());
       Live& s = live[i];
       if (!s.synced) {
-        cache.sync();
+        if (!cache.ready(s.seq)) {
+          // The scheduler either runs other sequences while the copies go on, or waits for them.
+          if (below(2) == 0) {
+            copier.complete_oldest();  // the GPU makes progress meanwhile
+            cache.poll();
+            cache.check_invariants();
+            continue;
+          }
+          cache.sync();
+        }
+        cache.poll();
         cache.check_invariants();
         const auto values = kv_values(s.ns, s.tokens);
         ASSERT_EQ(copier.wrong_positions(cache.page_table(s.seq), values, s.committed), 0u);
@@ -138,8 +148,11 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
         for (std::uint64_t k = 1 + below(3); k > 0; --k) s.tokens.push_back(static_cast<TokenId>(below(6)));
       const std::size_t missing = (s.tokens.size() + kP - 1) / kP - cache.page_table(s.seq).size();
       const bool fits = missing <= cache.reclaimable_device_pages();
+      const bool exact = !cache.copies_in_flight();  // else completing them may free more than predicted
       const ReserveStatus status = cache.reserve(s.seq, static_cast<std::uint32_t>(s.tokens.size()));
-      ASSERT_EQ(status == ReserveStatus::Ok, fits) << "reclaimable_device_pages() mispredicted reserve()";
+      if (exact || fits) {
+        ASSERT_EQ(status == ReserveStatus::Ok, fits) << "reclaimable_device_pages() mispredicted reserve()";
+      }
       if (status == ReserveStatus::NoRoom) {
         ASSERT_FALSE(roomy) << "NoRoom with a budget that fits everything";
         ++no_room;

@@ -329,6 +329,85 @@ TEST_F(KvCacheTest, ReleaseBeforeSyncKeepsPagesOfCopiesInFlight) {
   cache_->release(ra.seq);
 }
 
+TEST_F(KvCacheTest, OtherSequencesRunWhileAPromotionIsInFlight) {
+  // The scheduler runs ready sequences while a host hit's pages come back (transfer queue overlap): the
+  // promoting sequence is not ready until its batch completes, nor is one that starts meanwhile (its path
+  // may share the pages still being filled); the host copies are freed only once poll() sees completion.
+  make(8, 8);
+  const auto cold = range(10, 16), other = range(500, 16);  // 4 pages each: the device is full
+  request(1, cold);
+  request(1, other);
+  const auto busy = range(900, 3);
+  const AcquireResult running = start(1, busy);
+  ASSERT_EQ(cache_->reserve(running.seq, 3), ReserveStatus::Ok);  // demotes cold's last page
+  ASSERT_EQ(cache_->peek(1, cold).host_tokens, 4u);
+
+  auto with = [&](TokenId last) {  // cold plus one new token: reuses 16 tokens, whole pages, no copy-on-write
+    auto prompt = cold;
+    prompt.push_back(last);
+    return prompt;
+  };
+  const AcquireResult hit = cache_->acquire(1, with(77));  // demotes one of other's pages, then promotes
+  ASSERT_EQ(hit.host_hit_tokens, 4u);
+  ASSERT_TRUE(cache_->copies_in_flight());
+  const int waits = copier_->waits();
+  EXPECT_FALSE(cache_->ready(hit.seq));
+  const AcquireResult later = cache_->acquire(1, with(78));
+  EXPECT_EQ(later.cached_tokens, 16u);
+  EXPECT_FALSE(cache_->ready(later.seq));
+  cache_->check_invariants();
+  const std::uint32_t host_used = cache_->stats().host_pages_used;
+
+  // A step of the running sequence goes ahead meanwhile.
+  EXPECT_TRUE(cache_->ready(running.seq));
+  compute(1, running, busy);
+  cache_->poll();  // nothing completed yet: nothing retired
+  EXPECT_TRUE(cache_->copies_in_flight());
+  EXPECT_EQ(cache_->stats().host_pages_used, host_used);
+
+  ASSERT_TRUE(copier_->complete_oldest());
+  EXPECT_TRUE(cache_->ready(hit.seq));
+  EXPECT_TRUE(cache_->ready(later.seq));
+  cache_->poll();
+  cache_->check_invariants();
+  EXPECT_FALSE(cache_->copies_in_flight());
+  EXPECT_EQ(cache_->stats().host_pages_used, host_used - 1) << "the promoted page keeps no host copy";
+  EXPECT_EQ(copier_->waits(), waits) << "nothing blocked";
+  for (const AcquireResult& r : {hit, later})
+    EXPECT_EQ(copier_->wrong_positions(cache_->page_table(r.seq), kv_values(1, cold), r.cached_tokens), 0u);
+  for (const AcquireResult& r : {running, hit, later}) cache_->release(r.seq);
+  cache_->check_invariants();
+}
+
+TEST_F(KvCacheTest, ACopyOnWriteSourceStaysAllocatedWhenTheTrieSwapsItForAFullerPage) {
+  // Regression (found by the randomized test): B's copy-on-write copy reads the trie's partial page; before
+  // it completes, C extends that partial leaf and the trie takes C's fuller page instead, dropping its
+  // reference to the old one. The copy must still hold the old page, or reserve() hands it out and the late
+  // copy reads someone else's KV.
+  make(16, 0);
+  const auto a = range(10, 6);
+  request(1, a);  // partial leaf: 6 tokens, the second page half full; nobody else holds it
+  auto c_tokens = a;
+  c_tokens.insert(c_tokens.end(), {50, 51, 52});
+  const AcquireResult c = start(1, c_tokens);  // reuses the 6 tokens through its own copy of page 1
+  auto b_tokens = a;
+  b_tokens.insert(b_tokens.end(), {60, 61});
+  const AcquireResult b = cache_->acquire(1, b_tokens);  // copy-on-write of the trie's page: in flight
+  ASSERT_TRUE(b.copied_on_write);
+  ASSERT_FALSE(cache_->ready(b.seq));
+  compute(1, c, c_tokens);  // the trie's partial leaf now ends in C's page; check_invariants() inside
+  // Another sequence takes every free page and writes it: the old partial page must not be among them.
+  const auto d_tokens = range(700, 40);
+  const AcquireResult d = start(1, d_tokens);
+  if (cache_->reserve(d.seq, static_cast<std::uint32_t>(d_tokens.size())) == ReserveStatus::Ok)
+    copier_->write(cache_->page_table(d.seq), kv_values(1, d_tokens), 0, d_tokens.size());
+  cache_->sync();
+  cache_->check_invariants();
+  EXPECT_EQ(copier_->wrong_positions(cache_->page_table(b.seq), kv_values(1, b_tokens), b.cached_tokens), 0u);
+  for (const AcquireResult& r : {b, c, d}) cache_->release(r.seq);
+  cache_->check_invariants();
+}
+
 TEST_F(KvCacheTest, DestructionWaitsForCopiesInFlight) {
   make(16, 0);
   request(1, range(10, 6));

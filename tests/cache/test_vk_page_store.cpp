@@ -1,7 +1,8 @@
 // VkPageStore on lavapipe: the host tier is committed lazily, one chunk at a time on the first copy that
 // touches one of its pages, while its size (the chunks' page counts and the cache's byte budget) is the full
 // one from the start; pages copied device -> host -> device keep their bytes, in every chunk including the
-// short last one; pages outside a tier are refused.
+// short last one; batches of copies are queued without blocking and complete in order; pages outside a
+// tier are refused.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -98,6 +99,32 @@ TEST_F(VkPageStoreTest, HostTierIsCommittedChunkByChunkOnFirstUse) {
   EXPECT_EQ(read_page(store, Tier::Device, 2), b);
   EXPECT_EQ(read_page(store, Tier::Host, 6), a);
   EXPECT_EQ(store.bytes_copied(), 5 * kLayout.page_bytes());
+}
+
+TEST_F(VkPageStoreTest, BatchesRunWithoutBlockingInQueueOrderAndCompleteInTicketOrder) {
+  // More batches than copy slots, each reading the page the previous one wrote: the chain only gives the
+  // original bytes if batches run in queue order, and queuing the fifth batch reuses the first's slot.
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages);
+  const std::vector<std::byte> a = random_page();
+  write_page(store, Tier::Device, 0, a);
+  const PageCopy chain[] = {{Tier::Device, 0, Tier::Host, 0}, {Tier::Host, 0, Tier::Device, 1},
+                            {Tier::Device, 1, Tier::Host, 5}, {Tier::Host, 5, Tier::Device, 2},
+                            {Tier::Device, 2, Tier::Device, 3}, {Tier::Device, 3, Tier::Host, 9}};
+  static_assert(std::size(chain) > VkPageStore::kCopySlots);
+  CopyTicket last_seen = 0;
+  for (size_t i = 0; i < std::size(chain); ++i) {
+    EXPECT_EQ(store.copy(std::span(chain).subspan(i, 1)), i + 1);
+    const CopyTicket done = store.completed();
+    EXPECT_GE(done, last_seen) << "completed() never goes back";
+    EXPECT_LE(done, i + 1);
+    last_seen = done;
+  }
+  EXPECT_EQ(store.copy({}), std::size(chain)) << "an empty batch queues nothing";
+  store.wait();
+  EXPECT_EQ(store.completed(), std::size(chain));
+  EXPECT_EQ(read_page(store, Tier::Host, 9), a);
+  EXPECT_EQ(read_page(store, Tier::Device, 2), a);
+  EXPECT_EQ(store.bytes_copied(), std::size(chain) * kLayout.page_bytes());
 }
 
 TEST_F(VkPageStoreTest, TheCachesBudgetIsTheFullHostTierBeforeAnyCommit) {
