@@ -1,5 +1,6 @@
 #include "server/api_llama.h"
 
+#include "server/api_tokenize.h"
 #include "server/generate_common.h"
 #include "server/http_server.h"
 
@@ -117,30 +118,6 @@ HttpResponse health(ModelHost& host) {
   return HttpResponse::json({{"status", "ok"}});
 }
 
-HttpResponse tokenize(ModelHost& host, const HttpRequest& http) {
-  LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  auto content = read_string(body, "content");
-  if (!content) throw_invalid("\"content\" (a string) is required");
-  if (!valid_utf8(*content)) throw_invalid("\"content\" is not valid UTF-8");
-  const bool add_special = read_bool(body, "add_special").value_or(false);
-  const bool parse_special = read_bool(body, "parse_special").value_or(true);
-  const bool with_pieces = read_bool(body, "with_pieces").value_or(false);
-  const auto ids = model.tokenizer->encode(*content, add_special, parse_special);
-  if (!with_pieces) return HttpResponse::json({{"tokens", ids}});
-  Json arr = Json::array();
-  for (int32_t id : ids) arr.push_back({{"id", id}, {"piece", model.tokenizer->token_piece(id)}});
-  return HttpResponse::json({{"tokens", arr}});
-}
-
-HttpResponse detokenize(ModelHost& host, const HttpRequest& http) {
-  LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  auto tokens = read_tokens(body, "tokens", static_cast<uint32_t>(model.tokenizer->n_vocab()));
-  if (!tokens) throw_invalid("\"tokens\" (an array of token ids) is required");
-  return HttpResponse::json({{"content", model.tokenizer->decode(*tokens)}});
-}
-
 HttpResponse props(ModelHost& host) {
   LoadedModel& model = host.require();
   const auto& info = model.engine->info();
@@ -157,8 +134,7 @@ void register_llama_api(HttpServer& server, ModelHost& host) {
   server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); });
   server.route("POST", "/completion", [&host](const HttpRequest& r) { return completion(host, r); });
   server.route("POST", "/completions", [&host](const HttpRequest& r) { return completion(host, r); });
-  server.route("POST", "/tokenize", [&host](const HttpRequest& r) { return tokenize(host, r); });
-  server.route("POST", "/detokenize", [&host](const HttpRequest& r) { return detokenize(host, r); });
+  register_tokenize_api(server, host);
   server.route("GET", "/props", [&host](const HttpRequest&) { return props(host); });
   register_chat_api(server, host);
 }

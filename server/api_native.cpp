@@ -1,5 +1,6 @@
 #include "server/api_native.h"
 
+#include "server/api_tokenize.h"
 #include "server/generate_common.h"
 #include "server/http_server.h"
 
@@ -81,26 +82,6 @@ HttpResponse generate(ModelHost& host, const HttpRequest& http) {
   return HttpResponse::streaming(make_stream_body(std::move(gen), format), "application/x-ndjson");
 }
 
-HttpResponse tokenize(ModelHost& host, const HttpRequest& http) {
-  LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  auto content = read_string(body, "content");
-  if (!content) throw_invalid("\"content\" (a string) is required");
-  if (content->size() > kMaxPromptBytes) throw_invalid("\"content\" is too long");
-  if (!valid_utf8(*content)) throw_invalid("\"content\" is not valid UTF-8");
-  const bool add_special = read_bool(body, "add_special").value_or(false);
-  const bool parse_special = read_bool(body, "parse_special").value_or(true);
-  return HttpResponse::json({{"tokens", model.tokenizer->encode(*content, add_special, parse_special)}});
-}
-
-HttpResponse detokenize(ModelHost& host, const HttpRequest& http) {
-  LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  auto tokens = read_tokens(body, "tokens", static_cast<uint32_t>(model.tokenizer->n_vocab()));
-  if (!tokens) throw_invalid("\"tokens\" (an array of token ids) is required");
-  return HttpResponse::json({{"content", model.tokenizer->decode(*tokens)}});
-}
-
 HttpResponse health(ModelHost& host) {
   switch (host.phase()) {
     case ModelHost::Phase::Ready: return HttpResponse::json({{"status", "ok"}});
@@ -114,8 +95,7 @@ HttpResponse health(ModelHost& host) {
 
 void register_native_api(HttpServer& server, ModelHost& host) {
   server.route("POST", "/generate", [&host](const HttpRequest& r) { return generate(host, r); });
-  server.route("POST", "/tokenize", [&host](const HttpRequest& r) { return tokenize(host, r); });
-  server.route("POST", "/detokenize", [&host](const HttpRequest& r) { return detokenize(host, r); });
+  register_tokenize_api(server, host);
   server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); });
 }
 

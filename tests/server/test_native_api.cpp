@@ -104,6 +104,19 @@ TEST(NativeApiShared, TokenizeDetokenizeRoundTripsOnStories260K) {
   auto r = c.Post("/detokenize", json({{"tokens", json::parse(t->body)["tokens"]}}).dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(json::parse(r->body)["content"], "Once upon a time");
+  // with_pieces: the same ids, each with its piece; the pieces spell the text.
+  auto p = c.Post("/tokenize", json({{"content", "Once upon a time"}, {"with_pieces", true}}).dump(),
+                  "application/json");
+  ASSERT_TRUE(p);
+  const json pieces = json::parse(p->body)["tokens"];
+  const json ids = json::parse(t->body)["tokens"];
+  ASSERT_EQ(pieces.size(), ids.size());
+  std::string spelled;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(pieces[i]["id"], ids[i]);
+    spelled += pieces[i]["piece"].get<std::string>();
+  }
+  EXPECT_NE(spelled.find("upon"), std::string::npos) << spelled;
 }
 
 TEST_F(NativeApi, LogprobsCarryTheRequestedAlternatives) {
