@@ -71,87 +71,57 @@ uint16_t fp32_to_bf16(float f) {
   return static_cast<uint16_t>(shift_round_even(x, 16));
 }
 
-// ---- dispatch
-// -----------------------------------------------------------------------------------------------
+// ---- rows -------------------------------------------------------------------------------------------------
 
 namespace {
 
-void check_row(TensorType type, uint64_t n) {
-  const TensorTypeInfo& info = tensor_type_info(type);
-  KVTRIE_CHECK(n % info.block_elements == 0,
-               std::string(info.name) + " row of " + std::to_string(n) + " elements is not whole blocks");
-}
-
-// The block types: one row per type, its block decoder and encoder (quantization_blocks.h).
+// Every type, one row each: its block decoder and encoder (quantization_blocks.h). The float types are
+// blocks of one element.
 struct BlockCodec {
   TensorType type;
   void (*dequantize)(const uint8_t*, float*);
   void (*quantize)(const float*, uint8_t*);
 };
 
-const BlockCodec* find_codec(TensorType type) {
+void dequantize_f32(const uint8_t* src, float* dst) { std::memcpy(dst, src, sizeof(float)); }
+void quantize_f32(const float* src, uint8_t* dst) { std::memcpy(dst, src, sizeof(float)); }
+void dequantize_f16(const uint8_t* src, float* dst) { *dst = fp16_to_fp32(quant_detail::load_u16(src)); }
+void quantize_f16(const float* src, uint8_t* dst) { quant_detail::store_u16(dst, fp32_to_fp16(*src)); }
+void dequantize_bf16(const uint8_t* src, float* dst) { *dst = bf16_to_fp32(quant_detail::load_u16(src)); }
+void quantize_bf16(const float* src, uint8_t* dst) { quant_detail::store_u16(dst, fp32_to_bf16(*src)); }
+
+const BlockCodec& codec_for(TensorType type, uint64_t n) {
   using namespace quant_detail;
   static constexpr BlockCodec kCodecs[] = {
-      {TensorType::Q8_0, dequantize_q8_0, quantize_q8_0}, {TensorType::Q4_0, dequantize_q4_0, quantize_q4_0},
-      {TensorType::Q4_1, dequantize_q4_1, quantize_q4_1}, {TensorType::Q5_0, dequantize_q5_0, quantize_q5_0},
-      {TensorType::Q5_1, dequantize_q5_1, quantize_q5_1}, {TensorType::Q4_K, dequantize_q4_k, quantize_q4_k},
-      {TensorType::Q5_K, dequantize_q5_k, quantize_q5_k}, {TensorType::Q6_K, dequantize_q6_k, quantize_q6_k},
+      {TensorType::F32, dequantize_f32, quantize_f32},    {TensorType::F16, dequantize_f16, quantize_f16},
+      {TensorType::BF16, dequantize_bf16, quantize_bf16}, {TensorType::Q8_0, dequantize_q8_0, quantize_q8_0},
+      {TensorType::Q4_0, dequantize_q4_0, quantize_q4_0}, {TensorType::Q4_1, dequantize_q4_1, quantize_q4_1},
+      {TensorType::Q5_0, dequantize_q5_0, quantize_q5_0}, {TensorType::Q5_1, dequantize_q5_1, quantize_q5_1},
+      {TensorType::Q4_K, dequantize_q4_k, quantize_q4_k}, {TensorType::Q5_K, dequantize_q5_k, quantize_q5_k},
+      {TensorType::Q6_K, dequantize_q6_k, quantize_q6_k},
   };
+  const TensorTypeInfo& info = tensor_type_info(type);
+  KVTRIE_CHECK(n % info.block_elements == 0,
+               std::string(info.name) + " row of " + std::to_string(n) + " elements is not whole blocks");
   for (const BlockCodec& c : kCodecs)
-    if (c.type == type) return &c;
-  return nullptr;
+    if (c.type == type) return c;
+  throw Error("no CPU codec for tensor type " + std::string(info.name));
 }
 
 }  // namespace
 
 void dequantize_row(TensorType type, const uint8_t* src, float* dst, uint64_t n) {
-  check_row(type, n);
-  const uint64_t blocks = n / tensor_type_info(type).block_elements;
-  const uint32_t bytes = tensor_type_info(type).block_bytes;
-  using namespace quant_detail;
-  switch (type) {
-    case TensorType::F32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case TensorType::F16:
-      for (uint64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(src + 2 * i));
-      return;
-    case TensorType::BF16:
-      for (uint64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(src + 2 * i));
-      return;
-    default:
-      break;
-  }
-  const BlockCodec* codec = find_codec(type);
-  KVTRIE_CHECK(codec != nullptr, "dequantize_row: unsupported type");
-  const auto block_fn = codec->dequantize;
-  const uint32_t per_block = tensor_type_info(type).block_elements;
-  for (uint64_t b = 0; b < blocks; ++b) block_fn(src + b * bytes, dst + b * per_block);
+  const BlockCodec& codec = codec_for(type, n);
+  const TensorTypeInfo& info = tensor_type_info(type);
+  for (uint64_t b = 0; b < n / info.block_elements; ++b)
+    codec.dequantize(src + b * info.block_bytes, dst + b * info.block_elements);
 }
 
 void quantize_row(TensorType type, const float* src, uint8_t* dst, uint64_t n) {
-  check_row(type, n);
-  const uint64_t blocks = n / tensor_type_info(type).block_elements;
-  const uint32_t bytes = tensor_type_info(type).block_bytes;
-  using namespace quant_detail;
-  switch (type) {
-    case TensorType::F32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case TensorType::F16:
-      for (uint64_t i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_fp16(src[i]));
-      return;
-    case TensorType::BF16:
-      for (uint64_t i = 0; i < n; ++i) store_u16(dst + 2 * i, fp32_to_bf16(src[i]));
-      return;
-    default:
-      break;
-  }
-  const BlockCodec* codec = find_codec(type);
-  KVTRIE_CHECK(codec != nullptr, "quantize_row: unsupported type");
-  const auto block_fn = codec->quantize;
-  const uint32_t per_block = tensor_type_info(type).block_elements;
-  for (uint64_t b = 0; b < blocks; ++b) block_fn(src + b * per_block, dst + b * bytes);
+  const BlockCodec& codec = codec_for(type, n);
+  const TensorTypeInfo& info = tensor_type_info(type);
+  for (uint64_t b = 0; b < n / info.block_elements; ++b)
+    codec.quantize(src + b * info.block_elements, dst + b * info.block_bytes);
 }
 
 }  // namespace kvtrie
