@@ -98,17 +98,21 @@ class BadInput : public ::testing::TestWithParam<BadCase> {
     auto model = tiny_model(scratch_dir());  // per process: ctest runs the cases in parallel processes
     daemon_ = new DaemonProcess({"serve", "--model", model.string(), "--port", std::to_string(port_),
                                  "--cpu-reference", "--max-body-mb", "1"});
-    ASSERT_TRUE(daemon_->wait_ready(port_)) << daemon_->log();
+    ready_ = daemon_->wait_ready(port_);
   }
+  // Checked here, not in SetUpTestSuite: a failure there makes gtest (and so ctest) report skipped tests.
+  void SetUp() override { ASSERT_TRUE(ready_) << "the daemon did not start:\n" << daemon_->log(); }
   static void TearDownTestSuite() {
     delete daemon_;
     daemon_ = nullptr;
   }
   static int port_;
+  static bool ready_;
   static DaemonProcess* daemon_;
 };
 
 int BadInput::port_ = 0;
+bool BadInput::ready_ = false;
 DaemonProcess* BadInput::daemon_ = nullptr;
 
 TEST_P(BadInput, AnswersTheRight4xxWithErrorJsonAndKeepsServing) {

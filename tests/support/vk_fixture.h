@@ -1,7 +1,9 @@
 // Contract: VulkanTest is the gtest fixture base for every test that touches the GPU. One vk::Context per
 // test suite (created in SetUpTestSuite, honouring KVTRIE_VALIDATION=1 / VK_DRIVER_FILES set by ctest);
 // each test fails at teardown if the validation layer reported any warning or error during it, or if any
-// device allocation is still alive. Single-threaded, like gtest fixtures.
+// device allocation is still alive. A context that cannot be created fails every test of the suite (from
+// SetUp: a failure inside SetUpTestSuite makes gtest mark the tests skipped, and ctest reports skipped).
+// Single-threaded, like gtest fixtures.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/vk/buffer.h"
@@ -50,6 +53,7 @@ class VulkanTest : public ::testing::Test {
 
  private:
   static std::unique_ptr<vk::Context> context_;
+  static std::string setup_error_;  // why SetUpTestSuite failed; reported by each test's SetUp
   uint64_t messages_at_start_ = 0;
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
