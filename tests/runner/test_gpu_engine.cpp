@@ -8,7 +8,10 @@
 // rejected at submit, and the queue is FIFO.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -422,6 +425,73 @@ TEST_F(GpuEngineTest, DeviceTierIsCappedAtTheBindingsAttentionReads) {
   EXPECT_EQ(engine.cache_stats().device.pages_total, GpuModel::kMaxPageChunks * per_binding);
   const Result r = run(engine, greedy(pseudo_random_tokens(40, 700, 320), 8));
   EXPECT_EQ(r.stats.stop_kind, StopKind::Length);
+}
+
+// Seeded random waves of concurrent requests over a few shared prefixes, diverging at random positions (inside
+// pages too: copy-on-write), some extending an earlier request's prompt and answer (a conversation turn), on a
+// device tier smaller than what they hold together (demotion, promotion while others run, preemption). With
+// --deterministic every request must give exactly the tokens of its own cold run. Set KVTRIE_SEED to replay.
+TEST_F(GpuEngineTest, RandomConcurrentSharedPrefixWorkloadMatchesColdRuns) {
+  const char* seed_text = std::getenv("KVTRIE_SEED");
+  const uint32_t seed = seed_text != nullptr ? static_cast<uint32_t>(std::strtoul(seed_text, nullptr, 10)) : 2026;
+  SCOPED_TRACE("KVTRIE_SEED=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto below = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
+  GpuEngineConfig config = deterministic();
+  config.parallel = 4;
+  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
+  config.kv_device_bytes = 16 * page_bytes;  // 256 tokens; four running requests hold up to 4 x 140
+  config.kv_host_bytes = 48 * page_bytes;
+  GpuEngine& engine = start(config);
+  GpuEngine cold_engine(context(), *file_, *tokenizer_, deterministic());
+
+  std::vector<std::vector<int32_t>> prefixes;
+  for (uint32_t i = 0; i < 3; ++i) prefixes.push_back(pseudo_random_tokens(24 + 17 * i, seed + i, 320));
+  std::vector<std::vector<int32_t>> history;  // earlier prompts followed by their answers
+  uint64_t host_hits = 0, cached = 0;
+  for (uint32_t wave = 0; wave < 6; ++wave) {
+    std::vector<GenerateRequest> requests;
+    for (uint32_t i = 0; i < 6; ++i) {
+      std::vector<int32_t> prompt;
+      if (!history.empty() && below(2) == 0) {
+        prompt = history[below(static_cast<uint32_t>(history.size()))];  // the next turn of a conversation
+      } else {
+        const auto& base = prefixes[below(static_cast<uint32_t>(prefixes.size()))];
+        prompt.assign(base.begin(), base.begin() + 1 + below(static_cast<uint32_t>(base.size())));
+      }
+      prompt = concat(prompt, pseudo_random_tokens(1 + below(20), seed * 100 + wave * 10 + i, 320));
+      if (prompt.size() > 100) prompt.resize(100);
+      requests.push_back(greedy(prompt, 4 + static_cast<int32_t>(below(36))));
+    }
+    const std::vector<Result> together = run_together(engine, requests);
+    ASSERT_EQ(together.size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      host_hits += together[i].stats.cached_tokens_host;
+      cached += together[i].stats.cached_tokens;
+      history.push_back(concat(requests[i].prompt, together[i].tokens));
+    }
+    // Each request alone on a second engine whose cache is flushed first: its cold run.
+    for (size_t i = 0; i < requests.size(); ++i) {
+      cold_engine.flush_cache();
+      const Result cold = run(cold_engine, requests[i]);
+      EXPECT_EQ(together[i].tokens, cold.tokens) << "wave " << wave << " request " << i;
+    }
+    const CacheStats stats = engine.cache_stats();
+    EXPECT_LE(stats.device.bytes_used, stats.device.bytes_budget);
+    EXPECT_LE(stats.host.bytes_used, stats.host.bytes_budget);
+  }
+  cold_engine.shutdown(std::chrono::milliseconds(0));
+  const EngineCounters c = engine.counters();
+  EXPECT_EQ(c.requests_cancelled, 0u);
+  // The workload must exercise what it is for, or it proves little.
+  EXPECT_GT(cached, 0u);
+  EXPECT_GT(host_hits, 0u);
+  EXPECT_GT(engine.cache_stats().promotions, 0u);
+  std::printf("seed %u: cached %llu tokens (host %llu), demotions %llu, promotions %llu, preempted %llu\n", seed,
+              static_cast<unsigned long long>(cached), static_cast<unsigned long long>(host_hits),
+              static_cast<unsigned long long>(engine.cache_stats().demotions),
+              static_cast<unsigned long long>(engine.cache_stats().promotions),
+              static_cast<unsigned long long>(c.requests_preempted));
 }
 
 TEST_F(GpuEngineTest, WithoutDeterministicCachedAndColdAgreeWithinTolerance) {
