@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int> open_streams{0};
   std::thread listener;
+  std::atomic<bool> listener_done{false};
   int bound_port = 0;
   int listen_socket = -1;  // captured by the socket-options hook, for raise_backlog()
 };
@@ -164,7 +166,14 @@ bool HttpServer::start(std::string& error) {
   impl_->bound_port = port;
   if (!raise_backlog(impl_->listen_socket))
     spdlog::warn("could not raise the listen backlog ({}); a burst of connects may be refused", std::strerror(errno));
-  impl_->listener = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->listener = std::thread([impl = impl_.get()] {
+    impl->server.listen_after_bind();
+    impl->listener_done = true;
+  });
+  // httplib's stop() does nothing until the listener thread has marked the server running: a stop() that
+  // came first (a SIGTERM right after start-up) left the thread accepting forever and the daemon hung.
+  while (!impl_->server.is_running() && !impl_->listener_done)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return true;
 }
 
