@@ -67,9 +67,10 @@ class DaemonProcess {
   DaemonProcess(std::vector<std::string> args, std::filesystem::path program = kvtrie_binary(),
                 std::vector<std::string> env = {})
       : log_path_(scratch_dir() / ("daemon-" + std::to_string(counter()++) + ".log")) {
+    // Truncated here, before the fork: when the child did it, log() could still read a previous run's file.
+    const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     pid_ = fork();
     if (pid_ == 0) {
-      int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 2);
       dup2(fd, 1);
       for (auto& e : env) putenv(e.data());
@@ -81,6 +82,7 @@ class DaemonProcess {
       execv(prog.c_str(), argv.data());
       _exit(127);
     }
+    close(fd);
   }
   ~DaemonProcess() {
     if (pid_ > 0 && !exited_) {

@@ -25,8 +25,17 @@ TEST(Lifecycle, SigtermDuringGenerationExitsZeroWithinTheGracePeriod) {
                     "application/json");
     if (r) body = r->body;
   });
-  // Let the generation get going, then ask the daemon to stop.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Wait until the generation holds a slot (a fixed sleep raced a loaded CI machine), then ask the daemon to
+  // stop.
+  httplib::Client probe("127.0.0.1", port);
+  bool running = false;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       !running && std::chrono::steady_clock::now() < until;) {
+    auto m = probe.Get("/metrics");
+    running = m && m->body.find("kvtrie_requests_active 1") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(running) << "the generation never started\n" << d.log();  // not ASSERT: the client must be joined
   const auto t0 = std::chrono::steady_clock::now();
   d.signal(SIGTERM);
   auto code = d.wait_exit(std::chrono::seconds(5));
