@@ -77,8 +77,9 @@ struct GpuEngine::State {
     bool sampled;     // its last batch token has a logits row
   };
   std::vector<Scheduled> scheduled;               // this step's jobs, in batch order
-  mutable std::mutex stats_mutex;
+  mutable std::mutex stats_mutex;  // the snapshots below: written by the engine thread, read by HTTP threads
   KvCacheStats stats_snapshot;
+  double copy_seconds_snapshot = 0;
   std::thread worker;
 
   State(vk::Context& context, const GgufFile& file, const ModelConfig& mc, const Tokenizer& tok,
@@ -112,6 +113,7 @@ struct GpuEngine::State {
   void publish_stats() {
     std::lock_guard lock(stats_mutex);
     stats_snapshot = cache.stats();
+    copy_seconds_snapshot = pages.copy_seconds();
   }
 };
 
@@ -199,9 +201,11 @@ GpuEngine::MemoryUse GpuEngine::memory_use() const {
 
 CacheStats GpuEngine::cache_stats() const {
   KvCacheStats s;
+  double copy_seconds = 0;
   {
     std::lock_guard lock(state_->stats_mutex);
     s = state_->stats_snapshot;
+    copy_seconds = state_->copy_seconds_snapshot;
   }
   CacheStats out;
   out.enabled = true;
@@ -215,7 +219,7 @@ CacheStats GpuEngine::cache_stats() const {
   const uint64_t page_bytes = state_->model.kv_layout().page_bytes();
   out.copy_bytes_to_host = s.demoted_pages * page_bytes;
   out.copy_bytes_to_device = s.promoted_pages * page_bytes;
-  out.copy_seconds = state_->pages.copy_seconds();
+  out.copy_seconds = copy_seconds;
   out.device = {s.device_pages_capacity, s.device_pages_used, s.device_bytes_budget, s.device_bytes_used,
                 s.hit_tokens_device};
   out.host = {s.host_pages_capacity, s.host_pages_used, s.host_bytes_budget, s.host_bytes_used, s.hit_tokens_host};
