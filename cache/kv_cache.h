@@ -26,9 +26,9 @@
 // filling. Demotions complete before reserve() returns (their device pages are reused at once).
 // Reference rule: each pool page's refcount = (1 if the trie stores it) + (number of page tables holding
 // it, including released sequences waiting for copies) + (number of copy-on-write copies in flight reading
-// it: the trie may swap a partial page for a fuller one meanwhile). check_invariants() verifies it together with the
-// trie's and pools' invariants, and that every page of a page table that the trie stores is pinned (so
-// eviction never takes a page in use). Thread model: single owner thread (the scheduler); nothing here is
+// it: the trie may swap a partial page for a fuller one meanwhile). check_invariants() verifies it together
+// with the trie's and pools' invariants, and that every page of a page table that the trie stores is pinned
+// (so eviction never takes a page in use). Thread model: single owner thread (the scheduler); nothing here is
 // thread-safe. The PageCopier must outlive the KvCache.
 #pragma once
 #include <cstddef>

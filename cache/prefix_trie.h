@@ -70,7 +70,8 @@ class Lease {
 
  private:
   friend class PrefixTrie;
-  Lease(PrefixTrie* trie, TrieNode* node, std::uint32_t spelled) : trie_(trie), node_(node), spelled_(spelled) {}
+  Lease(PrefixTrie* trie, TrieNode* node, std::uint32_t spelled)
+      : trie_(trie), node_(node), spelled_(spelled) {}
   PrefixTrie* trie_ = nullptr;
   TrieNode* node_ = nullptr;
   // How many of its owner's tokens the path to node_ spells. node_ may hold more (a pin inside a node), and

@@ -67,7 +67,10 @@ HttpResponse metrics(ModelHost& host) {
   p.metric("kvtrie_cache_evictions_total", "counter", "Pages dropped", s.evictions);
   p.metric("kvtrie_cache_copy_bytes_total", "counter", "Bytes copied between tiers", s.copy_bytes_to_host, "direction=\"to_host\"");
   p.metric("kvtrie_cache_copy_bytes_total", "counter", "", s.copy_bytes_to_device, "direction=\"to_device\"");
-  p.metric("kvtrie_cache_copy_seconds_total", "counter", "Seconds from submitting tier copies to seeing them complete, summed (an upper bound of copy time)", s.copy_seconds);
+  p.metric(
+      "kvtrie_cache_copy_seconds_total", "counter",
+      "Seconds from submitting tier copies to seeing them complete, summed (an upper bound of copy time)",
+      s.copy_seconds);
   p.metric("kvtrie_cache_trie_nodes", "gauge", "Nodes of the prefix trie", s.trie_nodes);
   p.metric("kvtrie_cache_trie_tokens", "gauge", "Tokens held by the prefix trie", s.trie_tokens);
   return HttpResponse::text(p.str(), "text/plain; version=0.0.4");

@@ -5,11 +5,11 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -71,11 +71,14 @@ void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bo
 
 // The packaged httplib is a compiled library that listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG in
 // our translation unit does not reach it). A burst of more simultaneous connects then overflows the accept
-// queue: the overflowing clients wait for a SYN retransmit and, measured with 64 at once, many of them get their
-// connection reset. Calling listen() again on the bound socket raises the backlog (Linux updates it in place).
+// queue: the overflowing clients wait for a SYN retransmit and, measured with 64 at once, many of them get
+// their connection reset. Calling listen() again on the bound socket raises the backlog (Linux updates it in
+// place).
 constexpr int kListenBacklog = 1024;
 
-bool raise_backlog(int listen_socket) { return listen_socket >= 0 && ::listen(listen_socket, kListenBacklog) == 0; }
+bool raise_backlog(int listen_socket) {
+  return listen_socket >= 0 && ::listen(listen_socket, kListenBacklog) == 0;
+}
 
 }  // namespace
 
@@ -165,7 +168,8 @@ bool HttpServer::start(std::string& error) {
   }
   impl_->bound_port = port;
   if (!raise_backlog(impl_->listen_socket))
-    spdlog::warn("could not raise the listen backlog ({}); a burst of connects may be refused", std::strerror(errno));
+    spdlog::warn("could not raise the listen backlog ({}); a burst of connects may be refused",
+                 std::strerror(errno));
   impl_->listener = std::thread([impl = impl_.get()] {
     impl->server.listen_after_bind();
     impl->listener_done = true;

@@ -89,7 +89,7 @@ struct CacheStats {
   uint64_t evictions = 0;     // pages dropped
   uint64_t copy_bytes_to_host = 0;
   uint64_t copy_bytes_to_device = 0;
-  double copy_seconds = 0;    // submit to seen-complete, summed: bytes / seconds bounds the bandwidth below
+  double copy_seconds = 0;  // submit to seen-complete, summed: bytes / seconds bounds the bandwidth below
   CacheTierStats device;
   CacheTierStats host;
 };

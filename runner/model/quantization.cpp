@@ -83,12 +83,24 @@ struct BlockCodec {
   void (*quantize)(const float*, uint8_t*);
 };
 
-void dequantize_f32(const uint8_t* src, float* dst) { std::memcpy(dst, src, sizeof(float)); }
-void quantize_f32(const float* src, uint8_t* dst) { std::memcpy(dst, src, sizeof(float)); }
-void dequantize_f16(const uint8_t* src, float* dst) { *dst = fp16_to_fp32(quant_detail::load_u16(src)); }
-void quantize_f16(const float* src, uint8_t* dst) { quant_detail::store_u16(dst, fp32_to_fp16(*src)); }
-void dequantize_bf16(const uint8_t* src, float* dst) { *dst = bf16_to_fp32(quant_detail::load_u16(src)); }
-void quantize_bf16(const float* src, uint8_t* dst) { quant_detail::store_u16(dst, fp32_to_bf16(*src)); }
+void dequantize_f32(const uint8_t* src, float* dst) {
+  std::memcpy(dst, src, sizeof(float));
+}
+void quantize_f32(const float* src, uint8_t* dst) {
+  std::memcpy(dst, src, sizeof(float));
+}
+void dequantize_f16(const uint8_t* src, float* dst) {
+  *dst = fp16_to_fp32(quant_detail::load_u16(src));
+}
+void quantize_f16(const float* src, uint8_t* dst) {
+  quant_detail::store_u16(dst, fp32_to_fp16(*src));
+}
+void dequantize_bf16(const uint8_t* src, float* dst) {
+  *dst = bf16_to_fp32(quant_detail::load_u16(src));
+}
+void quantize_bf16(const float* src, uint8_t* dst) {
+  quant_detail::store_u16(dst, fp32_to_bf16(*src));
+}
 
 const BlockCodec& codec_for(TensorType type, uint64_t n) {
   using namespace quant_detail;

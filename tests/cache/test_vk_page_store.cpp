@@ -107,8 +107,8 @@ TEST_F(VkPageStoreTest, BatchesRunWithoutBlockingInQueueOrderAndCompleteInTicket
   VkPageStore store(context(), kLayout, kDevicePages, kHostPages);
   const std::vector<std::byte> a = random_page();
   write_page(store, Tier::Device, 0, a);
-  const PageCopy chain[] = {{Tier::Device, 0, Tier::Host, 0}, {Tier::Host, 0, Tier::Device, 1},
-                            {Tier::Device, 1, Tier::Host, 5}, {Tier::Host, 5, Tier::Device, 2},
+  const PageCopy chain[] = {{Tier::Device, 0, Tier::Host, 0},   {Tier::Host, 0, Tier::Device, 1},
+                            {Tier::Device, 1, Tier::Host, 5},   {Tier::Host, 5, Tier::Device, 2},
                             {Tier::Device, 2, Tier::Device, 3}, {Tier::Device, 3, Tier::Host, 9}};
   static_assert(std::size(chain) > VkPageStore::kCopySlots);
   CopyTicket last_seen = 0;

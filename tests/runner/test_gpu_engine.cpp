@@ -427,13 +427,15 @@ TEST_F(GpuEngineTest, DeviceTierIsCappedAtTheBindingsAttentionReads) {
   EXPECT_EQ(r.stats.stop_kind, StopKind::Length);
 }
 
-// Seeded random waves of concurrent requests over a few shared prefixes, diverging at random positions (inside
-// pages too: copy-on-write), some extending an earlier request's prompt and answer (a conversation turn), on a
-// device tier smaller than what they hold together (demotion, promotion while others run, preemption). With
+// Seeded random waves of concurrent requests over a few shared prefixes, diverging at random positions
+// (inside pages too: copy-on-write), some extending an earlier request's prompt and answer (a conversation
+// turn), on a device tier smaller than what they hold together (demotion, promotion while others run,
+// preemption). With
 // --deterministic every request must give exactly the tokens of its own cold run. Set KVTRIE_SEED to replay.
 TEST_F(GpuEngineTest, RandomConcurrentSharedPrefixWorkloadMatchesColdRuns) {
   const char* seed_text = std::getenv("KVTRIE_SEED");
-  const uint32_t seed = seed_text != nullptr ? static_cast<uint32_t>(std::strtoul(seed_text, nullptr, 10)) : 2026;
+  const uint32_t seed =
+      seed_text != nullptr ? static_cast<uint32_t>(std::strtoul(seed_text, nullptr, 10)) : 2026;
   SCOPED_TRACE("KVTRIE_SEED=" + std::to_string(seed));
   std::mt19937 rng(seed);
   auto below = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
@@ -487,8 +489,8 @@ TEST_F(GpuEngineTest, RandomConcurrentSharedPrefixWorkloadMatchesColdRuns) {
   EXPECT_GT(cached, 0u);
   EXPECT_GT(host_hits, 0u);
   EXPECT_GT(engine.cache_stats().promotions, 0u);
-  std::printf("seed %u: cached %llu tokens (host %llu), demotions %llu, promotions %llu, preempted %llu\n", seed,
-              static_cast<unsigned long long>(cached), static_cast<unsigned long long>(host_hits),
+  std::printf("seed %u: cached %llu tokens (host %llu), demotions %llu, promotions %llu, preempted %llu\n",
+              seed, static_cast<unsigned long long>(cached), static_cast<unsigned long long>(host_hits),
               static_cast<unsigned long long>(engine.cache_stats().demotions),
               static_cast<unsigned long long>(engine.cache_stats().promotions),
               static_cast<unsigned long long>(c.requests_preempted));

@@ -35,7 +35,8 @@ TEST(Lifecycle, SigtermDuringGenerationExitsZeroWithinTheGracePeriod) {
     running = m && m->body.find("kvtrie_requests_active 1") != std::string::npos;
     if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_TRUE(running) << "the generation never started\n" << d.log();  // not ASSERT: the client must be joined
+  EXPECT_TRUE(running) << "the generation never started\n"
+                       << d.log();  // not ASSERT: the client must be joined
   const auto t0 = std::chrono::steady_clock::now();
   d.signal(SIGTERM);
   auto code = d.wait_exit(std::chrono::seconds(5));

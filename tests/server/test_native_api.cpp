@@ -4,10 +4,10 @@
 #include <atomic>
 #include <barrier>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_process.h"
 
