@@ -113,6 +113,15 @@ class GpuEngineTest : public test::VulkanTest {
     engine_ = std::make_unique<GpuEngine>(context(), *file_, *tokenizer_, config);
     return *engine_;
   }
+  // deterministic() with `parallel` sequences, a device tier of `device_pages` and a host tier of `host_pages`.
+  GpuEngineConfig tiered(uint32_t parallel, uint64_t device_pages, uint64_t host_pages) const {
+    GpuEngineConfig c = deterministic();
+    c.parallel = parallel;
+    const uint64_t page_bytes = page_bytes_of(*file_, c.page_tokens);
+    c.kv_device_bytes = device_pages * page_bytes;
+    c.kv_host_bytes = host_pages * page_bytes;
+    return c;
+  }
   static GpuEngineConfig deterministic() {
     GpuEngineConfig c;
     c.n_ctx = 256;
@@ -166,13 +175,9 @@ TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
 }
 
 TEST_F(GpuEngineTest, HostHitGeneratesTheSameTokensAsAColdRun) {
-  GpuEngineConfig config = deterministic();
-  config.parallel = 1;
   // A device tier of 12 pages (192 tokens) and a host tier of 64: the second conversation pushes the
   // first one's pages to host memory.
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 12 * page_bytes;
-  config.kv_host_bytes = 64 * page_bytes;
+  GpuEngineConfig config = tiered(1, 12, 64);
   GpuEngine& engine = start(config);
   const auto first = pseudo_random_tokens(100, 2, 320);
   const auto second = pseudo_random_tokens(100, 3, 320);
@@ -237,11 +242,7 @@ TEST_F(GpuEngineTest, ConcurrentConversationsHoldAndComputeASharedSystemPromptOn
 }
 
 TEST_F(GpuEngineTest, SmallDeviceBudgetServesEveryRequestThroughTheHostTier) {
-  GpuEngineConfig config = deterministic();
-  config.parallel = 2;
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 24 * page_bytes;  // 384 tokens on device; the working set below is ~1,000
-  config.kv_host_bytes = 128 * page_bytes;
+  GpuEngineConfig config = tiered(2, 24, 128);  // 384 tokens on device; the working set below is ~1,000
   GpuEngine& engine = start(config);
   std::vector<Result> first;
   std::vector<std::vector<int32_t>> prompts;
@@ -272,11 +273,7 @@ std::vector<Result> run_together(Engine& engine, const std::vector<GenerateReque
 }
 
 TEST_F(GpuEngineTest, RequestsBeyondTheDeviceTierAllCompleteWithTheirSoloTokens) {
-  GpuEngineConfig config = deterministic();
-  config.parallel = 4;
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 12 * page_bytes;  // 192 tokens; six requests of 60 tokens need 24 pages
-  config.kv_host_bytes = 32 * page_bytes;
+  GpuEngineConfig config = tiered(4, 12, 32);  // 192 tokens; six requests of 60 tokens need 24 pages
   GpuEngine& engine = start(config);
   // Each is promised 3 pages at admission (its prompt's 2 and one of growth) and ends holding 4: four start
   // together, and their growth preempts the newest.
@@ -302,11 +299,7 @@ TEST_F(GpuEngineTest, RequestsBeyondTheDeviceTierAllCompleteWithTheirSoloTokens)
 }
 
 TEST_F(GpuEngineTest, PreemptedRequestResumesWithTheTokensOfAnUninterruptedRun) {
-  GpuEngineConfig config = deterministic();
-  config.parallel = 2;
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 4 * page_bytes;  // 48 tokens for one request: each alone fits, the two do not
-  config.kv_host_bytes = 16 * page_bytes;
+  GpuEngineConfig config = tiered(2, 4, 16);  // 48 tokens for one request: each alone fits, the two do not
   GpuEngine& engine = start(config);
   const std::vector<GenerateRequest> requests{seeded(pseudo_random_tokens(10, 400, 320), 38, 5),
                                               seeded(pseudo_random_tokens(10, 401, 320), 38, 6)};
@@ -330,11 +323,7 @@ TEST_F(GpuEngineTest, PreemptedRequestResumesWithTheTokensOfAnUninterruptedRun) 
 }
 
 TEST_F(GpuEngineTest, RequestCancelledWhileWaitingToResumeEndsCleanly) {
-  GpuEngineConfig config = deterministic();
-  config.parallel = 2;
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 4 * page_bytes;
-  config.kv_host_bytes = 16 * page_bytes;
+  GpuEngineConfig config = tiered(2, 4, 16);
   GpuEngine& engine = start(config);
   const auto first = seeded(pseudo_random_tokens(10, 410, 320), 38, 5);
   const auto second = seeded(pseudo_random_tokens(10, 411, 320), 38, 6);
@@ -385,11 +374,7 @@ TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
 }
 
 TEST_F(GpuEngineTest, QueueIsFifoASmallRequestDoesNotOvertakeABigHead) {
-  GpuEngineConfig config = deterministic();
-  config.parallel = 4;
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 8 * page_bytes;
-  config.kv_host_bytes = 32 * page_bytes;
+  GpuEngineConfig config = tiered(4, 8, 32);
   GpuEngine& engine = start(config);
   // The first two are promised 7 of the 8 pages each; the third needs 1. Greedy filling would run the third
   // beside the first; FIFO holds it behind the second, which waits for the first to end.
@@ -439,11 +424,7 @@ TEST_F(GpuEngineTest, RandomConcurrentSharedPrefixWorkloadMatchesColdRuns) {
   SCOPED_TRACE("KVTRIE_SEED=" + std::to_string(seed));
   std::mt19937 rng(seed);
   auto below = [&](uint32_t n) { return static_cast<uint32_t>(rng() % n); };
-  GpuEngineConfig config = deterministic();
-  config.parallel = 4;
-  const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
-  config.kv_device_bytes = 16 * page_bytes;  // 256 tokens; four running requests hold up to 4 x 140
-  config.kv_host_bytes = 48 * page_bytes;
+  GpuEngineConfig config = tiered(4, 16, 48);  // 256 tokens; four running requests hold up to 4 x 140
   GpuEngine& engine = start(config);
   GpuEngine cold_engine(context(), *file_, *tokenizer_, deterministic());
 
