@@ -264,6 +264,9 @@ void GpuEngine::State::run() {
       }
       model.forward(batch, logits);
       after_forward();
+      // Copies that completed during the step are retired now, before the next admissions queue more: the
+      // cache retires only when every queued copy is done (then promotions free their host pages).
+      cache.poll();
     } catch (const std::exception& e) {
       // A failure inside one step must not take the daemon down: end every request of the step cleanly.
       spdlog::error("engine: step failed, cancelling {} requests: {}", running.size(), e.what());
