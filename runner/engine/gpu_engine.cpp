@@ -256,7 +256,6 @@ void GpuEngine::State::run() {
     if (taken.stop && running.empty()) return;
     if (running.empty()) continue;
     try {
-      cache.poll();
       if (!build_batch()) {
         // Every running sequence waits for its promotion or copy-on-write copies: nothing else to overlap.
         cache.sync();
