@@ -9,6 +9,7 @@
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"
+#include "kernels/ops/matvec_q8.h"
 #include "kernels/vk/device.h"
 
 namespace kvtrie::kernels {
@@ -35,6 +36,21 @@ vk::SpecConstants spec_matvec(const vk::Device& d) {
 vk::SpecConstants spec_attention(const vk::Device& d) {
   return {attention_workgroup_size(d)};
 }
+// matvec_q8: {work-group size, rows per lane, tokens per work group, subgroups per work group}.
+vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t tokens) {
+  const MatvecQ8Shape shape = matvec_q8_shape(d, 256);
+  return {shape.workgroup, shape.rows_per_lane, tokens, shape.workgroup / std::max(d.subgroup_size(), 1u)};
+}
+vk::SpecConstants spec_matvec_q8_t1(const vk::Device& d) {
+  return spec_matvec_q8(d, 1);
+}
+vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
+  return spec_matvec_q8(d, 8);
+}
+vk::SpecConstants spec_coopmat(const vk::Device&) {
+  const CoopmatTile t;
+  return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
+}
 vk::SpecConstants spec_none(const vk::Device&) {
   return {};
 }
@@ -45,8 +61,18 @@ constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
-constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
-                                  "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
+constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
+                                  "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
+
+constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
+// matvec_q8 builds: <mode>_<type> (matvec_q8.h).
+constexpr std::array kMatvecQ8 = {
+    "store_q4_0x8"sv,       "store_q8_0x8"sv,       "store_q6_kx8"sv,     "store_q4_k"sv,
+    "store_q5_k"sv,         "norm_q4_0x8"sv,        "norm_q8_0x8"sv,      "norm_q6_kx8"sv,
+    "norm_q4_k"sv,          "norm_q5_k"sv,          "acc_q4_0x8"sv,       "acc_q8_0x8"sv,
+    "acc_q6_kx8"sv,         "acc_q4_k"sv,           "acc_q5_k"sv,         "norm_swiglu_q4_0x8"sv,
+    "norm_swiglu_q8_0x8"sv, "norm_swiglu_q6_kx8"sv, "norm_swiglu_q4_k"sv, "norm_swiglu_q5_k"sv,
+};
 
 const OpRegistration kOps[] = {
     {"fill", kF32, spec_elementwise},
@@ -59,11 +85,14 @@ const OpRegistration kOps[] = {
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kKvWrite, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
-    {"matvec1", kAllTypes, spec_matvec},  // the single-token build of matvec.comp
+    {"matvec1", kAllTypes, spec_matvec},         // the single-token build of matvec.comp
     {"matvec1_swiglu", kAllTypes, spec_matvec},  // ... whose x is silu(gate) * up
     {"matmul", kAllTypes, spec_none},
-    {"matmul_coopmat", kAllTypes, spec_none, coopmat_supported},
+    {"matmul_coopmat", kAllTypes, spec_coopmat, coopmat_supported},
     {"attention", kAttention, spec_attention},
+    {"repack", kDeviceFormats, spec_none},
+    {"matvec_q8_t1", kMatvecQ8, spec_matvec_q8_t1, nullptr, "matvec_q8", true},
+    {"matvec_q8_t8", kMatvecQ8, spec_matvec_q8_t8, nullptr, "matvec_q8", true},
 };
 
 }  // namespace

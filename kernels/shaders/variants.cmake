@@ -9,8 +9,10 @@ kvtrie_shader(add_bias_f32 add_bias.comp)
 kvtrie_shader(read_probe_u32 read_probe.comp)
 kvtrie_shader(kv_write_f16 kv_write.comp)
 kvtrie_shader(kv_write_rope_f16 kv_write.comp ROPE=1)
-# get_rows, matvec, matmul: one variant per weight type; WTYPE is the GGML type id (matvec_blocks.glsl).
-foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:13 q6_k:14)
+# get_rows, matvec, matmul: one variant per weight type; WTYPE is the GGML type id, or a device format's id
+# (kernels/tensor_type.h, matvec_blocks.glsl).
+foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:13 q6_k:14 q4_0x8:102 q8_0x8:108
+           q6_kx8:114)
   string(REPLACE ":" ";" _p ${_t})
   list(GET _p 0 _name)
   list(GET _p 1 _id)
@@ -24,3 +26,21 @@ endforeach()
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
+# Device formats: the in-place conversion from file blocks at load (weight_format.h).
+foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114)
+  string(REPLACE ":" ";" _p ${_t})
+  list(GET _p 0 _name)
+  list(GET _p 1 _id)
+  kvtrie_shader(repack_${_name} repack.comp FORMAT=${_id})
+endforeach()
+# matvec_q8 (8-bit activations, integer dot products): <mode>_<type>, one shader per fold of the layer it
+# carries (matvec_q8.h); token count and rows per lane are specialization constants.
+foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
+  string(REPLACE ":" ";" _p ${_t})
+  list(GET _p 0 _name)
+  list(GET _p 1 _id)
+  kvtrie_shader(matvec_q8_store_${_name} matvec_q8.comp WTYPE=${_id})
+  kvtrie_shader(matvec_q8_norm_${_name} matvec_q8.comp WTYPE=${_id} NORM=1)
+  kvtrie_shader(matvec_q8_acc_${_name} matvec_q8.comp WTYPE=${_id} ACCUMULATE=1)
+  kvtrie_shader(matvec_q8_norm_swiglu_${_name} matvec_q8.comp WTYPE=${_id} NORM=1 SWIGLU=1)
+endforeach()

@@ -1,0 +1,51 @@
+// Contract: matvec_q8, the matrix-vector product of the decode step and of small batches on 8-bit-quantized
+// activations (kernels/shaders/matvec_q8.comp): y[t][r] = dot(W[r, :], x[t, :]), with x quantized to bytes
+// 16 values at a time and multiplied by integer dot products. Weights in a device format or Q4_K/Q5_K
+// (matvec_q8_supported), rows a multiple of 256 values. It can fold in what surrounds a product in a
+// transformer layer, each saving a dispatch and a barrier:
+//   norm_weight: the product reads rms_norm(x) * norm_weight, the norm computed in the same dispatch;
+//   accumulate:  y += W x (the residual add) instead of y = W x;
+//   swiglu:      W is [gate; up] (2n rows) and y gets n rows of silu(gate x) * (up x) (with norm_weight).
+// Against an f32 product the error is that of rounding x to 8 bits per 16 values (about 0.4% of the
+// group's largest |x| per value); the integer sums themselves are exact.
+// Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size
+// (the per-token arithmetic and the reduction trees do not depend on the token count), so --deterministic
+// decoding costs nothing here. Fast integer dot products are used where the device has them, the same
+// integers computed portably elsewhere.
+// Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops/matvec.h"
+
+namespace kvtrie::kernels {
+
+struct MatvecQ8Args {
+  MatmulArgs product;          // W, x (x_stride a multiple of 4), y, tokens, strides
+  vk::BufferView norm_weight;  // non-empty: x is rms-normed and scaled by these w.cols floats first
+  float norm_eps = 1e-5f;
+  bool accumulate = false;
+  bool swiglu = false;  // requires norm_weight (the FFN's gate/up product)
+};
+
+// Whether matvec_q8 takes weights of this type and row length.
+bool matvec_q8_supported(TensorType type, uint64_t cols);
+
+void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
+
+// The launch shape matvec_q8 uses on a device for a row length (exposed for the tuning harness): threads
+// per row lane (a power of two, whole subgroups) and rows per lane.
+struct MatvecQ8Shape {
+  uint32_t workgroup = 0;
+  uint32_t threads_per_row = 0;
+  uint32_t rows_per_lane = 0;
+};
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t cols);
+
+// Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
+// {workgroup, rows_per_lane, tokens_per_group} (the tuning harness; matvec_q8() calls it with its own).
+void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
+                        const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
+                        uint32_t tokens_per_group);
+
+}  // namespace kvtrie::kernels
