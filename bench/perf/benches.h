@@ -75,4 +75,16 @@ struct KernelOptions {
 };
 void run_kernel(const CommonOptions& common, const KernelOptions& options);
 
+// sweep-matvec: the decode products of a model's shapes for several weight types, legacy matvec against
+// matvec_q8 built with each rows-per-lane value, chained as in a forward pass over rotating weight copies.
+struct SweepMatvecOptions {
+  std::string model = "llama3-8b";  // shapes: llama3-8b or llama3-1b
+  std::string types = "Q4_0,Q4_K,Q8_0,Q6_K";
+  std::string tokens = "1,8,32";          // tokens per product
+  std::string rows_per_lane = "1,2,4,8";  // matvec_q8 variants
+  uint32_t dispatches = 64;
+  uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
+};
+void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
+
 }  // namespace kvtrie::bench
