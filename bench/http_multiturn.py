@@ -11,6 +11,11 @@ llama-server, with the same workload:
   - K client threads take the next ready turn from a FIFO queue, so conversations interleave (turn 1 of
     every conversation, then turn 2, ...) and the working set can outgrow the server's slots.
 Token ids are drawn from a seeded generator within --token-range, so every server sees identical prompts.
+Caveat (llama.cpp's llama-server, seen with its release 0.5.0): when streaming, it leaves out of the stream
+the id of a token whose text ended in an incomplete UTF-8 sequence (a byte token), so that answer comes back
+short and the next turn's history departs from what the server cached from there on. `short_answers` and
+`answer_tokens_missing` count this; it is rare with a large vocabulary, frequent with a tiny byte-level one.
+--no-stream avoids it (complete ids), at the price of server-side TTFT.
 One short request with unrelated tokens warms each server up first and is not counted.
 
 Reported (one JSON object on stdout):
@@ -294,6 +299,7 @@ def summarize(args, records, stream, warmup_error, deadline_hit):
         "answer_tokens_returned": sum(r["answer_source"] == "returned" for r in ok),
         "answer_tokens_tokenized": sum(r["answer_source"] == "tokenized" for r in ok),
         "short_answers": sum(r["answer_tokens"] != args.answer for r in ok),
+        "answer_tokens_missing": sum(max(0, (r.get("predicted_n") or 0) - r["answer_tokens"]) for r in ok),
         "warmup_error": warmup_error,
         "errors": sorted({r["error"] for r in failed})[:5],
     }, records
