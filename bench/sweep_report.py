@@ -36,7 +36,7 @@ def fmt(v, digits=1):
 
 
 def ratio(a, b):
-    return round(a / b, 3) if a is not None and b else None
+    return round(a / b, 4) if a is not None and b else None
 
 
 def find(rows, **match):

@@ -4,33 +4,16 @@
 // absent.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 
+#include "tests/bench/run_command.h"
 #include "tests/server/daemon_process.h"
 
 namespace kvtrie::test {
 namespace {
 
 using nlohmann::json;
-
-bool have_python3() {
-  return std::system("command -v python3 >/dev/null 2>&1") == 0;
-}
-
-// Runs a shell command; returns (exit status, stdout).
-std::pair<int, std::string> run(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return {-1, out};
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 std::filesystem::path llama_server_link() {
   auto dir = scratch_dir() / "bin";
@@ -56,7 +39,7 @@ TEST(HttpMultiturn, TinyWorkloadAgainstDaemonSucceedsWithLaterTurnsCached) {
       " --label kvtrie --model tiny --conversations 2 --turns 2" +
       " --system 32 --user 16 --answer 8 --clients 2 --timeout 60 --deadline 120" + " --requests-out " +
       requests.string();
-  auto [status, out] = run(cmd);
+  auto [status, out] = run_command(cmd);
   ASSERT_EQ(status, 0) << out << d.log();
   ASSERT_FALSE(out.empty());
   const json s = json::parse(out);  // exactly one JSON object on stdout
@@ -105,7 +88,7 @@ TEST(HttpMultiturn, UnreachableServerCountsFailuresAndExitsNonZero) {
   const std::string cmd =
       "python3 " KVTRIE_SOURCE_DIR "/bench/http_multiturn.py --url http://127.0.0.1:" + std::to_string(port) +
       " --conversations 3 --turns 2 --system 8 --user 4 --answer 2" + " --clients 2 --timeout 5";
-  auto [status, out] = run(cmd);
+  auto [status, out] = run_command(cmd);
   EXPECT_EQ(status, 1) << out;
   const json s = json::parse(out);
   // Each conversation's first turn fails; its second is never sent.
