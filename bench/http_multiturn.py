@@ -25,7 +25,8 @@ Reported (one JSON object on stdout):
   - p50/p90 of TTFT over the later turns (turn >= 2) and over the first turns;
   - cached prompt tokens as the server reports them (`timings.cache_n`).
 A failed request (HTTP error, timeout, malformed answer) is counted and its conversation stops; the run
-never hangs: every socket operation has --timeout, and --deadline bounds the whole run.
+never hangs: a request gets --timeout seconds (each socket operation too), and no turn starts after
+--deadline (the turns not sent are counted as skipped).
 Exit status 0 when every request succeeded, 1 otherwise, 2 on bad arguments.
 
   python3 bench/http_multiturn.py --url http://127.0.0.1:8080 [--conversations 32 --turns 5 --system 2048
@@ -232,8 +233,7 @@ def run(args):
         rec = {"conversation": conv, "turn": turn, "prompt_tokens": len(prompt), "ok": False}
         t0 = time.monotonic()
         try:
-            ttft, tokens, content, final = server.complete(prompt, args.answer, stream,
-                                                           min(run_deadline, t0 + args.timeout))
+            ttft, tokens, content, final = server.complete(prompt, args.answer, stream, t0 + args.timeout)
             timings = final.get("timings") or {}
             source = "returned"
             if not tokens:  # the server gave no token ids: fall back to tokenizing the text
@@ -329,7 +329,8 @@ def main():
                     help="prompt token ids are drawn from [LO, HI) (default 3:259, the byte tokens of a llama vocab)")
     ap.add_argument("--no-stream", action="store_true", help="non-streaming requests; TTFT from server timings")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per request (and per socket operation)")
-    ap.add_argument("--deadline", type=float, default=0, help="seconds for the whole run; later turns are skipped")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds for the whole run: no turn starts after it (those in flight finish)")
     ap.add_argument("--wait-ready", type=float, default=0, help="first wait this long for GET /health to be ok")
     ap.add_argument("--wait-pid", type=int, help="while waiting, give up as soon as this process (the server) exits")
     ap.add_argument("--requests-out", help="also write one JSON line per request to this file")

@@ -152,7 +152,7 @@ http_multiturn() {
     --conversations "${HTTP_CONVERSATIONS:-$conversations}" --turns "${HTTP_TURNS:-$turns}" --system "${HTTP_SYSTEM:-2048}"
     --user "${HTTP_USER:-256}" --answer "${HTTP_ANSWER:-128}" --clients "${HTTP_CLIENTS:-8}")
   [ "${HTTP_STREAM:-1}" = 0 ] && client+=(--no-stream)
-  local limit=$((HTTP_DEADLINE + 400))  # + loading, warm-up and the last requests
+  local limit=$((HTTP_DEADLINE + 480))  # + loading (--wait-ready 300), warm-up, the last requests (--timeout 120)
 
   # kvtrie's -c is per sequence, llama.cpp's for all slots together: both give each slot HTTP_CTX tokens.
   dir=$(mktemp -d)

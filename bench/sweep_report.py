@@ -78,6 +78,7 @@ def side_by_side(rows, commit):
                "kvtrie_ttft_p50_ms": k.get("ttft_later_p50_ms"), "llamacpp_ttft_p50_ms": p.get("ttft_later_p50_ms"),
                "kvtrie_hit_rate": k.get("hit_rate"), "llamacpp_hit_rate": p.get("hit_rate"),
                "kvtrie_failed": k.get("failed"), "llamacpp_failed": p.get("failed"),
+               "kvtrie_skipped": k.get("skipped"), "llamacpp_skipped": p.get("skipped"),
                "kvtrie_answer_tokens_missing": k.get("answer_tokens_missing"),
                "llamacpp_answer_tokens_missing": p.get("answer_tokens_missing"),
                "device": device, "commit": commit}
@@ -101,11 +102,11 @@ def print_side_by_side(sbs):
     for r in (r for r in sbs if r["bench"] == "multiturn"):
         print(f"Multi-turn over HTTP, {r['model']}: {r['conversations']} conversations x {r['turns']} turns, system "
               f"{r['system']}, user {r['user']}, answer {r['answer']}, {r['clients']} clients:\n")
-        print("| server | generated tok/s | later-turn TTFT p50 ms | hit rate | failed | answer ids missing |")
+        print("| server | generated tok/s | later-turn TTFT p50 ms | hit rate | failed / skipped | answer ids missing |")
         print("|---|---|---|---|---|---|")
         for server, key in (("kvtrie", "kvtrie"), ("llama.cpp", "llamacpp")):
             print(f"| {server} | {fmt(r[key + '_tok_s'])} | {fmt(r[key + '_ttft_p50_ms'], 0)} | "
-                  f"{fmt(r[key + '_hit_rate'], 2)} | {fmt(r[key + '_failed'])} | "
+                  f"{fmt(r[key + '_hit_rate'], 2)} | {fmt(r[key + '_failed'])} / {fmt(r[key + '_skipped'])} | "
                   f"{fmt(r[key + '_answer_tokens_missing'])} |")
         print(f"\nratio (generated tok/s): {fmt(r['ratio'], 2)}\n")
 

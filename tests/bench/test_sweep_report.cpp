@@ -146,6 +146,7 @@ std::string canned_results() {
             {"ttft_later_p50_ms", 863.0},
             {"hit_rate", 0.91},
             {"failed", 0},
+            {"skipped", 0},
             {"answer_tokens_missing", 0}});
   p.update({{"bench", "multiturn_http"},
             {"server", "llama.cpp"},
@@ -153,6 +154,7 @@ std::string canned_results() {
             {"ttft_later_p50_ms", 611.0},
             {"hit_rate", 0.63},
             {"failed", 0},
+            {"skipped", 2},
             {"answer_tokens_missing", 3}});
   add(k);
   add(p);
@@ -199,11 +201,12 @@ TEST(SweepReport, SideBySideRowsPairKvtrieWithLlamaCppAndComputeRatios) {
   EXPECT_DOUBLE_EQ(mt["kvtrie_ttft_p50_ms"].get<double>(), 863.0);
   EXPECT_DOUBLE_EQ(mt["llamacpp_ttft_p50_ms"].get<double>(), 611.0);
   EXPECT_EQ(mt["llamacpp_answer_tokens_missing"], 3);
+  EXPECT_EQ(mt["llamacpp_skipped"], 2);
 
   // The summary carries the side-by-side table row and the multi-turn table.
   EXPECT_NE(summary.find("| llama3-8b-Q4_0 | prefill 512 | 1,837.0 | 9,921.0 | 0.19 |"), std::string::npos)
       << summary;
-  EXPECT_NE(summary.find("| llama.cpp | 246.0 | 611 | 0.63 | 0 | 3 |"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("| llama.cpp | 246.0 | 611 | 0.63 | 0 / 2 | 3 |"), std::string::npos) << summary;
   EXPECT_NE(summary.find("NV_coopmat2"), std::string::npos) << summary;
 }
 
