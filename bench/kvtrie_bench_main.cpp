@@ -96,6 +96,19 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")
       ->capture_default_str();
 
+  SweepMatmulOptions sweep_mm;
+  auto* sweep_mm_cmd =
+      app.add_subcommand("sweep-matmul", "prefill products of a model's shapes per tensor-core tile");
+  sweep_mm_cmd->add_option("--model", sweep_mm.model, "shapes: llama3-8b or llama3-1b")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--types", sweep_mm.types, "weight types, comma-separated")->capture_default_str();
+  sweep_mm_cmd->add_option("--tokens", sweep_mm.tokens, "prompt tokens per product")->capture_default_str();
+  sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--dispatches", sweep_mm.dispatches)
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+
   // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
   add_common(load_cmd, 3, 0);
   add_common(prefill_cmd, 5, 1);
@@ -105,6 +118,7 @@ int main(int argc, char** argv) {
   add_common(bw_cmd, 10, 2);
   add_common(kernel_cmd, 5, 1);
   add_common(sweep_cmd, 5, 1);
+  add_common(sweep_mm_cmd, 3, 1);
   common.repeats = 0;
   common.warmup = 0;
   const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}, {5, 1}, {5, 1}};
@@ -130,6 +144,7 @@ int main(int argc, char** argv) {
     if (bw_cmd->parsed()) run_bandwidth(common, bw);
     if (kernel_cmd->parsed()) run_kernel(common, kernel);
     if (sweep_cmd->parsed()) run_sweep_matvec(common, sweep);
+    if (sweep_mm_cmd->parsed()) run_sweep_matmul(common, sweep_mm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtrie-bench: %s\n", e.what());
     return 1;

@@ -87,4 +87,14 @@ struct SweepMatvecOptions {
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 
+// sweep-matmul: the prefill products of a model's shapes on the tensor-core path, per tile and extension.
+struct SweepMatmulOptions {
+  std::string model = "llama3-8b";
+  std::string types = "Q4_0,Q4_K";
+  uint32_t tokens = 512;
+  std::string tiles = "4x2x2x4,2x2x2x2,2x2x4x4,4x2x2x2,2x4x4x2,2x2x2x4";  // sg_m x sg_n x tm x tn
+  uint32_t dispatches = 16;
+};
+void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options);
+
 }  // namespace kvtrie::bench

@@ -1,4 +1,6 @@
-// sweep-matvec: the tuning harness of the decode products. For each weight type and each product shape of a
+// The tuning harnesses of the matrix products (sweep-matvec, sweep-matmul).
+//
+// sweep-matvec: the decode products. For each weight type and each product shape of a
 // model (llama3-8b or llama3-1b: Q/K/V joined, O, gate/up joined with SwiGLU, down, logits), it times the
 // products the forward pass can use, chained with a barrier between dispatches as in a forward pass:
 //   legacy: matvec.comp (one f32 decode per weight; the path before matvec_q8), and
@@ -7,6 +9,11 @@
 // Each timed dispatch reads another copy of the weights (copies rotate through --rotate-mib of device
 // memory), so products stream from memory as in a real step instead of from the L2 cache. One row per
 // (type, shape, tokens, variant): microseconds per dispatch and weight GB/s.
+//
+// sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
+// path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
+// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices.
+// One row per (type, shape, extension, tile): microseconds per product and TFLOP/s.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -26,6 +33,7 @@
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
 #include "kernels/vk/device.h"
+#include "kernels/vk/shader_registry.h"
 #include "kernels/vk/staging.h"
 
 namespace kvtrie::bench {
@@ -80,21 +88,24 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
     for (const Shape& shape : shapes_of(options.model)) {
       const TensorType format = kernels::device_format(file_type, shape.cols);
       const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
-      // Copies of random weights (scales kept finite: bytes below 0x40) in the device format.
+      // Copies of random weights (scales kept finite: bytes below 0x40) in the device format, side by side
+      // in one large buffer as the engine's weight blocks are (a first version with one allocation per
+      // copy measured every kernel 3-5x slower on an H100 than the same kernel inside a forward pass).
       const auto copies =
           static_cast<uint32_t>(std::clamp<uint64_t>((options.rotate_mib << 20) / bytes + 1, 2, 64));
-      std::vector<vk::Buffer> w;
+      const uint64_t stride = (bytes + 255) / 256 * 256;
+      vk::Buffer all(dev, stride * copies + 16, vk::MemoryKind::DeviceLocal);
       std::vector<uint8_t> host(bytes);
-      for (uint32_t c = 0; c < copies; ++c) {
-        for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
-        w.emplace_back(dev, (bytes + 15) / 16 * 16 + 16, vk::MemoryKind::DeviceLocal);
-        vk::upload(ctx, w.back(), 0, std::as_bytes(std::span(host)));
-      }
+      for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
       {
+        vk::Uploader up(ctx);
+        for (uint32_t c = 0; c < copies; ++c) up.upload(all, c * stride, std::as_bytes(std::span(host)));
+        up.finish();
         vk::CommandRecorder rec(ctx);
         rec.begin();
-        for (const vk::Buffer& b : w)
-          kernels::repack_to_device_format(rec, k, b.view(0, bytes), file_type, shape.rows, shape.cols);
+        for (uint32_t c = 0; c < copies; ++c)
+          kernels::repack_to_device_format(rec, k, all.view(c * stride, bytes), file_type, shape.rows,
+                                           shape.cols);
         rec.end();
         rec.submit_and_wait();
       }
@@ -109,7 +120,8 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       auto time_us = [&](auto&& record_one) {
         vk::CommandRecorder rec(ctx);
         rec.begin();
-        for (uint32_t i = 0; i < options.dispatches; ++i) record_one(rec, w[i % copies]);
+        for (uint32_t i = 0; i < options.dispatches; ++i)
+          record_one(rec, all.view((i % copies) * stride, bytes));
         rec.end();
         std::vector<double> s;
         for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
@@ -138,9 +150,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       for (uint32_t tokens : token_counts) {
         const kernels::WeightMatrix base{{}, format, shape.rows, shape.cols};
         // The legacy product (no folds: what it costs alone).
-        const double legacy = time_us([&](vk::CommandRecorder& rec, const vk::Buffer& wb) {
+        const double legacy = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
           kernels::WeightMatrix m = base;
-          m.data = wb.view(0, bytes);
+          m.data = wb;
           const kernels::MatmulArgs a{m, x.view(), y.view(), tokens};
           if (tokens == 1)
             kernels::matvec_single_token(rec, k, a);
@@ -157,9 +169,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
               std::string("matvec_q8_") + shape.mode + "_" + kernels::type_variant(format);
           const vk::ComputePipeline& p = ctx.pipelines().get(
               variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
-          const double us = time_us([&](vk::CommandRecorder& rec, const vk::Buffer& wb) {
+          const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
             kernels::MatvecQ8Args a;
-            a.product = {{wb.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
+            a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
             const std::string_view mode = shape.mode;
             if (mode == "norm" || mode == "norm_swiglu")
               a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
@@ -168,6 +180,89 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
             kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
           });
           emit(tokens, "q8 rows " + std::to_string(rpl), us, legacy);
+        }
+      }
+    }
+  }
+}
+
+void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options) {
+  vk::ContextOptions co;
+  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
+  vk::Context ctx(co);
+  const kernels::Kernels k(ctx, kernels::Prewarm::No);
+  const vk::Device& dev = ctx.device();
+  KVTRIE_CHECK(kernels::coopmat_supported(dev), "sweep-matmul: the device has no cooperative matrices");
+  std::vector<kernels::CoopmatTile> tiles;
+  {
+    std::stringstream in(options.tiles);
+    for (std::string item; std::getline(in, item, ',');) {
+      kernels::CoopmatTile t;
+      KVTRIE_CHECK(std::sscanf(item.c_str(), "%ux%ux%ux%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn) == 4,
+                   "sweep-matmul: a tile is SGMxSGNxTMxTN, e.g. 4x2x2x4");
+      tiles.push_back(t);
+    }
+  }
+  std::mt19937_64 rng(11);
+  const uint32_t T = options.tokens;
+  for (const std::string& type_name :
+       {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
+    if (options.types.find(type_name) == std::string::npos) continue;
+    const TensorType file_type = *tensor_type_from_name(type_name);
+    for (const Shape& shape : shapes_of(options.model)) {
+      if (std::string_view(shape.name) == "logits") continue;  // prefill reads logits of one token
+      const TensorType format = kernels::device_format(file_type, shape.cols);
+      const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
+      vk::Buffer w(dev, bytes + 16, vk::MemoryKind::DeviceLocal);
+      std::vector<uint8_t> host(bytes);
+      for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
+      vk::upload(ctx, w, 0, std::as_bytes(std::span(host)));
+      {
+        vk::CommandRecorder rec(ctx);
+        rec.begin();
+        kernels::repack_to_device_format(rec, k, w.view(0, bytes), file_type, shape.rows, shape.cols);
+        rec.end();
+        rec.submit_and_wait();
+      }
+      std::vector<float> xs(uint64_t{T} * shape.cols);
+      for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+      vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
+      vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+      const kernels::MatmulArgs args{
+          {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
+      for (const bool khr : {false, true}) {
+        const std::string shader =
+            std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + kernels::type_variant(format);
+        if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
+        for (const kernels::CoopmatTile& t : tiles) {
+          const vk::ComputePipeline& p =
+              ctx.pipelines().get(shader, {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()});
+          vk::CommandRecorder rec(ctx);
+          rec.begin();
+          for (uint32_t i = 0; i < options.dispatches; ++i)
+            kernels::dispatch_matmul_coopmat(rec, k, args, p, t);
+          rec.end();
+          std::vector<double> sec;
+          for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+            const auto start = std::chrono::steady_clock::now();
+            rec.submit_and_wait();
+            if (i >= common.warmup) sec.push_back(seconds_since(start));
+          }
+          const double us = median(sec) / options.dispatches * 1e6;
+          Row("sweep_matmul")
+              .text("device", dev.info().name)
+              .text("model", options.model)
+              .text("type", type_name)
+              .text("shape", shape.name)
+              .integer("rows", shape.rows)
+              .integer("cols", shape.cols)
+              .integer("tokens", T)
+              .text("extension", khr ? "KHR" : "NV")
+              .text("tile", std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" +
+                                std::to_string(t.tm) + "x" + std::to_string(t.tn))
+              .num("us", us)
+              .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
+              .emit();
         }
       }
     }

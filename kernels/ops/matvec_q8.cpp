@@ -19,6 +19,11 @@ constexpr uint32_t kRowsPerLane = 4;
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
 std::string_view mode(const MatvecQ8Args& a) {
+  if (a.quantized) {
+    if (a.swiglu) return "pq_norm_swiglu";
+    if (!a.norm_weight.empty()) return "pq_norm";
+    return a.accumulate ? "pq_acc" : "pq_store";
+  }
   if (a.swiglu) return "norm_swiglu";
   if (!a.norm_weight.empty()) return "norm";
   return a.accumulate ? "acc" : "store";
@@ -51,9 +56,10 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
   KVTRIE_CHECK(!args.swiglu || (!args.norm_weight.empty() && w.rows % 2 == 0 && !args.accumulate),
                "matvec_q8: swiglu needs a norm and an even row count, and does not accumulate");
   KVTRIE_CHECK(args.norm_weight.empty() || !args.accumulate, "matvec_q8: norm and accumulate do not combine");
-  const uint32_t x_stride = p.x_stride ? p.x_stride : w.cols;
-  KVTRIE_CHECK(x_stride % 4 == 0, "matvec_q8: x_stride must be a multiple of 4 floats");
-  KVTRIE_CHECK(args.norm_weight.empty() || args.norm_weight.range >= uint64_t{w.cols} * 4,
+  const uint32_t x_stride = args.quantized ? args.quantized->stride : p.x_stride ? p.x_stride : w.cols;
+  KVTRIE_CHECK(x_stride % (args.quantized ? 16 : 4) == 0,
+               "matvec_q8: x_stride must be a multiple of 4 floats");
+  KVTRIE_CHECK(args.quantized || args.norm_weight.empty() || args.norm_weight.range >= uint64_t{w.cols} * 4,
                "matvec_q8: norm weight shorter than a row");
   const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
   if (out_rows == 0 || p.tokens == 0) return;
@@ -88,11 +94,20 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
            args.norm_eps};
     const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
     const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
-    if (args.norm_weight.empty())
+    if (const std::optional<QuantizedX>& q = args.quantized) {
+      if (args.norm_weight.empty())
+        rec.dispatch(pipeline, {vk::read(wb.view), vk::read(q->bytes), y, vk::read(q->scales)}, push, grid.x,
+                     grid.y, gz);
+      else
+        rec.dispatch(pipeline,
+                     {vk::read(wb.view), vk::read(q->bytes), y, vk::read(q->scales), vk::read(q->inv_rms)},
+                     push, grid.x, grid.y, gz);
+    } else if (args.norm_weight.empty()) {
       rec.dispatch(pipeline, {vk::read(wb.view), vk::read(p.x), y}, push, grid.x, grid.y, gz);
-    else
+    } else {
       rec.dispatch(pipeline, {vk::read(wb.view), vk::read(p.x), y, vk::read(args.norm_weight)}, push, grid.x,
                    grid.y, gz);
+    }
   }
 }
 
@@ -105,6 +120,27 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
       k.pipeline(one ? "matvec_q8_t1" : "matvec_q8_t8", std::string_view(variant, static_cast<size_t>(n)));
   dispatch_matvec_q8(rec, k, args, pipeline, matvec_q8_shape(k.device(), args.product.w.cols),
                      one ? 1 : kBatchTokens);
+}
+
+void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& a) {
+  const uint32_t x_stride = a.x_stride ? a.x_stride : a.cols;
+  KVTRIE_CHECK(a.cols % 16 == 0 && x_stride % 4 == 0 && a.out.stride % 16 == 0 && a.out.stride >= a.cols,
+               "quantize_q8: rows must be whole groups of 16 and strides aligned");
+  KVTRIE_CHECK(a.norm_weight.empty() || !a.out.inv_rms.empty(), "quantize_q8: a norm writes inv_rms");
+  if (a.tokens == 0) return;
+  KVTRIE_CHECK(a.tokens <= 65535, "quantize_q8: too many tokens for one dispatch");
+  struct Push {
+    uint32_t k, x_stride, out_stride;
+    float eps;
+  } push{a.cols, x_stride, a.out.stride, a.norm_eps};
+  if (a.norm_weight.empty())
+    rec.dispatch(k.pipeline("quantize_q8", "f32"),
+                 {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales)}, push, a.tokens);
+  else
+    rec.dispatch(k.pipeline("quantize_q8", "norm_f32"),
+                 {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales), vk::read(a.norm_weight),
+                  vk::write(a.out.inv_rms)},
+                 push, a.tokens);
 }
 
 }  // namespace kvtrie::kernels

@@ -3,7 +3,9 @@
 // its dispatch function and one row here.
 #include <algorithm>
 #include <array>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
@@ -65,14 +67,20 @@ constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 
 constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
-// matvec_q8 builds: <mode>_<type> (matvec_q8.h).
-constexpr std::array kMatvecQ8 = {
-    "store_q4_0x8"sv,       "store_q8_0x8"sv,       "store_q6_kx8"sv,     "store_q4_k"sv,
-    "store_q5_k"sv,         "norm_q4_0x8"sv,        "norm_q8_0x8"sv,      "norm_q6_kx8"sv,
-    "norm_q4_k"sv,          "norm_q5_k"sv,          "acc_q4_0x8"sv,       "acc_q8_0x8"sv,
-    "acc_q6_kx8"sv,         "acc_q4_k"sv,           "acc_q5_k"sv,         "norm_swiglu_q4_0x8"sv,
-    "norm_swiglu_q8_0x8"sv, "norm_swiglu_q6_kx8"sv, "norm_swiglu_q4_k"sv, "norm_swiglu_q5_k"sv,
-};
+// matvec_q8 builds: <mode>_<type> (matvec_q8.h), every fold for every format it takes.
+std::span<const std::string_view> matvec_q8_variants() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const char* mode :
+         {"store", "norm", "acc", "norm_swiglu", "pq_store", "pq_norm", "pq_acc", "pq_norm_swiglu"})
+      for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
+        out.push_back(std::string(mode) + "_" + type);
+    return out;
+  }();
+  static const std::vector<std::string_view> views(names.begin(), names.end());
+  return views;
+}
+constexpr std::array kQuantizeQ8 = {"f32"sv, "norm_f32"sv};
 
 const OpRegistration kOps[] = {
     {"fill", kF32, spec_elementwise},
@@ -91,8 +99,9 @@ const OpRegistration kOps[] = {
     {"matmul_coopmat", kAllTypes, spec_coopmat, coopmat_supported},
     {"attention", kAttention, spec_attention},
     {"repack", kDeviceFormats, spec_none},
-    {"matvec_q8_t1", kMatvecQ8, spec_matvec_q8_t1, nullptr, "matvec_q8", true},
-    {"matvec_q8_t8", kMatvecQ8, spec_matvec_q8_t8, nullptr, "matvec_q8", true},
+    {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, nullptr, "matvec_q8", true},
+    {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, nullptr, "matvec_q8", true},
+    {"quantize_q8", kQuantizeQ8, spec_matvec},
 };
 
 }  // namespace

@@ -11,7 +11,12 @@
 // unit once and applies them to all of its rows (and every token of the group, up to MAX_COLS).
 // Modes (defines): NORM: x is rms_norm(x) * norm_weight (the norm is computed here from the same x, so it
 // needs no dispatch or barrier of its own); ACCUMULATE: y += W x (a residual add); SWIGLU: the work group
-// also computes the up row `up_row` rows below each gate row and writes silu(gate) * up.
+// also computes the up row `up_row` rows below each gate row and writes silu(gate) * up. PREQUANT: x comes
+// already quantized by quantize_q8.comp (bytes, scale and sum per 16 values, and with NORM each token's
+// 1 / rms), which batches use so that each x group is quantized once instead of once per work group.
+// The sum of squares of a norm is taken in one canonical order here and in quantize_q8.comp (every thread
+// strides over the row's vec4s, then the subgroup sums in order), and a group's bytes depend only on its 16
+// values, so both ways give the same bits.
 // Batch invariance: a token's result is built by the same operations in the same order whatever MAX_COLS
 // and the token count (the unit split depends only on the row length and the work-group size, the
 // reductions are fixed trees), so one token alone and in any batch get bit-identical results.
@@ -35,10 +40,19 @@ layout(constant_id = 3) const uint SUBGROUPS = 4u;  // subgroups per work group 
 #endif
 
 layout(set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
-layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(set = 0, binding = 2) buffer Y { float y[]; };
+#ifdef PREQUANT
+// Token t's group g (16 values) at t * x_stride / 16 + g: bytes, and (scale, sum as float bits).
+layout(set = 0, binding = 1) readonly buffer XQ { uvec4 xq[]; };
+layout(set = 0, binding = 3) readonly buffer XDS { vec2 xds[]; };
+#ifdef NORM
+layout(set = 0, binding = 4) readonly buffer R { float inv_rms_of[]; };  // per token
+#endif
+#else
+layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 #ifdef NORM
 layout(set = 0, binding = 3) readonly buffer N { vec4 norm4[]; };
+#endif
 #endif
 
 layout(push_constant) uniform Push {
@@ -55,10 +69,14 @@ layout(push_constant) uniform Push {
   float eps;       // NORM
 } pc;
 
+#if defined(NORM) && !defined(PREQUANT)
+#define SUM_OF_SQUARES
+#endif
+#include "q8_activations.glsl"
 #include "matvec_q8_units.glsl"
 
 shared float partial[SUBGROUPS * NUM_ROWS * ROW_SETS * MAX_COLS];
-#ifdef NORM
+#if defined(NORM) && !defined(PREQUANT)
 shared float partial_ss[SUBGROUPS * MAX_COLS];
 #endif
 
@@ -79,9 +97,11 @@ void main() {
   precise float acc[NUM_ROWS * ROW_SETS][MAX_COLS];
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] = 0.0;
-#ifdef NORM
+#if defined(NORM) && !defined(PREQUANT)
+  // The sum of squares of every token's x, this thread's part (see sum_of_squares in matvec_q8_units.glsl).
   precise float ss[MAX_COLS];
-  [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) ss[t] = 0.0;
+  [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t)
+    ss[t] = sum_of_squares(min(tok0 + t, last_tok) * pc.x_stride / 4u, pc.k / 4u, tid, gl_WorkGroupSize.x);
 #endif
 
   uint units = pc.k / 32u;
@@ -90,33 +110,23 @@ void main() {
     uint xa = unit_x_first(u);  // first x index of group A (group B is xa + unit_x_gap())
     XGroup gx[MAX_COLS][2];
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
-      uint xo = (min(tok0 + t, last_tok) * pc.x_stride) / 4u;
+      uint tok = min(tok0 + t, last_tok);
       [[unroll]] for (uint g = 0u; g < 2u; ++g) {
-        uint xi = (xa + g * UNIT_X_GAP) / 4u;
+#ifdef PREQUANT
+        uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
+        vec2 ds = xds[gi];
+        gx[t][g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
+#else
+        uint xo = tok * pc.x_stride / 4u, xi = (xa + g * UNIT_X_GAP) / 4u;
         vec4 v0 = x4[xo + xi], v1 = x4[xo + xi + 1u], v2 = x4[xo + xi + 2u], v3 = x4[xo + xi + 3u];
 #ifdef NORM
-        ss[t] = fma(v0.x, v0.x, ss[t]);  // the sum of squares in a fixed order: see the norm below
-        ss[t] = fma(v0.y, v0.y, ss[t]);
-        ss[t] = fma(v0.z, v0.z, ss[t]);
-        ss[t] = fma(v0.w, v0.w, ss[t]);
-        ss[t] = fma(v1.x, v1.x, ss[t]);
-        ss[t] = fma(v1.y, v1.y, ss[t]);
-        ss[t] = fma(v1.z, v1.z, ss[t]);
-        ss[t] = fma(v1.w, v1.w, ss[t]);
-        ss[t] = fma(v2.x, v2.x, ss[t]);
-        ss[t] = fma(v2.y, v2.y, ss[t]);
-        ss[t] = fma(v2.z, v2.z, ss[t]);
-        ss[t] = fma(v2.w, v2.w, ss[t]);
-        ss[t] = fma(v3.x, v3.x, ss[t]);
-        ss[t] = fma(v3.y, v3.y, ss[t]);
-        ss[t] = fma(v3.z, v3.z, ss[t]);
-        ss[t] = fma(v3.w, v3.w, ss[t]);
         v0 *= norm4[xi];
         v1 *= norm4[xi + 1u];
         v2 *= norm4[xi + 2u];
         v3 *= norm4[xi + 3u];
 #endif
         gx[t][g] = quantize16(v0, v1, v2, v3);
+#endif
       }
     }
     // Every row's unit is loaded before any is used, so the loads are in flight together.
@@ -136,7 +146,7 @@ void main() {
       float s = subgroupAdd(acc[i][t]);
       if (subgroupElect()) partial[(sg * NUM_ROWS * ROW_SETS + i) * MAX_COLS + t] = s;
     }
-#ifdef NORM
+#if defined(NORM) && !defined(PREQUANT)
   [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
     float s = subgroupAdd(ss[t]);
     if (subgroupElect()) partial_ss[sg * MAX_COLS + t] = s;
@@ -156,10 +166,13 @@ void main() {
       up += partial[((ln * lane_sgs + j) * NUM_ROWS * ROW_SETS + NUM_ROWS + i) * MAX_COLS + t];
 #endif
 #ifdef NORM
-    // Every lane saw the whole row of x: its first lane's sum is the row's sum of squares.
+#ifdef PREQUANT
+    float inv_rms = inv_rms_of[tok0 + t];
+#else
     precise float sq = 0.0;
-    for (uint j = 0u; j < lane_sgs; ++j) sq += partial_ss[j * MAX_COLS + t];
+    for (uint j = 0u; j < gl_NumSubgroups; ++j) sq += partial_ss[j * MAX_COLS + t];
     float inv_rms = inversesqrt(sq / float(pc.k) + pc.eps);
+#endif
     s *= inv_rms;
 #ifdef SWIGLU
     up *= inv_rms;

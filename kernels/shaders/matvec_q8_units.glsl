@@ -4,20 +4,13 @@
 // (`a`, `b`, one byte each) and four floats `f`, so that for every type
 //   sum(w * x) = A.d * (f.x * dot(a, A.q) - f.z * sum(A.q)) + B.d * (f.y * dot(b, B.q) - f.w * sum(B.q)).
 // The includer declares `readonly buffer { uvec4 w4[]; }` (rows of the device format, kernels/ops/
-// weight_format.h, 16-byte aligned) and defines WTYPE.
+// weight_format.h, 16-byte aligned), defines WTYPE and includes q8_activations.glsl first.
 
 #define T_Q4_K 12
 #define T_Q5_K 13
 #define T_Q4_0X8 102
 #define T_Q8_0X8 108
 #define T_Q6_KX8 114
-
-// 16 x values as bytes: x ~= d * q, s = sum(q).
-struct XGroup {
-  uvec4 q;
-  float d;
-  int s;
-};
 
 struct WUnit {
   uvec4 a, b;  // the 16 + 16 integer weights, one byte each (0..63 except Q8_0's signed bytes)
@@ -35,23 +28,6 @@ int dot4_acc(uint a, uint b, int acc) {
   return acc + va.x * vb.x + va.y * vb.y + va.z * vb.z + va.w * vb.w;
 }
 #endif
-
-uint pack_bytes(ivec4 q) {
-  return uint(q.x & 0xFF) | (uint(q.y & 0xFF) << 8) | (uint(q.z & 0xFF) << 16) | (uint(q.w) << 24);
-}
-
-XGroup quantize16(vec4 v0, vec4 v1, vec4 v2, vec4 v3) {
-  vec4 m = max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3)));
-  float amax = max(max(m.x, m.y), max(m.z, m.w));
-  float id = amax > 0.0 ? 127.0 / amax : 0.0;
-  ivec4 q0 = ivec4(round(v0 * id)), q1 = ivec4(round(v1 * id)), q2 = ivec4(round(v2 * id)), q3 = ivec4(round(v3 * id));
-  ivec4 s4 = (q0 + q1) + (q2 + q3);
-  XGroup g;
-  g.q = uvec4(pack_bytes(q0), pack_bytes(q1), pack_bytes(q2), pack_bytes(q3));
-  g.d = amax / 127.0;
-  g.s = (s4.x + s4.y) + (s4.z + s4.w);
-  return g;
-}
 
 float unit_dot(WUnit w, XGroup A, XGroup B) {
   int ia = dot4_acc(w.a.x, A.q.x, 0);

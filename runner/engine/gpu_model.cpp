@@ -45,6 +45,9 @@ struct GpuModel::Impl {
   uint32_t qkv_stride = 0, k_col = 0, v_col = 0;  // floats per token in qkv; where K and V start
   // The residual stream x lacks tmp (a product that did not add itself into x); settled before x is read.
   bool pending_residual = false;
+  // A batch's product inputs quantized once for matvec_q8 (kernels::QuantizedX), q_stride values a token.
+  vk::Buffer xq, xq_scales, xq_inv_rms;
+  uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
@@ -109,6 +112,11 @@ struct GpuModel::Impl {
     attn_bytes = std::max(attn_bytes, kernels::attention_scratch_bytes(probe));
     attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16),
                               vk::MemoryKind::DeviceLocal);
+    q_stride = static_cast<uint32_t>(
+        (std::max({uint64_t{config.n_embd}, q_dim, uint64_t{config.n_ff}}) + 15) / 16 * 16);
+    xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
+    xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
+    xq_inv_rms = scratch(dev, T);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
     logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
@@ -251,6 +259,22 @@ struct GpuModel::Impl {
     a.norm_eps = config.rms_eps;
     return a;
   }
+  // A batch (T > 1) quantizes a product input once (normed by `norm` when given) for every product that
+  // reads it; the decode step quantizes inside its products (no dispatch or barrier of its own). Both
+  // give a token the same bits (kernels/ops/matvec_q8.h).
+  std::optional<kernels::QuantizedX> quantize_input(const vk::Buffer& in, uint32_t cols,
+                                                    const DeviceTensor* norm, uint32_t T) {
+    if (T == 1) return std::nullopt;
+    kernels::QuantizeQ8Args a;
+    a.x = in.view();
+    a.tokens = T;
+    a.cols = cols;
+    if (norm != nullptr) a.norm_weight = norm->view();
+    a.norm_eps = config.rms_eps;
+    a.out = {xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride};
+    kernels::quantize_q8(*rec, kernels, a);
+    return a.out;
+  }
 
   // Adds a pending product output into the residual stream.
   void settle_residual(uint32_t T) {
@@ -295,6 +319,7 @@ struct GpuModel::Impl {
     if (q8(w, T)) {
       kernels::MatvecQ8Args a = q8_args(w, in, x.view(), T);
       a.accumulate = true;
+      a.quantized = quantize_input(in, w.cols, nullptr, T);
       kernels::matvec_q8(*rec, kernels, a);
       return;
     }
@@ -377,6 +402,7 @@ struct GpuModel::Impl {
       kernels::MatvecQ8Args a = q8_args(w.w_gate_up, x, gate.view(), T);
       a.norm_weight = w.ffn_norm.view();
       a.swiglu = true;
+      a.quantized = quantize_input(x, config.n_embd, &w.ffn_norm, T);
       kernels::matvec_q8(*rec, kernels, a);
     } else {
       normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
@@ -417,6 +443,7 @@ struct GpuModel::Impl {
     if (q8(out, L)) {
       kernels::MatvecQ8Args a = q8_args(out, rows_x, logits_device.view(), L);
       a.norm_weight = weights.output_norm.view();
+      a.quantized = quantize_input(rows_x, config.n_embd, &weights.output_norm, L);
       kernels::matvec_q8(*rec, kernels, a);
     } else {
       rms_norm(rows_x, weights.output_norm, rows_xn, L);

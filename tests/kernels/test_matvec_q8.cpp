@@ -112,21 +112,38 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     return w;
   }
 
-  // Runs matvec_q8 with `fold` for `tokens` vectors; y starts as y0 (read by Accumulate).
+  // Runs matvec_q8 with `fold` for `tokens` vectors; y starts as y0 (read by Accumulate). With `prequant`
+  // x is quantized first by quantize_q8 (the batch path), else inside the product.
   std::vector<float> run(const vk::Buffer& w, TensorType format, uint32_t w_rows, uint32_t cols, Fold fold,
                          const std::vector<float>& x, const std::vector<float>& norm,
-                         const std::vector<float>& y0, uint32_t tokens) {
+                         const std::vector<float>& y0, uint32_t tokens, bool prequant = false) {
     Kernels k(context(), Prewarm::No);
     vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), yb = device_buffer(y0);
+    const vk::Device& dev = context().device();
+    vk::Buffer qb(dev, uint64_t{tokens} * cols + 16, vk::MemoryKind::DeviceLocal);
+    vk::Buffer sb(dev, uint64_t{tokens} * cols / 2 + 16, vk::MemoryKind::DeviceLocal);
+    vk::Buffer rb(dev, uint64_t{tokens} * 4 + 16, vk::MemoryKind::DeviceLocal);
+    const bool norm_fold = fold == Fold::Norm || fold == Fold::NormSwiglu;
     vk::CommandRecorder rec(context());
     rec.begin();
     MatvecQ8Args a;
     a.product = {
         {w.view(0, row_bytes(format, cols) * w_rows), format, w_rows, cols}, xb.view(), yb.view(), tokens};
-    if (fold == Fold::Norm || fold == Fold::NormSwiglu) a.norm_weight = nb.view(0, uint64_t{cols} * 4);
+    if (norm_fold) a.norm_weight = nb.view(0, uint64_t{cols} * 4);
     a.norm_eps = kEps;
     a.accumulate = fold == Fold::Accumulate;
     a.swiglu = fold == Fold::NormSwiglu;
+    if (prequant) {
+      QuantizeQ8Args q;
+      q.x = xb.view();
+      q.tokens = tokens;
+      q.cols = cols;
+      if (norm_fold) q.norm_weight = a.norm_weight;
+      q.norm_eps = kEps;
+      q.out = {qb.view(), sb.view(), rb.view(), cols};
+      quantize_q8(rec, k, q);
+      a.quantized = q.out;
+    }
     matvec_q8(rec, k, a);
     rec.end();
     rec.submit_and_wait();
@@ -134,9 +151,10 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
   }
 
   // Checks one fold for `tokens` tokens against both references.
-  void check(TensorType type, uint32_t out_rows, uint32_t cols, Fold fold, uint32_t tokens) {
-    SCOPED_TRACE(std::string(fold_name(fold)) + " rows " + std::to_string(out_rows) + " cols " +
-                 std::to_string(cols) + " tokens " + std::to_string(tokens));
+  void check(TensorType type, uint32_t out_rows, uint32_t cols, Fold fold, uint32_t tokens, bool prequant) {
+    SCOPED_TRACE(std::string(fold_name(fold)) + (prequant ? " quantized first" : "") + " rows " +
+                 std::to_string(out_rows) + " cols " + std::to_string(cols) + " tokens " +
+                 std::to_string(tokens));
     const TensorType format = device_format(type, cols);
     const uint32_t w_rows = fold == Fold::NormSwiglu ? 2 * out_rows : out_rows;
     const HostMatrix m = random_matrix(type, w_rows, cols, rng());
@@ -144,7 +162,7 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
     const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f);
     const std::vector<float> y0 = random_floats(uint64_t{tokens} * out_rows);
-    const std::vector<float> y = run(w, format, w_rows, cols, fold, x, norm, y0, tokens);
+    const std::vector<float> y = run(w, format, w_rows, cols, fold, x, norm, y0, tokens, prequant);
     int bad = 0;
     for (uint32_t t = 0; t < tokens && bad < 5; ++t) {
       std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
@@ -197,7 +215,13 @@ TEST_P(MatvecQ8Test, EveryFoldMatchesReference) {
   for (uint32_t cols : test_cols(type))
     for (Fold fold : kFolds)
       for (uint32_t tokens : {1u, 3u, 8u, 11u})
-        check(type, fold == Fold::NormSwiglu ? 19 : 37, cols, fold, tokens);
+        check(type, fold == Fold::NormSwiglu ? 19 : 37, cols, fold, tokens, false);
+}
+
+TEST_P(MatvecQ8Test, EveryFoldOnQuantizedInputMatchesReference) {
+  const TensorType type = GetParam();
+  for (Fold fold : kFolds)
+    for (uint32_t tokens : {1u, 11u}) check(type, 19, test_cols(type).back(), fold, tokens, true);
 }
 
 TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
@@ -213,6 +237,8 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
     const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f);
     const std::vector<float> y0 = random_floats(uint64_t{tokens} * rows);
     const std::vector<float> batch = run(w, format, w_rows, cols, fold, x, norm, y0, tokens);
+    // The batch path of the engine: x quantized once, then the product.
+    const std::vector<float> quantized_batch = run(w, format, w_rows, cols, fold, x, norm, y0, tokens, true);
     // Token 5 sits in the first group of 8 at slot 5, token 9 in the second group at slot 1.
     for (uint32_t t : {0u, 5u, 9u}) {
       const std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
@@ -220,6 +246,9 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
       const std::vector<float> alone = run(w, format, w_rows, cols, fold, xt, norm, y0t, 1);
       EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
           << "token " << t << " differs alone vs in a batch of " << tokens;
+      EXPECT_EQ(std::memcmp(alone.data(), quantized_batch.data() + uint64_t{t} * rows, rows * sizeof(float)),
+                0)
+          << "token " << t << " differs alone vs in a batch of " << tokens << " quantized ahead";
     }
   }
 }
