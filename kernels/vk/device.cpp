@@ -103,7 +103,8 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
     size_control.subgroupSizeControl = VK_TRUE;
     size_control.computeFullSubgroups = fast.compute_full_subgroups ? VK_TRUE : VK_FALSE;
     link(features, size_control);
-    if (fast.subgroup_size_control_extension) extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    if (fast.subgroup_size_control_extension)
+      extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     subgroup_size_control_enabled_ = true;
   }
   // KHR cooperative-matrix shaders use the Vulkan memory model (glslang emits it for them).
@@ -187,7 +188,8 @@ bool Device::khr_coopmat_supports(const CoopMatShape& shape) const {
   if (!khr_coopmat_enabled_) return false;
   if (has_type(shape, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT16_KHR) && !info_.shader_float16)
     return false;
-  if (has_type(shape, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_UINT8_KHR) && !info_.shader_int8) return false;
+  if (has_type(shape, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_UINT8_KHR) && !info_.shader_int8)
+    return false;
   return std::find(info_.fast.khr_coopmat_shapes.begin(), info_.fast.khr_coopmat_shapes.end(), shape) !=
          info_.fast.khr_coopmat_shapes.end();
 }

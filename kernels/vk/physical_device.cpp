@@ -196,7 +196,8 @@ std::string describe_fast_paths(const PhysicalDeviceInfo& info) {
   if (f.int_dot)
     parts.push_back(f.int_dot_4x8_signed_accelerated ? "int-dot (4x8 accelerated)" : "int-dot (emulated)");
   if (info.nv_cooperative_matrix_feature) parts.push_back("nv-coopmat");
-  if (f.khr_coopmat) parts.push_back("khr-coopmat (" + std::to_string(f.khr_coopmat_shapes.size()) + " shapes)");
+  if (f.khr_coopmat)
+    parts.push_back("khr-coopmat (" + std::to_string(f.khr_coopmat_shapes.size()) + " shapes)");
   if (f.nv_coopmat2) parts.push_back(f.nv_coopmat2_features.all() ? "nv-coopmat2" : "nv-coopmat2 (partial)");
   if (f.subgroup_size_control)
     parts.push_back("subgroup-size " + std::to_string(f.min_subgroup_size) + ".." +
@@ -208,4 +209,3 @@ std::string describe_fast_paths(const PhysicalDeviceInfo& info) {
 }
 
 }  // namespace kvtrie::vk
-

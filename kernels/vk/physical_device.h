@@ -1,8 +1,8 @@
 // Contract: listing and choosing Vulkan physical devices. PhysicalDeviceInfo is a plain snapshot (name,
 // type, device-local heap size and free estimate, limits, optional features and extensions, the fast shader
-// paths it offers) taken at enumeration time; it owns no handle that needs destroying (physical devices belong to the instance).
-// The Instance passed in must outlive the VkPhysicalDevice handles returned. Call from the thread that owns
-// the Instance.
+// paths it offers) taken at enumeration time; it owns no handle that needs destroying (physical devices
+// belong to the instance). The Instance passed in must outlive the VkPhysicalDevice handles returned. Call
+// from the thread that owns the Instance.
 #pragma once
 #include <vulkan/vulkan.h>
 
