@@ -24,3 +24,14 @@ endforeach()
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
+# Self-tests of the fast paths' toolchain (tests/kernels/test_fast_paths.cpp), built where glslc compiles
+# their extension (cmake/glslc.cmake): the pattern for every shader that needs one.
+if(KVTRIE_GLSL_INT_DOT)
+  kvtrie_shader(selftest_int_dot selftest_int_dot.comp)
+endif()
+if(KVTRIE_GLSL_KHR_COOPMAT)
+  kvtrie_shader(selftest_khr_coopmat selftest_khr_coopmat.comp)
+endif()
+if(KVTRIE_GLSL_NV_COOPMAT2)
+  kvtrie_shader(selftest_nv_coopmat2 selftest_nv_coopmat2.comp TARGET_ENV vulkan1.3)
+endif()
