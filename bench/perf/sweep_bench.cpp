@@ -162,24 +162,26 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         emit(tokens, "legacy", legacy, legacy);
         if (!kernels::matvec_q8_supported(format, shape.cols)) continue;
         const uint32_t group = tokens == 1 ? 1 : 8;
-        for (uint32_t rpl : rows_per_lane) {
-          kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.cols);
-          s.rows_per_lane = rpl;
-          const std::string variant =
-              std::string("matvec_q8_") + shape.mode + "_" + kernels::type_variant(format);
-          const vk::ComputePipeline& p = ctx.pipelines().get(
-              variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
-          const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
-            kernels::MatvecQ8Args a;
-            a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
-            const std::string_view mode = shape.mode;
-            if (mode == "norm" || mode == "norm_swiglu")
-              a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
-            a.accumulate = mode == "acc";
-            a.swiglu = mode == "norm_swiglu";
-            kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
-          });
-          emit(tokens, "q8 rows " + std::to_string(rpl), us, legacy);
+        for (const bool int_dot : {false, true}) {
+          const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + shape.mode + "_" +
+                                      kernels::type_variant(format);
+          if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
+          for (uint32_t rpl : rows_per_lane) {
+            kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.cols);
+            s.rows_per_lane = rpl;
+            const vk::ComputePipeline& p = ctx.pipelines().get(
+                variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+            const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+              kernels::MatvecQ8Args a;
+              a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
+              const std::string_view mode = shape.mode;
+              if (mode == "norm" || mode == "norm_swiglu") a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
+              a.accumulate = mode == "acc";
+              a.swiglu = mode == "norm_swiglu";
+              kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
+            });
+            emit(tokens, std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl), us, legacy);
+          }
         }
       }
     }

@@ -12,12 +12,16 @@ constexpr uint32_t kTile = 64;  // BM = BN in matmul.comp
 constexpr uint32_t kMatvecTokens = 32;
 }  // namespace
 
+bool coopmat_uses_khr(const vk::Device& device) {
+  return device.khr_coopmat_enabled() && device.khr_coopmat_supports({.m = 16, .n = 16, .k = 16});
+}
+
 bool coopmat_supported(const vk::Device& device) {
   // matmul_coopmat.comp assumes subgroups of 32 and 16x16x16 f16 matrices (what every
-  // VK_NV_cooperative_matrix implementation offers), needs the extension enabled and 48 KiB of shared
-  // memory for the default tile.
-  return device.coopmat_enabled() && device.has_float16() && device.subgroup_size() == 32 &&
-         device.info().max_shared_memory >= 48 * 1024;
+  // VK_NV_cooperative_matrix implementation offers; checked for KHR), and 48 KiB of shared memory for the
+  // default tile.
+  return (device.coopmat_enabled() || coopmat_uses_khr(device)) && device.has_float16() &&
+         device.subgroup_size() == 32 && device.info().max_shared_memory >= 48 * 1024;
 }
 
 MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens) {

@@ -30,6 +30,10 @@ std::string_view mode(const MatvecQ8Args& a) {
 }
 }  // namespace
 
+bool matvec_q8_uses_int_dot(const vk::Device& device) {
+  return device.int_dot_enabled();
+}
+
 bool matvec_q8_supported(TensorType type, uint64_t cols) {
   const bool format = type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 ||
                       type == TensorType::Q6_Kx8 || type == TensorType::Q4_K || type == TensorType::Q5_K;
@@ -116,8 +120,9 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   char variant[48];  // "<mode>_<type>", built without allocating
   const int n = std::snprintf(variant, sizeof variant, "%.*s_%s", static_cast<int>(mode(args).size()),
                               mode(args).data(), type_variant(args.product.w.type));
-  const vk::ComputePipeline& pipeline =
-      k.pipeline(one ? "matvec_q8_t1" : "matvec_q8_t8", std::string_view(variant, static_cast<size_t>(n)));
+  const bool int_dot = matvec_q8_uses_int_dot(k.device());
+  const std::string_view op = int_dot ? (one ? "matvec_q8i_t1" : "matvec_q8i_t8") : (one ? "matvec_q8_t1" : "matvec_q8_t8");
+  const vk::ComputePipeline& pipeline = k.pipeline(op, std::string_view(variant, static_cast<size_t>(n)));
   dispatch_matvec_q8(rec, k, args, pipeline, matvec_q8_shape(k.device(), args.product.w.cols),
                      one ? 1 : kBatchTokens);
 }

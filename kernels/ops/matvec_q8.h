@@ -53,6 +53,10 @@ struct QuantizeQ8Args {
 // Records the quantization of `tokens` rows of x for later matvec_q8 products (cols a multiple of 16).
 void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& args);
 
+// Whether this device runs the GL_EXT_integer_dot_product build (where the device and the build have it),
+// else the portable one (the same integers, several instructions each).
+bool matvec_q8_uses_int_dot(const vk::Device& device);
+
 // Whether matvec_q8 takes weights of this type and row length.
 bool matvec_q8_supported(TensorType type, uint64_t cols);
 

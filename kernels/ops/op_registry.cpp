@@ -49,6 +49,19 @@ vk::SpecConstants spec_matvec_q8_t1(const vk::Device& d) {
 vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
   return spec_matvec_q8(d, 8);
 }
+// Which build of matvec_q8 and of the cooperative-matrix matmul a device runs (one of each).
+bool matvec_q8_int_dot(const vk::Device& d) {
+  return matvec_q8_uses_int_dot(d);
+}
+bool matvec_q8_portable(const vk::Device& d) {
+  return !matvec_q8_uses_int_dot(d);
+}
+bool nv_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && !coopmat_uses_khr(d);
+}
+bool khr_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && coopmat_uses_khr(d);
+}
 vk::SpecConstants spec_coopmat(const vk::Device&) {
   const CoopmatTile t;
   return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
@@ -96,11 +109,14 @@ const OpRegistration kOps[] = {
     {"matvec1", kAllTypes, spec_matvec},         // the single-token build of matvec.comp
     {"matvec1_swiglu", kAllTypes, spec_matvec},  // ... whose x is silu(gate) * up
     {"matmul", kAllTypes, spec_none},
-    {"matmul_coopmat", kAllTypes, spec_coopmat, coopmat_supported},
+    {"matmul_coopmat", kAllTypes, spec_coopmat, nv_coopmat_path},
+    {"matmul_coopmat_khr", kAllTypes, spec_coopmat, khr_coopmat_path},
     {"attention", kAttention, spec_attention},
     {"repack", kDeviceFormats, spec_none},
-    {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, nullptr, "matvec_q8", true},
-    {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, nullptr, "matvec_q8", true},
+    {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
     {"quantize_q8", kQuantizeQ8, spec_matvec},
 };
 
