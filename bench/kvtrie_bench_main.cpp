@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--tokens", sweep.tokens, "token counts, comma-separated")->capture_default_str();
   sweep_cmd->add_option("--rows-per-lane", sweep.rows_per_lane, "matvec_q8 rows per lane, comma-separated")
       ->capture_default_str();
+  sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
+      ->capture_default_str();
   sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
   sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")
       ->capture_default_str();

@@ -82,6 +82,7 @@ struct SweepMatvecOptions {
   std::string types = "Q4_0,Q4_K,Q8_0,Q6_K";
   std::string tokens = "1,8,32";          // tokens per product
   std::string rows_per_lane = "1,2,4,8";  // matvec_q8 variants
+  std::string variants = "q8,q8i";        // q8: the portable build, q8i: integer dot products (legacy always)
   uint32_t dispatches = 64;
   uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
 };

@@ -161,11 +161,13 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         });
         emit(tokens, "legacy", legacy, legacy);
         if (!kernels::matvec_q8_supported(format, shape.cols)) continue;
+        const bool want_portable = options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");
         const uint32_t group = tokens == 1 ? 1 : 8;
         for (const bool int_dot : {false, true}) {
           const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + shape.mode + "_" +
                                       kernels::type_variant(format);
           if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
+          if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane) {
             kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.cols);
             s.rows_per_lane = rpl;

@@ -16,6 +16,7 @@
 
 #include "kernels/error.h"
 #include "kernels/ops/kernels.h"
+#include "kernels/ops/matvec_q8.h"
 #include "kernels/ops/ops.h"
 #include "kernels/vk/pipeline.h"
 #include "kernels/vk/pipeline_cache_file.h"
@@ -263,8 +264,9 @@ TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne
   }
   // The matrix ops of the model's types are there, the other types' are not.
   EXPECT_TRUE(has(some, "matvec1_q4_0x8"));
-  EXPECT_TRUE(has(some, "matvec_q8_norm_swiglu_q4_0x8")) << "a row naming its shader and typed variants";
-  EXPECT_FALSE(has(some, "matvec_q8_norm_q4_k"));
+  const std::string q8 = matvec_q8_uses_int_dot(dev) ? "matvec_q8i_" : "matvec_q8_";
+  EXPECT_TRUE(has(some, q8 + "norm_swiglu_q4_0x8")) << "a row naming its shader and typed variants";
+  EXPECT_FALSE(has(some, q8 + "norm_q4_k"));
   EXPECT_TRUE(has(some, "matmul_q6_k"));
   EXPECT_TRUE(has(some, "get_rows_f32"));
   EXPECT_FALSE(has(some, "matvec_q8_0"));
