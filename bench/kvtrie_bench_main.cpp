@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--tokens", sweep.tokens, "token counts, comma-separated")->capture_default_str();
   sweep_cmd->add_option("--rows-per-lane", sweep.rows_per_lane, "matvec_q8 rows per lane, comma-separated")
       ->capture_default_str();
+  sweep_cmd->add_option("--threads-per-row", sweep.threads_per_row, "matvec_q8 threads per row lane (0: default)")
+      ->capture_default_str();
   sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
       ->capture_default_str();
   sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
@@ -104,7 +106,10 @@ int main(int argc, char** argv) {
   sweep_mm_cmd->add_option("--model", sweep_mm.model, "shapes: llama3-8b or llama3-1b")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--types", sweep_mm.types, "weight types, comma-separated")->capture_default_str();
-  sweep_mm_cmd->add_option("--tokens", sweep_mm.tokens, "prompt tokens per product")->capture_default_str();
+  sweep_mm_cmd->add_option("--tokens", sweep_mm.tokens, "prompt tokens per product, comma-separated")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, KHR-noload, KHR-nomul")
+      ->capture_default_str();
   sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--dispatches", sweep_mm.dispatches)

@@ -79,6 +79,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
   const vk::Device& dev = ctx.device();
   const std::vector<uint32_t> token_counts = parse_list(options.tokens);
   const std::vector<uint32_t> rows_per_lane = parse_list(options.rows_per_lane);
+  const std::vector<uint32_t> threads_per_row = parse_list(options.threads_per_row);
   std::mt19937_64 rng(7);
 
   for (const std::string& type_name :
@@ -168,9 +169,14 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                                       kernels::type_variant(format);
           if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
           if (!int_dot && !want_portable) continue;
-          for (uint32_t rpl : rows_per_lane) {
+          for (uint32_t rpl : rows_per_lane)
+          for (uint32_t tpr : threads_per_row) {
             kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.cols);
             s.rows_per_lane = rpl;
+            if (tpr != 0) {
+              if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup) continue;
+              s.threads_per_row = tpr;
+            }
             const vk::ComputePipeline& p = ctx.pipelines().get(
                 variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
             const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
@@ -182,7 +188,10 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
               a.swiglu = mode == "norm_swiglu";
               kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
             });
-            emit(tokens, std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl), us, legacy);
+            emit(tokens,
+                 std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
+                     std::to_string(s.threads_per_row),
+                 us, legacy);
           }
         }
       }
@@ -208,7 +217,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
     }
   }
   std::mt19937_64 rng(11);
-  const uint32_t T = options.tokens;
+  for (const uint32_t T : parse_list(options.tokens))
   for (const std::string& type_name :
        {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
     if (options.types.find(type_name) == std::string::npos) continue;
@@ -234,9 +243,12 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
       const kernels::MatmulArgs args{
           {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
-      for (const bool khr : {false, true}) {
-        const std::string shader =
-            std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + kernels::type_variant(format);
+      for (const std::string ext : {"NV", "KHR", "KHR-noload", "KHR-nomul"}) {
+        if (options.extensions.find(ext + ",") == std::string::npos && !options.extensions.ends_with(ext)) continue;
+        const bool khr = ext != "NV";
+        const std::string probe = ext == "KHR-noload" ? "noload_" : ext == "KHR-nomul" ? "nomul_" : "";
+        const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + probe +
+                                   kernels::type_variant(format);
         if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
         for (const kernels::CoopmatTile& t : tiles) {
           const vk::ComputePipeline& p =
@@ -261,7 +273,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
               .integer("rows", shape.rows)
               .integer("cols", shape.cols)
               .integer("tokens", T)
-              .text("extension", khr ? "KHR" : "NV")
+              .text("extension", ext)
               .text("tile", std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" +
                                 std::to_string(t.tm) + "x" + std::to_string(t.tn))
               .num("us", us)

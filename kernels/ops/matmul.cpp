@@ -24,7 +24,7 @@ bool coopmat_supported(const vk::Device& device) {
          device.subgroup_size() == 32 && device.info().max_shared_memory >= 48 * 1024;
 }
 
-MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens) {
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride) {
   switch (requested) {
     case MatmulPath::Deterministic:
     case MatmulPath::Tiled:
@@ -36,11 +36,11 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
       break;
   }
   if (tokens <= kMatvecTokens) return MatmulPath::Deterministic;
-  return coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
+  return coopmat_supported(device) && x_stride % 4 == 0 ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {
-  switch (resolve_matmul_path(k.device(), path, args.tokens)) {
+  switch (resolve_matmul_path(k.device(), path, args.tokens, args.x_stride ? args.x_stride : args.w.cols)) {
     case MatmulPath::Deterministic:
       if (path == MatmulPath::Auto && args.tokens == 1)
         matvec_single_token(rec, k, args);  // decode without the batch-invariance promise

@@ -25,9 +25,9 @@ bool coopmat_supported(const vk::Device& device);
 // Whether the CoopMat path is the VK_KHR_cooperative_matrix build (preferred where the device has it).
 bool coopmat_uses_khr(const vk::Device& device);
 
-// The path `requested` resolves to on this device for `tokens` tokens (throws kvtrie::Error when CoopMat is
-// requested on a device without it).
-MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens);
+// The path `requested` resolves to on this device for `tokens` tokens of x_stride floats apart (throws
+// kvtrie::Error when CoopMat is requested on a device without it). CoopMat needs x_stride % 4 == 0.
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride);
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
 

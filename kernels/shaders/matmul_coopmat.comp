@@ -152,13 +152,20 @@ void main() {
     }
 
   uint steps = (pc.k + BK - 1u) / BK;
+  // PROBE_NO_LOADS / PROBE_NO_MULTIPLY (tuning builds only, never dispatched by the engine): time the
+  // multiplies without the slices' loads, or the loads without the multiplies.
+#ifdef PROBE_NO_LOADS
+#define LOAD_STEP_IF(kt)
+#else
+#define LOAD_STEP_IF(kt) LOAD_STEP(kt)
+#endif
   LOAD_STEP(0u);
   STORE_STEP(0u);
   barrier();
   for (uint kt = 0u; kt < steps; ++kt) {
     uint cur = kt & 1u;
     if (kt + 1u < steps) {
-      LOAD_STEP(kt + 1u);
+      LOAD_STEP_IF(kt + 1u);
     }
     [[unroll]] for (uint kk = 0u; kk < BK / PAIR; kk += 16u / PAIR) {  // 16 values per multiply
       MAT_A a[TM];
@@ -167,8 +174,10 @@ void main() {
         LOAD_ROW_MAJOR(a[i], ws, (cur * BM + sm + 16u * i) * STRIDE + kk, STRIDE);
       [[unroll]] for (uint j = 0u; j < TN; ++j)
         LOAD_COL_MAJOR(b[j], xs, (cur * BN + sn + 16u * j) * STRIDE + kk, STRIDE);
+#ifndef PROBE_NO_MULTIPLY
       [[unroll]] for (uint i = 0u; i < TM; ++i)
         [[unroll]] for (uint j = 0u; j < TN; ++j) acc[i * TN + j] = MUL_ADD(a[i], b[j], acc[i * TN + j]);
+#endif
     }
     if (kt + 1u < steps) {
       STORE_STEP(cur ^ 1u);

@@ -97,15 +97,14 @@ void main() {
   precise float acc[NUM_ROWS * ROW_SETS][MAX_COLS];
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] = 0.0;
-#if defined(NORM) && !defined(PREQUANT)
-  // The sum of squares of every token's x, this thread's part (see sum_of_squares in matvec_q8_units.glsl).
-  precise float ss[MAX_COLS];
-  [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t)
-    ss[t] = sum_of_squares(min(tok0 + t, last_tok) * pc.x_stride / 4u, pc.k / 4u, tid, gl_WorkGroupSize.x);
-#endif
-
   uint units = pc.k / 32u;
   for (uint u = lt; u < units; u += pc.tpr) {
+    // Every row's unit is loaded first, so the loads are in flight together while x is prepared.
+    WUnit wu[NUM_ROWS * ROW_SETS];
+    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
+      uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
+      wu[i] = load_unit(pc.w_offset + r * pc.row_words, u);
+    }
     // The x values of this unit for every token: two groups of 16, quantized.
     uint xa = unit_x_first(u);  // first x index of group A (group B is xa + unit_x_gap())
     XGroup gx[MAX_COLS][2];
@@ -129,15 +128,17 @@ void main() {
 #endif
       }
     }
-    // Every row's unit is loaded before any is used, so the loads are in flight together.
-    WUnit wu[NUM_ROWS * ROW_SETS];
-    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
-      uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
-      wu[i] = load_unit(pc.w_offset + r * pc.row_words, u);
-    }
     [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] += unit_dot(wu[i], gx[t][0], gx[t][1]);
   }
+
+#if defined(NORM) && !defined(PREQUANT)
+  // Every token's sum of squares, this thread's part (q8_activations.glsl), taken after the weights'
+  // loads were issued.
+  precise float ss[MAX_COLS];
+  [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t)
+    ss[t] = sum_of_squares(min(tok0 + t, last_tok) * pc.x_stride / 4u, pc.k / 4u, tid, gl_WorkGroupSize.x);
+#endif
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.
   uint sg = gl_SubgroupID;

@@ -29,6 +29,11 @@ endforeach()
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
+# Tuning probes of the tensor-core matmul (bench sweep-matmul only): without the loads, without the multiplies.
+if(KVTRIE_GLSL_KHR_COOPMAT)
+  kvtrie_shader(matmul_coopmat_khr_noload_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_LOADS=1)
+  kvtrie_shader(matmul_coopmat_khr_nomul_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_MULTIPLY=1)
+endif()
 # Device formats: the in-place conversion from file blocks at load (weight_format.h).
 foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114)
   string(REPLACE ":" ";" _p ${_t})

@@ -32,6 +32,12 @@ uint32_t test_cols(TensorType type) {
   return block >= 256 ? 2 * block : 5 * 32;
 }
 
+// The CoopMat path reads x four floats at a time (rows of a multiple of 4 values, as every model's are):
+// float types get 100 values, still not a multiple of the 32-wide k step.
+uint32_t coopmat_cols(TensorType type) {
+  return tensor_type_info(type).block_elements == 1 ? 100 : test_cols(type);
+}
+
 struct HostMatrix {
   std::vector<uint8_t> bytes;
   std::vector<float> values;  // dequantized: what the reference multiplies
@@ -138,7 +144,7 @@ TEST_P(MatmulTest, CoopMatMatchesReferenceWhereSupported) {
       << "the cooperative-matrix variant must be compiled and embedded on every build";
   if (!coopmat_supported(context().device()))
     GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 67, cols = test_cols(type), tokens = 70;
+  const uint32_t rows = 67, cols = coopmat_cols(type), tokens = 70;
   const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
   vk::Buffer w = device_buffer(m.bytes);
   const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
@@ -170,18 +176,20 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
 
 class MatmulPathTest : public test::VulkanTest {};
 
-// Auto takes matvec for up to 32 tokens, above that cooperative matrices where the device has them, else
-// tiles; an explicit CoopMat request on a device without them is an error, not a silent fallback.
-TEST_F(MatmulPathTest, AutoResolvesByTokenCount) {
+// Auto takes matvec for up to 32 tokens, above that cooperative matrices where the device has them and x
+// rows are 16-byte aligned, else tiles; an explicit CoopMat request on a device without them is an error,
+// not a silent fallback.
+TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   const vk::Device& device = context().device();
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1), MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096), MatmulPath::Deterministic);
   const MatmulPath tiles = coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097), MatmulPath::Tiled);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512, 4096), MatmulPath::Deterministic);
   if (!coopmat_supported(device)) {
-    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512), Error);
+    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512, 4096), Error);
   }
 }
 
