@@ -240,7 +240,7 @@ for preset in $PRESETS; do
     name="$preset $type"
     if has_step models; then
       step 120 "load $name" "$B" load --model "$m" --repeats 2 --warmup 0
-      step 90 "prefill512 $name" "$B" prefill --model "$m" --prompt 512 --repeats "$PREFILL_REPEATS"
+      step 90 "prefill512 $name" "$B" prefill --model "$m" --prompt 512 --repeats "$PREFILL_REPEATS" --profile
       # The long prompt is attention-bound and slow (H200 llama3-1b Q4_0: 2.2 s a run): one timed run after one
       # warm-up.
       step 120 "prefill$LONG $name" "$B" prefill --model "$m" --prompt "$LONG" --repeats 1 --warmup 1

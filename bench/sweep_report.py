@@ -156,6 +156,13 @@ def print_kvtrie(rows):
                 if (op["bench"] == b and op.get("op") != "total" and op.get("share", 0) > 0.02
                         and op.get("model") == r["model"] and op.get("sequences") == r["sequences"]):
                     print(f"  - {op['op']}: {op['dispatches']} dispatches, {op['ms']:.2f} ms ({100 * op['share']:.0f}%)")
+        elif b == "prefill_profile" and r.get("op") == "total":
+            print(f"- prefill profile {r['model']} (last chunk of {r.get('prompt', '?')} tokens): GPU {r['gpu_ms']:.2f} ms "
+                  f"over {r['dispatches']} dispatches, wall {r['wall_ms']:.2f} ms")
+            for op in kv:
+                if (op["bench"] == b and op.get("op") != "total" and op.get("share", 0) > 0.02
+                        and op.get("model") == r["model"]):
+                    print(f"  - {op['op']}: {op['dispatches']} dispatches, {op['ms']:.2f} ms ({100 * op['share']:.0f}%)")
     peer = [r for r in rows if r.get("engine") == "llama.cpp"]
     for dev, feat in dict.fromkeys((r.get("peer_device"), r.get("peer_features")) for r in peer):
         print(f"- llama.cpp device: {dev} ({feat})")

@@ -8,8 +8,12 @@ namespace kvtrie::kernels {
 namespace {
 constexpr uint32_t kTile = 64;  // BM = BN in matmul.comp
 // Up to this many tokens matvec (weights read once per 8 tokens) is as fast as the 64-token tiles on an
-// H200 (kvtrie-bench kernel, docs/BENCHMARKS.md: 122 vs 120 us for 32 tokens of a 4096x4096 Q4_0 matrix).
+// H200 (kvtrie-bench kernel, docs/BENCHMARKS.md: 122 vs 120 us for 32 tokens of a 4096x4096 Q4_0 matrix);
+// with cooperative matrices, their 32-token tile takes over above kCoopmatMinTokens (on an H100, sweep-matmul
+// put a llama3-8b layer's four products at 32 tokens at 1.37 ms with it, where the engine's 32-sequence step
+// spent about 2.1 ms a layer; at 8 tokens the tile was slower).
 constexpr uint32_t kMatvecTokens = 32;
+constexpr uint32_t kCoopmatMinTokens = 16;
 }  // namespace
 
 bool coopmat_uses_khr(const vk::Device& device) {
@@ -35,8 +39,9 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
     case MatmulPath::Auto:
       break;
   }
-  if (tokens <= kMatvecTokens) return MatmulPath::Deterministic;
-  return coopmat_supported(device) && x_stride % 4 == 0 ? MatmulPath::CoopMat : MatmulPath::Tiled;
+  const bool coopmat = coopmat_supported(device) && x_stride % 4 == 0;
+  if (tokens <= kMatvecTokens && !(coopmat && tokens > kCoopmatMinTokens)) return MatmulPath::Deterministic;
+  return coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {
@@ -47,10 +52,15 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       else
         matvec(rec, k, args);
       return;
-    case MatmulPath::CoopMat:
-      dispatch_matmul_coopmat(rec, k, args, k.pipeline("matmul_coopmat", type_variant(args.w.type)),
-                              CoopmatTile{});
+    case MatmulPath::CoopMat: {
+      // Few tokens (batched decode, short chunks) take the 32-token tile: twice the row tiles in flight.
+      const bool few = args.tokens <= kSmallTile.tokens();
+      const bool khr = coopmat_uses_khr(k.device());
+      const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")
+                           : (few ? "matmul_coopmat_t32" : "matmul_coopmat");
+      dispatch_matmul_coopmat(rec, k, args, k.pipeline(op, type_variant(args.w.type)), few ? kSmallTile : CoopmatTile{});
       return;
+    }
     case MatmulPath::Tiled:
     case MatmulPath::Auto:
       break;

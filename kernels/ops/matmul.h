@@ -7,8 +7,8 @@
 //   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16 inputs, f32
 //                  accumulate), only where the device has one; tiles of CoopmatTile (default 128 rows x 128
 //                  tokens, 8 subgroups).
-// Auto picks matvec for up to 32 tokens (as fast as 64-token tiles there, docs/BENCHMARKS.md), above that
-// CoopMat where the device has it, else Tiled.
+// Auto picks matvec for up to 16 tokens, CoopMat above that where the device has it (a 32-token tile up to
+// 32 tokens), else matvec up to 32 tokens and Tiled above.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>
@@ -39,6 +39,9 @@ struct CoopmatTile {
   uint32_t tokens() const { return sg_n * 16 * tn; }
   uint32_t threads() const { return sg_m * sg_n * 32; }
 };
+// The tile of products of up to 32 tokens (batched decode): 64 rows x 32 tokens, 4 subgroups.
+inline constexpr CoopmatTile kSmallTile{4, 1, 1, 2};
+
 // Records the CoopMat product with a pipeline built for `tile` (the tuning harness; matmul() uses the
 // default tile).
 void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,

@@ -66,6 +66,10 @@ vk::SpecConstants spec_coopmat(const vk::Device&) {
   const CoopmatTile t;
   return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
 }
+vk::SpecConstants spec_coopmat_small(const vk::Device&) {
+  const CoopmatTile t = kSmallTile;
+  return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
+}
 vk::SpecConstants spec_none(const vk::Device&) {
   return {};
 }
@@ -111,6 +115,8 @@ const OpRegistration kOps[] = {
     {"matmul", kAllTypes, spec_none},
     {"matmul_coopmat", kAllTypes, spec_coopmat, nv_coopmat_path},
     {"matmul_coopmat_khr", kAllTypes, spec_coopmat, khr_coopmat_path},
+    {"matmul_coopmat_t32", kAllTypes, spec_coopmat_small, nv_coopmat_path, "matmul_coopmat"},
+    {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
     {"attention", kAttention, spec_attention},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},

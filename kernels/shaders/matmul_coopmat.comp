@@ -60,7 +60,14 @@ layout(local_size_x_id = 4) in;  // 32 * SG_M * SG_N
 #endif
 #define STRIDE ((BK + 8u) / PAIR)
 
+// Device formats and K-quants (rows 16-byte aligned) are decoded 16 values at a time from 16-byte loads
+// straight into f16 pairs (tile_decode.glsl); other types 8 at a time through matvec_blocks.glsl.
+#if WTYPE == 102 || WTYPE == 108 || WTYPE == 12 || WTYPE == 13 || WTYPE == 114
+#define FAST_DECODE
+layout(set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
+#else
 layout(set = 0, binding = 0) readonly buffer W { uint wq[]; };
+#endif
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
 
@@ -75,7 +82,13 @@ layout(push_constant) uniform Push {
   uint w_offset;  // byte offset of row 0 in the weight binding (bindings are aligned down)
 } pc;
 
+#ifdef FAST_DECODE
+#include "tile_decode.glsl"
+#define W_PIECE 16u  // values of a row one thread decodes per k step
+#else
 #include "matvec_blocks.glsl"
+#define W_PIECE 8u
+#endif
 
 shared SHARED_T ws[2 * BM * STRIDE];  // [buffer][row][k]
 shared SHARED_T xs[2 * BN * STRIDE];  // [buffer][token][k]
@@ -90,9 +103,26 @@ void store_pair(bool to_w, uint e, f16vec2 v) {
 #endif
 }
 
-// Register stage of one k step's slices: groups of 8 values, (BM + BN) * 4 of them over THREADS threads.
-#define W_GROUPS ((BM * 4u + THREADS - 1u) / THREADS)
+// Register stage of one k step's slices over THREADS threads: W pieces of W_PIECE values (BK / W_PIECE a
+// row), X groups of 8 values (4 a token).
+#define W_PIECES (BK / W_PIECE)
+#define W_GROUPS ((BM * W_PIECES + THREADS - 1u) / THREADS)
 #define X_GROUPS ((BN * 4u + THREADS - 1u) / THREADS)
+
+// Piece p (W_PIECE values from W_PIECE * p) of weight row `row` into f16 pairs; zeros when !inside.
+void load_w_piece(bool inside, uint row, uint p, out f16vec2 v[W_PIECE / 2u]) {
+  if (!inside) {
+    [[unroll]] for (uint j = 0u; j < W_PIECE / 2u; ++j) v[j] = f16vec2(0.0);
+    return;
+  }
+#ifdef FAST_DECODE
+  decode16(pc.w_offset / 16u + row * (pc.row_bytes / 16u), p, v);
+#else
+  float f[8];
+  decode8(pc.w_offset + row * pc.row_bytes, p, pc.k, f);
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = f16vec2(f[2u * j], f[2u * j + 1u]);
+#endif
+}
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -105,19 +135,13 @@ void main() {
   MAT_C acc[TM * TN];
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = MAT_C(0.0);
 
-  f16vec2 wreg[W_GROUPS][4], xreg[X_GROUPS][4];
-  // Loads step kt's slices into registers: W row lr, values 8 lg ..; X token lr, values 8 lg ...
+  f16vec2 wreg[W_GROUPS][W_PIECE / 2u], xreg[X_GROUPS][4];
+  // Loads step kt's slices into registers: W row lr, piece lg; X token lr, values 8 lg ...
   // Rows and tokens past the end read zeros; rows of float types are zero-padded past k.
   #define LOAD_STEP(kt)                                                                        \
     [[unroll]] for (uint i = 0u; i < W_GROUPS; ++i) {                                          \
-      uint slot = tid + i * THREADS, lr = slot / 4u, lg = slot % 4u;                           \
-      float v[8];                                                                              \
-      if (lr < BM && r0 + lr < pc.rows) {                                                      \
-        decode8(pc.w_offset + (r0 + lr) * pc.row_bytes, (kt) * 4u + lg, pc.k, v);             \
-      } else {                                                                                 \
-        [[unroll]] for (uint j = 0u; j < 8u; ++j) v[j] = 0.0;                                  \
-      }                                                                                        \
-      [[unroll]] for (uint j = 0u; j < 4u; ++j) wreg[i][j] = f16vec2(v[2u * j], v[2u * j + 1u]); \
+      uint slot = tid + i * THREADS, lr = slot / W_PIECES, lg = slot % W_PIECES;               \
+      load_w_piece(lr < BM && r0 + lr < pc.rows, r0 + lr, (kt) * W_PIECES + lg, wreg[i]);      \
     }                                                                                          \
     [[unroll]] for (uint i = 0u; i < X_GROUPS; ++i) {                                          \
       uint slot = tid + i * THREADS, lr = slot / 4u, lg = slot % 4u;                           \
@@ -141,9 +165,9 @@ void main() {
     }
   #define STORE_STEP(buf)                                                                      \
     [[unroll]] for (uint i = 0u; i < W_GROUPS; ++i) {                                          \
-      uint slot = tid + i * THREADS, lr = slot / 4u, lg = slot % 4u;                           \
+      uint slot = tid + i * THREADS, lr = slot / W_PIECES, lg = slot % W_PIECES;               \
       if (lr < BM)                                                                             \
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) store_pair(true, ((buf) * BM + lr) * STRIDE + (8u * lg + 2u * j) / PAIR, wreg[i][j]); \
+        [[unroll]] for (uint j = 0u; j < W_PIECE / 2u; ++j) store_pair(true, ((buf) * BM + lr) * STRIDE + (W_PIECE * lg + 2u * j) / PAIR, wreg[i][j]); \
     }                                                                                          \
     [[unroll]] for (uint i = 0u; i < X_GROUPS; ++i) {                                          \
       uint slot = tid + i * THREADS, lr = slot / 4u, lg = slot % 4u;                           \

@@ -34,6 +34,13 @@ if(KVTRIE_GLSL_KHR_COOPMAT)
   kvtrie_shader(matmul_coopmat_khr_noload_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_LOADS=1)
   kvtrie_shader(matmul_coopmat_khr_nomul_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_MULTIPLY=1)
 endif()
+# The tensor-core matmul's 16-value loader on its own (tests only: checkable without cooperative matrices).
+foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
+  string(REPLACE ":" ";" _p ${_t})
+  list(GET _p 0 _name)
+  list(GET _p 1 _id)
+  kvtrie_shader(tile_decode_${_name} tile_decode.comp WTYPE=${_id})
+endforeach()
 # Device formats: the in-place conversion from file blocks at load (weight_format.h).
 foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114)
   string(REPLACE ":" ";" _p ${_t})

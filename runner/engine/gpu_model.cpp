@@ -245,12 +245,14 @@ struct GpuModel::Impl {
     return *slot->recorder;
   }
 
-  // Products of up to kQ8Tokens tokens (the decode step, small batches) and every product under
+  // The decode step, batches of up to kQ8Tokens tokens (kQ8TokensNoCoopmat without cooperative matrices:
+  // bigger batches are faster on tensor cores, kernels/ops/matmul.h) and every product under
   // --deterministic take matvec_q8 where the weights allow: it folds the norm before a product, the
   // residual add after it and the FFN's SwiGLU, and it is batch-invariant.
-  static constexpr uint32_t kQ8Tokens = 32;
+  static constexpr uint32_t kQ8Tokens = 16, kQ8TokensNoCoopmat = 32;
   bool q8(const DeviceTensor& w, uint32_t T) const {
-    return (options.deterministic || T <= kQ8Tokens) && kernels::matvec_q8_supported(w.type, w.cols);
+    const uint32_t most = kernels::coopmat_supported(context.device()) ? kQ8Tokens : kQ8TokensNoCoopmat;
+    return (options.deterministic || T <= most) && kernels::matvec_q8_supported(w.type, w.cols);
   }
   kernels::MatvecQ8Args q8_args(const DeviceTensor& w, const vk::Buffer& in, vk::BufferView out, uint32_t T,
                                 uint32_t y_stride = 0) const {

@@ -157,13 +157,25 @@ TEST_P(MatmulTest, CoopMatWholeAndEdgeTilesMatchReference) {
   const TensorType type = GetParam();
   if (!coopmat_supported(context().device()))
     GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 2 * CoopmatTile{}.rows() + 3, cols = test_cols(type),
+  const uint32_t rows = 2 * CoopmatTile{}.rows() + 3, cols = coopmat_cols(type),
                  tokens = 2 * CoopmatTile{}.tokens() + 7;
   const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
   vk::Buffer w = device_buffer(m.bytes);
   const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
   expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat),
                            2e-3);
+}
+
+// Up to 32 tokens the CoopMat path takes its 32-token tile (kSmallTile): a whole tile and a tail of rows.
+TEST_P(MatmulTest, CoopMatSmallTileMatchesReference) {
+  const TensorType type = GetParam();
+  if (!coopmat_supported(context().device()))
+    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
+  const uint32_t rows = 2 * kSmallTile.rows() + 5, cols = coopmat_cols(type), tokens = 29;
+  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+  vk::Buffer w = device_buffer(m.bytes);
+  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat), 2e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
@@ -176,14 +188,19 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
 
 class MatmulPathTest : public test::VulkanTest {};
 
-// Auto takes matvec for up to 32 tokens, above that cooperative matrices where the device has them and x
-// rows are 16-byte aligned, else tiles; an explicit CoopMat request on a device without them is an error,
-// not a silent fallback.
+// Auto takes matvec for up to 16 tokens, above that cooperative matrices where the device has them and x
+// rows are 16-byte aligned, else matvec up to 32 tokens and tiles above; an explicit CoopMat request on a
+// device without them is an error, not a silent fallback.
 TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   const vk::Device& device = context().device();
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096), MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096), MatmulPath::Deterministic);
-  const MatmulPath tiles = coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 16, 4096), MatmulPath::Deterministic);
+  const bool coopmat = coopmat_supported(device);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 17, 4096),
+            coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096),
+            coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
+  const MatmulPath tiles = coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096), tiles);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096), tiles);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097), MatmulPath::Tiled);
