@@ -171,7 +171,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
           for (uint32_t tpr : threads_per_row) {
-            kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.cols);
+            kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, format, shape.rows, shape.cols, group);
             s.rows_per_lane = rpl;
             if (tpr != 0) {
               if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup) continue;
@@ -211,8 +211,9 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
     std::stringstream in(options.tiles);
     for (std::string item; std::getline(in, item, ',');) {
       kernels::CoopmatTile t;
-      KVTRIE_CHECK(std::sscanf(item.c_str(), "%ux%ux%ux%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn) == 4,
-                   "sweep-matmul: a tile is SGMxSGNxTMxTN, e.g. 4x2x2x4");
+      const int n = std::sscanf(item.c_str(), "%ux%ux%ux%uk%ub%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn, &t.bk, &t.buffers);
+      KVTRIE_CHECK((n == 4 || n == 5 || n == 6) && t.bk % 32 == 0 && (t.buffers == 1 || t.buffers == 2),
+                   "sweep-matmul: a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1");
       tiles.push_back(t);
     }
   }
@@ -252,7 +253,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
         if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
         for (const kernels::CoopmatTile& t : tiles) {
           const vk::ComputePipeline& p =
-              ctx.pipelines().get(shader, {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()});
+              ctx.pipelines().get(shader, t.spec());
           vk::CommandRecorder rec(ctx);
           rec.begin();
           for (uint32_t i = 0; i < options.dispatches; ++i)
@@ -275,7 +276,8 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
               .integer("tokens", T)
               .text("extension", ext)
               .text("tile", std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" +
-                                std::to_string(t.tm) + "x" + std::to_string(t.tn))
+                                std::to_string(t.tm) + "x" + std::to_string(t.tn) + "k" +
+                                std::to_string(t.bk) + "b" + std::to_string(t.buffers))
               .num("us", us)
               .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
               .emit();

@@ -31,10 +31,13 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
 
-// The cooperative-matrix tile: sg_m x sg_n subgroups of 32, each tm x tn blocks of 16x16 outputs. Its
-// specialization constants are {sg_m, sg_n, tm, tn, threads} (matmul_coopmat.comp).
+// The cooperative-matrix tile: sg_m x sg_n subgroups of 32, each tm x tn blocks of 16x16 outputs, k steps
+// of bk values through `buffers` shared buffers (2: alternating; 1: refilled after a second barrier). Its
+// specialization constants are {sg_m, sg_n, tm, tn, threads, bk, buffers} (matmul_coopmat.comp).
 struct CoopmatTile {
   uint32_t sg_m = 4, sg_n = 2, tm = 2, tn = 4;
+  uint32_t bk = 32, buffers = 2;
+  vk::SpecConstants spec() const { return {sg_m, sg_n, tm, tn, threads(), bk, buffers}; }
   uint32_t rows() const { return sg_m * 16 * tm; }
   uint32_t tokens() const { return sg_n * 16 * tn; }
   uint32_t threads() const { return sg_m * sg_n * 32; }

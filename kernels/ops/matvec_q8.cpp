@@ -15,7 +15,17 @@ namespace kvtrie::kernels {
 namespace {
 // Tokens per work group of the batched build (the decode step uses 1).
 constexpr uint32_t kBatchTokens = 8;
-constexpr uint32_t kRowsPerLane = 4;
+// From this many rows a product has work groups to spare: lanes of one subgroup, each thread looping over
+// several units, beat a lane per row's units (sweep-matvec on an H100, llama3-8b: Q4_0 gate_up 51 against
+// 62 us, the logits 197 against 367 us; docs/BENCHMARKS.md).
+constexpr uint64_t kManyRows = 16384;
+
+// The 8-row interleaved device formats: a lane of 8 rows reads one block row's contiguous bytes
+// (sweep-matvec on an H100: Q4_0 qkv 18.7 against 26.3 us, down 46 against 59 us; K-quants' separate rows
+// were slower with 8).
+bool interleaved_rows(TensorType type) {
+  return type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 || type == TensorType::Q6_Kx8;
+}
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
 std::string_view mode(const MatvecQ8Args& a) {
@@ -40,15 +50,18 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
   return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
 }
 
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t cols) {
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows, uint64_t cols,
+                              uint32_t tokens_per_group) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // A lane's threads take the row's 32-value units in turn: as many threads as units (a power of two, whole
-  // subgroups), the rest of the work group as further lanes over other rows.
+  // subgroups), the rest of the work group as further lanes over other rows; a matrix of many rows takes
+  // one-subgroup lanes.
   const auto units = static_cast<uint32_t>(cols / 32);
-  uint32_t tpr = std::bit_floor(std::max(std::min(wg, units), sg));
+  uint32_t tpr = rows >= kManyRows ? sg : std::bit_floor(std::max(std::min(wg, units), sg));
   tpr = std::max(tpr, std::min(sg, wg));
-  return {wg, tpr, kRowsPerLane};
+  const bool wide = tokens_per_group == 1 && interleaved_rows(type);
+  return {wg, tpr, wide ? kMatvecQ8RowsWide : kMatvecQ8Rows};
 }
 
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
@@ -121,10 +134,14 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const int n = std::snprintf(variant, sizeof variant, "%.*s_%s", static_cast<int>(mode(args).size()),
                               mode(args).data(), type_variant(args.product.w.type));
   const bool int_dot = matvec_q8_uses_int_dot(k.device());
-  const std::string_view op = int_dot ? (one ? "matvec_q8i_t1" : "matvec_q8i_t8") : (one ? "matvec_q8_t1" : "matvec_q8_t8");
+  const WeightMatrix& w = args.product.w;
+  const uint32_t group = one ? 1 : kBatchTokens;
+  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.type, w.rows, w.cols, group);
+  const bool wide = shape.rows_per_lane == kMatvecQ8RowsWide;
+  const std::string_view op = int_dot ? (one ? (wide ? "matvec_q8i_t1r8" : "matvec_q8i_t1") : "matvec_q8i_t8")
+                                      : (one ? (wide ? "matvec_q8_t1r8" : "matvec_q8_t1") : "matvec_q8_t8");
   const vk::ComputePipeline& pipeline = k.pipeline(op, std::string_view(variant, static_cast<size_t>(n)));
-  dispatch_matvec_q8(rec, k, args, pipeline, matvec_q8_shape(k.device(), args.product.w.cols),
-                     one ? 1 : kBatchTokens);
+  dispatch_matvec_q8(rec, k, args, pipeline, shape, group);
 }
 
 void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& a) {

@@ -39,15 +39,19 @@ vk::SpecConstants spec_attention(const vk::Device& d) {
   return {attention_workgroup_size(d)};
 }
 // matvec_q8: {work-group size, rows per lane, tokens per work group, subgroups per work group}.
-vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t tokens) {
-  const MatvecQ8Shape shape = matvec_q8_shape(d, 256);
-  return {shape.workgroup, shape.rows_per_lane, tokens, shape.workgroup / std::max(d.subgroup_size(), 1u)};
+// (matvec_q8_shape() picks a build's rows per lane; threads per row are a push constant.)
+vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t rows_per_lane, uint32_t tokens) {
+  const uint32_t wg = matvec_workgroup_size(d);
+  return {wg, rows_per_lane, tokens, wg / std::max(d.subgroup_size(), 1u)};
 }
 vk::SpecConstants spec_matvec_q8_t1(const vk::Device& d) {
-  return spec_matvec_q8(d, 1);
+  return spec_matvec_q8(d, kMatvecQ8Rows, 1);
+}
+vk::SpecConstants spec_matvec_q8_t1r8(const vk::Device& d) {
+  return spec_matvec_q8(d, kMatvecQ8RowsWide, 1);
 }
 vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
-  return spec_matvec_q8(d, 8);
+  return spec_matvec_q8(d, kMatvecQ8Rows, 8);
 }
 // Which build of matvec_q8 and of the cooperative-matrix matmul a device runs (one of each).
 bool matvec_q8_int_dot(const vk::Device& d) {
@@ -63,12 +67,10 @@ bool khr_coopmat_path(const vk::Device& d) {
   return coopmat_supported(d) && coopmat_uses_khr(d);
 }
 vk::SpecConstants spec_coopmat(const vk::Device&) {
-  const CoopmatTile t;
-  return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
+  return CoopmatTile{}.spec();
 }
 vk::SpecConstants spec_coopmat_small(const vk::Device&) {
-  const CoopmatTile t = kSmallTile;
-  return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
+  return kSmallTile.spec();
 }
 vk::SpecConstants spec_none(const vk::Device&) {
   return {};
@@ -120,8 +122,10 @@ const OpRegistration kOps[] = {
     {"attention", kAttention, spec_attention},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t1r8", matvec_q8_variants(), spec_matvec_q8_t1r8, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t1r8", matvec_q8_variants(), spec_matvec_q8_t1r8, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
     {"quantize_q8", kQuantizeQ8, spec_matvec},
 };

@@ -1,9 +1,9 @@
 #version 450
 // matmul_coopmat_<type>: the matmul of matmul.comp on tensor cores (cooperative matrices: f16 inputs, f32
 // accumulation). A work group of SG_M x SG_N subgroups computes a BM x BN tile of Y^T (weight rows x
-// tokens); each subgroup a (16 TM) x (16 TN) block as TM x TN 16x16 accumulators. Each k step of 32 decodes
+// tokens); each subgroup a (16 TM) x (16 TN) block as TM x TN 16x16 accumulators. Each k step of BK decodes
 // the W slice (BM rows) and converts the X slice (BN tokens) to f16 in shared memory; the next step's slices
-// are loaded into registers while this step multiplies, and two shared buffers alternate, so one barrier
+// are loaded into registers while this step multiplies, and with two shared buffers alternating one barrier
 // per step separates the loads from the multiplies. Tiles that lie inside Y are stored straight from the
 // accumulators; edge tiles go through shared memory with bounds checks.
 // Built twice where the compiler allows: with VK_NV_cooperative_matrix, and (KHR_COOPMAT) with
@@ -44,9 +44,13 @@ layout(constant_id = 1) const uint SG_N = 2u;
 layout(constant_id = 2) const uint TM = 2u;
 layout(constant_id = 3) const uint TN = 4u;
 layout(local_size_x_id = 4) in;  // 32 * SG_M * SG_N
+// Values of k per step, a multiple of 32, and shared buffers: 2 alternate (one barrier a step), 1 is
+// refilled after a second barrier (half the shared memory, for deeper steps within the 48 KB a work group
+// may have).
+layout(constant_id = 5) const uint BK = 32u;
+layout(constant_id = 6) const uint BUFFERS = 2u;
 #define BM (SG_M * 16u * TM)
 #define BN (SG_N * 16u * TN)
-#define BK 32u
 #define THREADS (SG_M * SG_N * 32u)
 // Shared rows of BK halves padded by 8 (16 bytes) against bank conflicts, held as f16 pairs where the
 // extension loads matrices from vector arrays (KHR) and as single halves where it does not (NV): PAIR
@@ -90,8 +94,8 @@ layout(push_constant) uniform Push {
 #define W_PIECE 8u
 #endif
 
-shared SHARED_T ws[2 * BM * STRIDE];  // [buffer][row][k]
-shared SHARED_T xs[2 * BN * STRIDE];  // [buffer][token][k]
+shared SHARED_T ws[BUFFERS * BM * STRIDE];  // [buffer][row][k]
+shared SHARED_T xs[BUFFERS * BN * STRIDE];  // [buffer][token][k]
 shared float staged[SG_M * SG_N * 256u];  // one 16x16 block per subgroup, for edge tiles
 
 // Two consecutive halves at element e of ws (to_w) or xs.
@@ -104,14 +108,16 @@ void store_pair(bool to_w, uint e, f16vec2 v) {
 }
 
 // Register stage of one k step's slices over THREADS threads: W pieces of W_PIECE values (BK / W_PIECE a
-// row), X groups of 8 values (4 a token).
+// row), X groups of 8 values (BK / 8 a token).
 #define W_PIECES (BK / W_PIECE)
+#define X_PIECES (BK / 8u)
 #define W_GROUPS ((BM * W_PIECES + THREADS - 1u) / THREADS)
-#define X_GROUPS ((BN * 4u + THREADS - 1u) / THREADS)
+#define X_GROUPS ((BN * X_PIECES + THREADS - 1u) / THREADS)
 
-// Piece p (W_PIECE values from W_PIECE * p) of weight row `row` into f16 pairs; zeros when !inside.
+// Piece p (W_PIECE values from W_PIECE * p) of weight row `row` into f16 pairs; zeros when !inside or
+// past the row (a last step of BK > 32 may be partial; rows are whole blocks of at least 32).
 void load_w_piece(bool inside, uint row, uint p, out f16vec2 v[W_PIECE / 2u]) {
-  if (!inside) {
+  if (!inside || p * W_PIECE >= pc.k) {
     [[unroll]] for (uint j = 0u; j < W_PIECE / 2u; ++j) v[j] = f16vec2(0.0);
     return;
   }
@@ -144,7 +150,7 @@ void main() {
       load_w_piece(lr < BM && r0 + lr < pc.rows, r0 + lr, (kt) * W_PIECES + lg, wreg[i]);      \
     }                                                                                          \
     [[unroll]] for (uint i = 0u; i < X_GROUPS; ++i) {                                          \
-      uint slot = tid + i * THREADS, lr = slot / 4u, lg = slot % 4u;                           \
+      uint slot = tid + i * THREADS, lr = slot / X_PIECES, lg = slot % X_PIECES;               \
       uint kx = (kt) * BK + 8u * lg;                                                           \
       vec4 a = vec4(0.0), b = vec4(0.0);                                                       \
       if (lr < BN && t0 + lr < pc.ntok && kx < pc.k) {                                         \
@@ -170,7 +176,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < W_PIECE / 2u; ++j) store_pair(true, ((buf) * BM + lr) * STRIDE + (W_PIECE * lg + 2u * j) / PAIR, wreg[i][j]); \
     }                                                                                          \
     [[unroll]] for (uint i = 0u; i < X_GROUPS; ++i) {                                          \
-      uint slot = tid + i * THREADS, lr = slot / 4u, lg = slot % 4u;                           \
+      uint slot = tid + i * THREADS, lr = slot / X_PIECES, lg = slot % X_PIECES;               \
       if (lr < BN)                                                                             \
         [[unroll]] for (uint j = 0u; j < 4u; ++j) store_pair(false, ((buf) * BN + lr) * STRIDE + (8u * lg + 2u * j) / PAIR, xreg[i][j]); \
     }
@@ -187,7 +193,7 @@ void main() {
   STORE_STEP(0u);
   barrier();
   for (uint kt = 0u; kt < steps; ++kt) {
-    uint cur = kt & 1u;
+    uint cur = BUFFERS == 2u ? kt & 1u : 0u;
     if (kt + 1u < steps) {
       LOAD_STEP_IF(kt + 1u);
     }
@@ -203,8 +209,9 @@ void main() {
         [[unroll]] for (uint j = 0u; j < TN; ++j) acc[i * TN + j] = MUL_ADD(a[i], b[j], acc[i * TN + j]);
 #endif
     }
+    if (BUFFERS == 1u) barrier();  // every subgroup has read the buffer the stores below refill
     if (kt + 1u < steps) {
-      STORE_STEP(cur ^ 1u);
+      STORE_STEP(BUFFERS == 2u ? cur ^ 1u : 0u);
     }
     barrier();
   }

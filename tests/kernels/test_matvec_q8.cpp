@@ -203,6 +203,8 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
   }
 };
 
+class MatvecQ8ShapeTest : public test::VulkanTest {};
+
 // Row lengths: one unit per thread or fewer (several row lanes per work group), and many units per thread
 // with a remainder. Q6_K's device format takes rows of whole 2048-value groups.
 std::vector<uint32_t> test_cols(TensorType type) {
@@ -251,6 +253,48 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
           << "token " << t << " differs alone vs in a batch of " << tokens << " quantized ahead";
     }
   }
+}
+
+// A matrix of many rows (the FFN's gate and up, the logits) takes lanes of one subgroup, each thread looping
+// over several units: its products match the references and a token's bits do not depend on its batch.
+TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
+  const TensorType type = GetParam();
+  const uint32_t cols = test_cols(type).front(), rows = 16384 + 9;
+  for (Fold fold : {Fold::Store, Fold::NormSwiglu}) {
+    const uint32_t out_rows = fold == Fold::NormSwiglu ? rows / 2 + 1 : rows;
+    check(type, out_rows, cols, fold, 1, false);
+    check(type, out_rows, cols, fold, 9, true);
+  }
+  const TensorType format = device_format(type, cols);
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  const vk::Buffer w = device_weights(m, type, rows, cols);
+  const std::vector<float> x = random_floats(uint64_t{9} * cols, -2.0f, 2.0f);
+  const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f), y0(uint64_t{9} * rows);
+  const std::vector<float> batch = run(w, format, rows, cols, Fold::Store, x, norm, y0, 9, true);
+  const std::vector<float> x6(x.begin() + 6 * cols, x.begin() + 7 * cols);
+  const std::vector<float> alone = run(w, format, rows, cols, Fold::Store, x6, norm, std::vector<float>(rows), 1);
+  EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{6} * rows, rows * sizeof(float)), 0);
+}
+
+// The launch shape: threads per row depend on the matrix alone (so a token's reduction order is the same
+// alone and in a batch), one-subgroup lanes from 16384 rows, 8 rows a lane for one token of the 8-row
+// interleaved formats.
+TEST_F(MatvecQ8ShapeTest, ThreadsPerRowFollowTheMatrixAndRowsPerLaneTheFormat) {
+  const vk::Device& d = context().device();
+  const uint32_t sg = d.subgroup_size();
+  for (const TensorType type : {TensorType::Q4_0x8, TensorType::Q4_K})
+    for (const uint64_t rows : {uint64_t{4096}, uint64_t{16383}, uint64_t{16384}, uint64_t{128256}})
+      for (const uint64_t cols : {uint64_t{4096}, uint64_t{14336}}) {
+        const MatvecQ8Shape one = matvec_q8_shape(d, type, rows, cols, 1),
+                            batch = matvec_q8_shape(d, type, rows, cols, 8);
+        EXPECT_EQ(one.threads_per_row, batch.threads_per_row);
+        EXPECT_EQ(one.workgroup, batch.workgroup);
+        EXPECT_EQ(one.threads_per_row % sg, 0u);
+        if (rows >= 16384) EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
+        else EXPECT_EQ(one.threads_per_row, std::min<uint32_t>(one.workgroup, std::max<uint32_t>(sg, 128)));
+        EXPECT_EQ(one.rows_per_lane, type == TensorType::Q4_0x8 ? kMatvecQ8RowsWide : kMatvecQ8Rows);
+        EXPECT_EQ(batch.rows_per_lane, kMatvecQ8Rows);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatvecQ8Test,
