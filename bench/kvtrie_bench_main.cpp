@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   prefill_cmd->add_option("--prompt", prefill.prompt, "prompt tokens")->capture_default_str();
   prefill_cmd->add_option("--batch", prefill.max_batch_tokens, "max_batch_tokens (chunk size)")->capture_default_str();
   prefill_cmd->add_flag("--profile", prefill.profile, "after timing, the last chunk of one more run per dispatch: time by op");
+  prefill_cmd->add_flag("--deterministic", prefill.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
+  prefill_cmd->add_option("--attention-split", prefill.attention_split, "positions per attention split (0: default)")
+      ->capture_default_str();
 
   DecodeOptions decode;
   auto* decode_cmd = app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");
@@ -48,6 +51,9 @@ int main(int argc, char** argv) {
   decode_cmd->add_option("--read-bandwidth", decode.read_bandwidth, "device read bandwidth, bytes/s (bound)")
       ->capture_default_str();
   decode_cmd->add_flag("--profile", decode.profile, "after timing, one step with a timestamp per dispatch: time by op");
+  decode_cmd->add_flag("--deterministic", decode.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
+  decode_cmd->add_option("--attention-split", decode.attention_split, "positions per decode attention split (0: default)")
+      ->capture_default_str();
 
   MultiturnOptions multi;
   auto* multi_cmd = app.add_subcommand("multiturn", "shared-prefix conversations through GpuEngine, cache on/off");

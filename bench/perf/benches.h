@@ -22,6 +22,8 @@ struct PrefillOptions {
   uint32_t prompt = 512;
   uint32_t max_batch_tokens = 512;
   bool profile = false;  // also time the last chunk of one more prefill per dispatch (prefill_profile rows)
+  bool deterministic = false;    // GpuModelOptions::deterministic
+  uint32_t attention_split = 0;  // GpuModelOptions::attention_split (0: the default)
 };
 void run_prefill(const CommonOptions& common, const PrefillOptions& options);
 
@@ -33,6 +35,8 @@ struct DecodeOptions {
   uint32_t tokens = 128;                 // decode steps timed
   double read_bandwidth = 4.44e12;       // bytes/s, for the bandwidth bound
   bool profile = false;                  // also time one step per dispatch (a decode_profile row per op)
+  bool deterministic = false;            // GpuModelOptions::deterministic
+  uint32_t attention_split = 0;          // GpuModelOptions::attention_split (0: the default)
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);
 

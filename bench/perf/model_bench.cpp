@@ -45,9 +45,11 @@ struct ModelRig {
   uint32_t pages_per_seq = 0;
 
   ModelRig(vk::Context& ctx, const std::filesystem::path& path, uint32_t sequences, uint32_t max_context,
-           uint32_t max_batch_tokens)
+           uint32_t max_batch_tokens, bool deterministic, uint32_t attention_split)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)) {
     GpuModelOptions mo;
+    mo.deterministic = deterministic;
+    mo.attention_split = attention_split;
     mo.max_batch_tokens = std::max(max_batch_tokens, sequences);
     mo.max_sequences = sequences;
     mo.max_context = max_context;
@@ -168,7 +170,8 @@ void emit_profile(const std::string& bench, const std::string& model, const std:
 
 void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   vk::Context ctx(context_options(common));
-  ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens);
+  ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, options.deterministic,
+               options.attention_split);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
   std::vector<float> logits;
   std::vector<double> seconds;
@@ -192,6 +195,8 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .text("path", "GpuModel")
       .integer("prompt", options.prompt)
       .integer("chunk", rig.model->options().max_batch_tokens)
+      .integer("deterministic", options.deterministic ? 1 : 0)
+      .integer("attention_split", options.attention_split)
       .num("prefill_ms", med * 1e3)
       .num("tok_s", options.prompt / med)
       .integer("repeats", static_cast<int64_t>(seconds.size()))
@@ -218,7 +223,8 @@ void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, dou
 void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   vk::Context ctx(context_options(common));
   const uint32_t steps = common.warmup + options.tokens;
-  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512);  // +2: profile steps
+  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,  // +2: profile steps
+               options.deterministic, options.attention_split);
   std::vector<float> logits;
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)
@@ -255,6 +261,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("context", options.context)
       .integer("sequences", options.sequences)
       .integer("tokens", options.tokens)
+      .integer("deterministic", options.deterministic ? 1 : 0)
+      .integer("attention_split", options.attention_split)
       .num("step_ms", step_med * 1e3)
       .num("tok_s", options.sequences / step_med)
       .num("tok_s_mean", static_cast<double>(options.sequences) * step_seconds.size() / total)

@@ -72,6 +72,8 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
                              const vk::ComputePipeline& pipeline, const CoopmatTile& tile) {
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
   KVTRIE_CHECK(x_stride % 4 == 0, "matmul_coopmat: x_stride must be a multiple of 4 floats");
+  KVTRIE_CHECK(tile.shared_bytes() <= k.device().info().max_shared_memory,
+               "matmul_coopmat: the tile needs more shared memory than the device gives a work group");
   dispatch_matmul_variant(rec, k, args, pipeline, tile.rows(), tile.tokens());
 }
 

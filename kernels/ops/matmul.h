@@ -38,6 +38,9 @@ struct CoopmatTile {
   uint32_t sg_m = 4, sg_n = 2, tm = 2, tn = 4;
   uint32_t bk = 32, buffers = 2;
   vk::SpecConstants spec() const { return {sg_m, sg_n, tm, tn, threads(), bk, buffers}; }
+  // matmul_coopmat.comp's shared memory: the W and X slices (f16, rows padded by 8) and a 16x16 f32 block
+  // per subgroup for edge tiles.
+  uint32_t shared_bytes() const { return buffers * (rows() + tokens()) * (bk + 8) * 2 + sg_m * sg_n * 1024; }
   uint32_t rows() const { return sg_m * 16 * tm; }
   uint32_t tokens() const { return sg_n * 16 * tn; }
   uint32_t threads() const { return sg_m * sg_n * 32; }

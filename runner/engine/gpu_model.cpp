@@ -216,8 +216,12 @@ struct GpuModel::Impl {
   // over more work groups with finer splits; --deterministic keeps one split size for every batch (a
   // token's result must not depend on its batch).
   static constexpr uint32_t kSmallBatch = 32;
+  static constexpr uint32_t kSmallBatchSplit = 64;
   uint32_t split_size(uint32_t tokens) const {
-    return !options.deterministic && tokens <= kSmallBatch ? 64 : kernels::AttentionArgs{}.split_size;
+    if (options.deterministic)
+      return options.attention_split ? options.attention_split : kernels::AttentionArgs{}.split_size;
+    if (tokens > kSmallBatch) return kernels::AttentionArgs{}.split_size;
+    return options.attention_split ? options.attention_split : kSmallBatchSplit;
   }
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.

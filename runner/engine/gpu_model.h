@@ -29,6 +29,9 @@ struct GpuModelOptions {
   uint32_t max_context = 4096;      // positions per sequence at most
   uint32_t page_tokens = 16;        // P of the KV layout
   bool deterministic = false;       // batch-invariant kernels everywhere
+  // Context positions per attention split of decode batches (every batch under deterministic); 0: the
+  // default (a tuning knob for kvtrie-bench).
+  uint32_t attention_split = 0;
 };
 
 // One forward step. Token i belongs to sequence seq[i] (an index into page_tables), sits at position
