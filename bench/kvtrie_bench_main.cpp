@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   prefill_cmd->add_option("--batch", prefill.max_batch_tokens, "max_batch_tokens (chunk size)")->capture_default_str();
   prefill_cmd->add_flag("--profile", prefill.profile, "after timing, the last chunk of one more run per dispatch: time by op");
   prefill_cmd->add_flag("--deterministic", prefill.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
-  prefill_cmd->add_option("--attention-split", prefill.attention_split, "positions per attention split (0: default)")
+  prefill_cmd->add_option("--attention-split", prefill.attention_split, "positions per attention split (0: the model's rules)")
       ->capture_default_str();
 
   DecodeOptions decode;
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_flag("--profile", decode.profile, "after timing, one step with a timestamp per dispatch: time by op");
   decode_cmd->add_flag("--deterministic", decode.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
-  decode_cmd->add_option("--attention-split", decode.attention_split, "positions per decode attention split (0: default)")
+  decode_cmd->add_option("--attention-split", decode.attention_split, "positions per attention split (0: the model's rules)")
       ->capture_default_str();
 
   MultiturnOptions multi;

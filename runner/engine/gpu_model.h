@@ -29,8 +29,8 @@ struct GpuModelOptions {
   uint32_t max_context = 4096;      // positions per sequence at most
   uint32_t page_tokens = 16;        // P of the KV layout
   bool deterministic = false;       // batch-invariant kernels everywhere
-  // Context positions per attention split of decode batches (every batch under deterministic); 0: the
-  // default (a tuning knob for kvtrie-bench).
+  // Context positions per attention split of every batch; 0: the model's rules (gpu_model.cpp). A tuning
+  // knob for kvtrie-bench.
   uint32_t attention_split = 0;
 };
 

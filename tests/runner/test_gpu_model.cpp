@@ -42,14 +42,18 @@ struct Rig {
   std::unique_ptr<GpuModel> model;
   std::unique_ptr<VkPageStore> pages;
 
-  Rig(vk::Context& ctx, const std::filesystem::path& path)
-      : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)) {
+  uint32_t n_pages;
+
+  Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq = kPages,
+      uint32_t attention_split = 0)
+      : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)), n_pages(pages_of_seq) {
     GpuModelOptions o;
     o.max_batch_tokens = 32;
     o.max_sequences = 16;
-    o.max_context = kPages * 16;
+    o.max_context = n_pages * 16;
+    o.attention_split = attention_split;
     model = std::make_unique<GpuModel>(ctx, file, config, o);
-    pages = std::make_unique<VkPageStore>(ctx, model->kv_layout(), kPages, 0);
+    pages = std::make_unique<VkPageStore>(ctx, model->kv_layout(), n_pages, 0);
     model->bind_pages(*pages);
   }
 
@@ -57,7 +61,7 @@ struct Rig {
   std::vector<float> step(std::span<const int32_t> tokens, uint32_t first) {
     Batch b;
     b.page_tables.push_back({});
-    for (uint32_t p = 0; p < kPages; ++p) b.page_tables[0].push_back(p);
+    for (uint32_t p = 0; p < n_pages; ++p) b.page_tables[0].push_back(p);
     for (uint32_t i = 0; i < tokens.size(); ++i) {
       b.tokens.push_back(tokens[i]);
       b.positions.push_back(first + i);
@@ -139,6 +143,32 @@ TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {
   // A different token in the replayed shape gives different logits: the replay reads this step's inputs.
   const std::vector<float> c = replayed.step(std::span(decode).subspan(2, 1), P + 2);
   EXPECT_NE(c, a);
+}
+
+// Batches of up to 32 tokens split attention by their context (32 positions a split below 1024, 64 below
+// 2048, then 128): a sequence run past the first change gives the logits of one fixed split size, up to
+// rounding, so the scratch, the grid and the replayed recordings follow the split.
+TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
+  const auto path = synth::write_preset(test::scratch_dir() / "gpu_model_splits.gguf", "tiny", TensorType::F32, 7);
+  constexpr uint32_t kLongPages = 70;  // 1120 positions
+  Rig by_context(context(), path, kLongPages), fixed(context(), path, kLongPages, 32);
+  std::vector<int32_t> chunk(16);  // logits for every token: at most max_sequences of them
+  float worst = 0;
+  auto run = [&](uint32_t first) {
+    for (uint32_t i = 0; i < 16; ++i) chunk[i] = static_cast<int32_t>((first * 7 + i * 13) % 200 + 3);
+    const std::vector<float> a = by_context.step(chunk, first), b = fixed.step(chunk, first);
+    ASSERT_EQ(a.size(), b.size());
+    float diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i]));
+    worst = std::max(worst, diff / std::max(max_abs(b), 1e-6f));
+  };
+  for (uint32_t first = 0; first + 16 <= kLongPages * 16; first += 16) run(first);
+  // 17 splits of 32 positions (up to 527), then 17 of 64 (up to 1039): one recording must not stand in for
+  // the other (the recordings are dropped first, so the 32-position one is made).
+  by_context.model->set_profiling(false);
+  run(512);
+  run(1024);
+  EXPECT_LT(worst, 1e-4f) << "largest difference relative to the logits' largest magnitude";
 }
 
 }  // namespace
