@@ -80,7 +80,7 @@ constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
 constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
-constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv};
+constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};

@@ -85,7 +85,10 @@ struct KvWriteArgs {
 };
 void kv_write(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a);
 // kv_write with K rotated on the way by normal-mode rope (rope.mode must be Normal; rope.x, n_tokens and
-// n_heads are ignored: K comes from a.k, one token per row); the K buffer is left unrotated.
-void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a, const RopeArgs& rope);
+// n_heads are ignored: K comes from a.k, one token per row); the K buffer is left unrotated. With q_rope
+// (the same positions, factors, base and dims), Q (q_rope.x, q_rope.n_heads heads a token) is also rotated
+// in place, as rope(q_rope) would; a pool split into chunks passes it with one chunk only.
+void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a, const RopeArgs& rope,
+                   const RopeArgs* q_rope = nullptr);
 
 }  // namespace kvtrie::kernels

@@ -2,7 +2,7 @@
 // (strided, as inside a fused QKV buffer) land as f16 at their slots' pages, layers apart, in a pool bound as
 // two chunks of whole pages; untouched slots keep their old contents; negative slots are skipped.
 // kv_write_rope: the same pages as rope on K followed by kv_write (partial rope dims, frequency factors), and
-// the K buffer left as it was.
+// the K buffer left as it was; given Q's rope too, Q rotated in place as rope() rotates it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -118,6 +118,71 @@ TEST_F(KvWrite, RopeOnTheWayEqualsRopeThenWrite) {
   EXPECT_GT(rotated, 0u);
   EXPECT_EQ(read_back<float>(bk_fused, kv.size()), kv) << "the K buffer must stay unrotated";
   EXPECT_NE(read_back<float>(bk_split, kv.size()), kv) << "the reference path rotated K in place";
+}
+
+// The fused product's rows [Q | K | V | padding] of each token, bound once: the QKV build writes the same
+// pages as kv_write_rope on K and V, and rotates Q in place as rope() does, leaving K, V and the padding.
+TEST_F(KvWrite, RopeOnTheWayAlsoRotatesQInPlace) {
+  const uint32_t head_dim = 12, heads = 2, q_heads = 4, n_tokens = 5;
+  const KvLayout layout{2, 4, heads * head_dim};
+  const uint32_t q_dim = q_heads * head_dim, stride = q_dim + 2 * layout.kv_dim + 6;
+  const std::vector<float> rows = random_floats(size_t{n_tokens} * stride, -2.0f, 2.0f);
+  const std::vector<int32_t> positions = {0, 3, 17, 250, 4095};
+  const std::vector<int32_t> slots = {0, 5, 2, 7, 1};
+  const std::vector<float> factors = random_floats(head_dim / 2, 1.0f, 8.0f);
+  const std::vector<uint16_t> zeros(layout.page_elements() * 2);
+  vk::Buffer fused_rows = device_buffer(rows), ref_rows = device_buffer(rows);
+  vk::Buffer bpos = device_buffer(positions), bslots = device_buffer(slots), bf = device_buffer(factors);
+  vk::Buffer fused = device_buffer(zeros), reference = device_buffer(zeros);
+  Kernels k(context(), Prewarm::No);
+  const uint64_t bytes = rows.size() * 4;
+  auto args = [&](const vk::Buffer& b, const vk::Buffer& pages) {
+    KvWriteArgs a;
+    a.k = b.view(uint64_t{q_dim} * 4, bytes - uint64_t{q_dim} * 4);
+    a.v = b.view(uint64_t{q_dim + layout.kv_dim} * 4, bytes - uint64_t{q_dim + layout.kv_dim} * 4);
+    a.k_stride = a.v_stride = stride;
+    a.slots = bslots.view(0, slots.size() * 4);
+    a.pages = pages.view(0, zeros.size() * 2);
+    a.layout = layout;
+    a.n_tokens = n_tokens;
+    a.page_count = 2;
+    return a;
+  };
+  RopeArgs rope;
+  rope.positions = bpos.view(0, positions.size() * 4);
+  rope.freq_factors = bf.view(0, factors.size() * 4);
+  rope.n_tokens = n_tokens;
+  rope.n_heads = heads;
+  rope.head_dim = head_dim;
+  rope.rope_dims = 8;
+  rope.freq_base = 500000.0f;
+  RopeArgs q_rope = rope;
+  q_rope.n_heads = q_heads;
+  q_rope.token_stride = stride;
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  q_rope.x = fused_rows.view(0, bytes);
+  kv_write_rope(rec, k, args(fused_rows, fused), rope, &q_rope);
+  kv_write_rope(rec, k, args(ref_rows, reference), rope);
+  q_rope.x = ref_rows.view(0, bytes);
+  kernels::rope(rec, k, q_rope);
+  rec.end();
+  rec.submit_and_wait();
+  EXPECT_EQ(read_back<uint16_t>(fused, zeros.size()), read_back<uint16_t>(reference, zeros.size()));
+  const std::vector<float> got = read_back<float>(fused_rows, rows.size()), want = read_back<float>(ref_rows, rows.size());
+  size_t rotated = 0;
+  for (uint32_t t = 0; t < n_tokens; ++t)
+    for (uint32_t c = 0; c < stride; ++c) {
+      const size_t i = size_t{t} * stride + c;
+      if (c < q_dim) {
+        EXPECT_NEAR(got[i], want[i], 1e-5f * (std::fabs(want[i]) + 1.0f)) << "token " << t << " Q " << c;
+        rotated += got[i] != rows[i];
+      } else {
+        EXPECT_EQ(got[i], rows[i]) << "token " << t << " column " << c << " (K, V or padding) changed";
+      }
+    }
+  // Pairs inside rope_dims of every head of tokens 1.. (position 0 leaves token 0 as it is).
+  EXPECT_GE(rotated, size_t{(n_tokens - 1) * q_heads * 8 - 4});
 }
 
 }  // namespace
