@@ -20,7 +20,8 @@
 #              TYPES for it) / "llama3-8b Q4_0": the model of the decode 8/32, multiturn and http steps).
 #   LONG       the long prompt and context (default 4096: prefill 4096, decode at context 4096).
 #   PAR_SEQUENCES   the multi model's decode-together sizes (default "8 32").
-#   QUICK=1    a smaller sweep; READ_BW bytes/s for the decode bound (default 4.44e12, the spec's H200
+#   QUICK=1    a smaller sweep; READ_BW bytes/s for the decode bound (default: the limits step's measured
+#              shader read bandwidth when it runs, else 4.44e12, the spec's H200
 #              read-only figure); MODELS_DIR scratch for synthetic models (default /tmp/kvtrie-models).
 #   PEER_NGL (99), PEER_TG (128), PEER_REPS (3), PEER_TIMEOUT (300 s per peerbench run).
 #   HTTP_CONVERSATIONS (32) HTTP_TURNS (5) HTTP_SYSTEM (2048) HTTP_USER (256) HTTP_ANSWER (128)
@@ -39,6 +40,7 @@ OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/bench.log
 RESULTS=$OUT/results.jsonl
 MODELS=${MODELS_DIR:-/tmp/kvtrie-models}
+READ_BW_GIVEN=${READ_BW:+1}
 READ_BW=${READ_BW:-4.44e12}
 QUICK=${QUICK:-0}
 PRESETS=${PRESETS:-llama3-1b llama3-8b}
@@ -217,6 +219,15 @@ PREFILL_REPEATS=3
 # matrix products of llama3-8b shapes (per-dispatch time, chained as in a forward pass and independent).
 if has_step limits; then
   step 60 "bandwidth" "$B" bandwidth --mib "${BW_MIB:-2048}"
+  # The decode bound uses the read bandwidth measured here unless READ_BW was given.
+  if [ -z "$READ_BW_GIVEN" ]; then
+    measured=$(grep '"bench":"bandwidth"' "$RESULTS" | tail -1 |
+      python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["read_bytes_per_s"])' 2>/dev/null || true)
+    if [ -n "$measured" ]; then
+      READ_BW=$measured
+      log "decode bound from the read bandwidth measured here: $READ_BW bytes/s"
+    fi
+  fi
   for spec in "auto 4096 4096 1" "auto 14336 4096 1" "auto 4096 14336 1" "auto 4096 4096 32" "auto 4096 4096 512" \
               "tiled 4096 4096 512"; do
     read -r path rows cols tokens <<<"$spec"
