@@ -23,9 +23,13 @@ def load(path):
         for n, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except ValueError:
                     print(f"sweep_report: {path}:{n}: not JSON, skipped", file=sys.stderr)
+                    continue
+                # Rates and times are floats even where the writer's 6 digits made them integral (3730).
+                rows.append({k: float(v) if type(v) is int and k.endswith(("tok_s", "_ms", "_s")) else v
+                             for k, v in row.items()})
     return rows
 
 
