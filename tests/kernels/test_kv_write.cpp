@@ -17,6 +17,21 @@ namespace {
 
 class KvWrite : public test::VulkanTest {};
 
+// Llama-3-style rope over 8 of each head's dims (the last pairs of a 12-wide head stay as they are), with
+// frequency factors.
+RopeArgs llama3_rope(vk::BufferView positions, vk::BufferView factors, uint32_t n_tokens, uint32_t heads,
+                     uint32_t head_dim) {
+  RopeArgs rope;
+  rope.positions = positions;
+  rope.freq_factors = factors;
+  rope.n_tokens = n_tokens;
+  rope.n_heads = heads;
+  rope.head_dim = head_dim;
+  rope.rope_dims = 8;
+  rope.freq_base = 500000.0f;
+  return rope;
+}
+
 TEST_F(KvWrite, ScattersKAndVIntoPagesAtEachTokensSlot) {
   const KvLayout layout{3, 5, 2 * 14};  // 3 layers, P = 5, 2 kv heads of 14
   const uint32_t n_pages = 4, n_tokens = 6, stride = 3 * layout.kv_dim + 1, layer = 1;
@@ -91,14 +106,8 @@ TEST_F(KvWrite, RopeOnTheWayEqualsRopeThenWrite) {
     a.page_count = 2;
     return a;
   };
-  RopeArgs rope;
-  rope.positions = bpos.view(0, positions.size() * 4);
-  rope.freq_factors = bf.view(0, factors.size() * 4);
-  rope.n_tokens = n_tokens;
-  rope.n_heads = heads;
-  rope.head_dim = head_dim;
-  rope.rope_dims = 8;  // partial: the last 2 pairs of each head stay as they are
-  rope.freq_base = 500000.0f;
+  RopeArgs rope = llama3_rope(bpos.view(0, positions.size() * 4), bf.view(0, factors.size() * 4), n_tokens,
+                              heads, head_dim);
   vk::CommandRecorder rec(context());
   rec.begin();
   kv_write_rope(rec, k, args(bk_fused, fused), rope);
@@ -148,14 +157,8 @@ TEST_F(KvWrite, RopeOnTheWayAlsoRotatesQInPlace) {
     a.page_count = 2;
     return a;
   };
-  RopeArgs rope;
-  rope.positions = bpos.view(0, positions.size() * 4);
-  rope.freq_factors = bf.view(0, factors.size() * 4);
-  rope.n_tokens = n_tokens;
-  rope.n_heads = heads;
-  rope.head_dim = head_dim;
-  rope.rope_dims = 8;
-  rope.freq_base = 500000.0f;
+  RopeArgs rope = llama3_rope(bpos.view(0, positions.size() * 4), bf.view(0, factors.size() * 4), n_tokens,
+                              heads, head_dim);
   RopeArgs q_rope = rope;
   q_rope.n_heads = q_heads;
   q_rope.token_stride = stride;

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,21 +72,53 @@ void expect_matches_reference(const HostMatrix& w, uint32_t rows, uint32_t cols,
 
 class MatmulTest : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {
  protected:
-  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                         uint32_t tokens, MatmulPath path) {
+  // y of the product `record` records for w (rows x cols of `type`) and `tokens` rows of x.
+  template <typename Record>
+  std::vector<float> run_product(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols,
+                                 const std::vector<float>& x, uint32_t tokens, Record record) {
     Kernels k(context(), Prewarm::No);
     vk::Buffer xb = device_buffer(x);
     vk::Buffer yb(context().device(), uint64_t{tokens} * rows * sizeof(float), vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(context());
     rec.begin();
-    const MatmulArgs args{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens};
-    if (path == MatmulPath::Auto)
-      matvec(rec, k, args);  // Auto stands for "the matvec op itself" in these tests
-    else
-      matmul(rec, k, args, path);
+    record(rec, k, MatmulArgs{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens});
     rec.end();
     rec.submit_and_wait();
     return read_back<float>(yb, uint64_t{tokens} * rows);
+  }
+
+  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                         uint32_t tokens, MatmulPath path) {
+    return run_product(w, type, rows, cols, x, tokens, [&](vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& a) {
+      if (path == MatmulPath::Auto)
+        matvec(rec, k, a);  // Auto stands for "the matvec op itself" in these tests
+      else
+        matmul(rec, k, a, path);
+    });
+  }
+
+  // The CoopMat product of a random rows x coopmat_cols(type) matrix and `tokens` tokens against the
+  // reference: through matmul(), or through a pipeline built for `tile`.
+  void check_coopmat(TensorType type, uint32_t rows, uint32_t tokens, std::optional<CoopmatTile> tile = {}) {
+    const uint32_t cols = coopmat_cols(type);
+    const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+    vk::Buffer w = device_buffer(m.bytes);
+    const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+    if (!tile) {
+      expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat),
+                               2e-3);
+      return;
+    }
+    const std::string shader = std::string(coopmat_uses_khr(context().device()) ? "matmul_coopmat_khr_" : "matmul_coopmat_") +
+                               std::string(type_variant(type));
+    const vk::ComputePipeline& pipeline = context().pipelines().get(shader, tile->spec());
+    expect_matches_reference(
+        m, rows, cols, x, tokens,
+        run_product(w, type, rows, cols, x, tokens,
+                    [&](vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& a) {
+                      dispatch_matmul_coopmat(rec, k, a, pipeline, *tile);
+                    }),
+        2e-3);
   }
 
   std::vector<float> token(const std::vector<float>& x, uint32_t cols, uint32_t t) {
@@ -143,65 +176,33 @@ TEST_P(MatmulTest, CoopMatMatchesReferenceWhereSupported) {
   EXPECT_NE(vk::find_spirv("matmul_coopmat_" + std::string(type_variant(type))), nullptr)
       << "the cooperative-matrix variant must be compiled and embedded on every build";
   if (!coopmat_supported(context().device()))
-    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 67, cols = coopmat_cols(type), tokens = 70;
-  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
-  vk::Buffer w = device_buffer(m.bytes);
-  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
-  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat), 2e-3);
+    GTEST_SKIP() << "device " << context().device().info().name << " has no cooperative matrices";
+  check_coopmat(type, 67, 70);
 }
 
 // Tiles wholly inside Y are stored straight from the accumulators, edge tiles through shared memory: rows
 // and tokens of two whole 128-wide tiles plus a tail exercise both stores and the tile loop.
 TEST_P(MatmulTest, CoopMatWholeAndEdgeTilesMatchReference) {
-  const TensorType type = GetParam();
   if (!coopmat_supported(context().device()))
-    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 2 * CoopmatTile{}.rows() + 3, cols = coopmat_cols(type),
-                 tokens = 2 * CoopmatTile{}.tokens() + 7;
-  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
-  vk::Buffer w = device_buffer(m.bytes);
-  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
-  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat),
-                           2e-3);
+    GTEST_SKIP() << "device " << context().device().info().name << " has no cooperative matrices";
+  check_coopmat(GetParam(), 2 * CoopmatTile{}.rows() + 3, 2 * CoopmatTile{}.tokens() + 7);
 }
 
 // Up to 32 tokens the CoopMat path takes its 32-token tile (kSmallTile): a whole tile and a tail of rows.
 TEST_P(MatmulTest, CoopMatSmallTileMatchesReference) {
-  const TensorType type = GetParam();
   if (!coopmat_supported(context().device()))
-    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 2 * kSmallTile.rows() + 5, cols = coopmat_cols(type), tokens = 29;
-  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
-  vk::Buffer w = device_buffer(m.bytes);
-  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
-  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat), 2e-3);
+    GTEST_SKIP() << "device " << context().device().info().name << " has no cooperative matrices";
+  check_coopmat(GetParam(), 2 * kSmallTile.rows() + 5, 29);
 }
 
 // Deeper k steps (bk 64) with one shared buffer and with two, as the tuning harness tries them: the row
 // length of the quantized types (160) leaves a partial last step, whose missing blocks must read as zeros.
 TEST_P(MatmulTest, CoopMatDeepStepTilesMatchReference) {
-  const TensorType type = GetParam();
   if (!coopmat_supported(context().device()))
-    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 131, cols = coopmat_cols(type), tokens = 70;
-  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
-  vk::Buffer w = device_buffer(m.bytes);
-  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
-  const std::string shader = std::string(coopmat_uses_khr(context().device()) ? "matmul_coopmat_khr_" : "matmul_coopmat_") +
-                             std::string(type_variant(type));
+    GTEST_SKIP() << "device " << context().device().info().name << " has no cooperative matrices";
   for (const CoopmatTile tile : {CoopmatTile{4, 2, 2, 4, 64, 1}, CoopmatTile{2, 2, 2, 2, 64, 2}}) {
     SCOPED_TRACE("bk " + std::to_string(tile.bk) + ", buffers " + std::to_string(tile.buffers));
-    Kernels k(context(), Prewarm::No);
-    vk::Buffer xb = device_buffer(x);
-    vk::Buffer yb(context().device(), uint64_t{tokens} * rows * sizeof(float), vk::MemoryKind::DeviceLocal);
-    vk::CommandRecorder rec(context());
-    rec.begin();
-    const MatmulArgs args{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens};
-    dispatch_matmul_coopmat(rec, k, args, context().pipelines().get(shader, tile.spec()), tile);
-    rec.end();
-    rec.submit_and_wait();
-    expect_matches_reference(m, rows, cols, x, tokens, read_back<float>(yb, uint64_t{tokens} * rows), 2e-3);
+    check_coopmat(GetParam(), 131, 70, tile);
   }
 }
 
