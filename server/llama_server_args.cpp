@@ -33,7 +33,7 @@ const std::map<std::string, Spec>& specs() {
       {"--parallel", {Arg::Parallel, true}}, {"-np", {Arg::Parallel, true}},
       {"--log-verbosity", {Arg::Verbosity, true}}, {"-lv", {Arg::Verbosity, true}},
       {"--chat-template", {Arg::ChatTemplate, true}},
-      {"--max-body-mb", {Arg::MaxBodyMb, true}},  // kvtrie's own: the request body limit, as in `kvtrie serve`
+      {"--max-body-mb", {Arg::MaxBodyMb, true}},  // kvtrie's own: the body limit, as in `kvtrie serve`
       {"--verbose", {Arg::Verbose, false}}, {"-v", {Arg::Verbose, false}},
       {"--list-devices", {Arg::ListDevices, false}},
       {"--no-log-prefix", {Arg::NoLogPrefix, false}}, {"--no-log-timestamps", {Arg::NoLogTimestamps, false}},
@@ -118,7 +118,8 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
       }
       case Arg::ChatTemplate: out.options.chat_template = v; break;
       case Arg::MaxBodyMb:
-        if (!to_uint(v, out.options.max_body_mb) || out.options.max_body_mb == 0 || out.options.max_body_mb > 1024)
+        if (!to_uint(v, out.options.max_body_mb) || out.options.max_body_mb == 0 ||
+            out.options.max_body_mb > 1024)
           return bad();
         break;
       case Arg::Verbose: out.options.verbose = true; break;
