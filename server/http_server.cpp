@@ -92,7 +92,8 @@ void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bo
 BodyProblem read_body(const httplib::Request& req, httplib::Response& res,
                       const httplib::ContentReader& reader, size_t max_bytes, std::string& body) {
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, 6.3). The library
-  // would read until the client closes, which fails at once: `curl -X POST .../cache/flush` got a 400.
+  // reads such a body until the connection ends and answered 400 (`curl -X POST .../cache/flush` at once, a
+  // client that keeps the connection open after the 30 s read timeout).
   std::string encoding = req.get_header_value("Transfer-Encoding");
   for (char& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!req.has_header("Content-Length") && encoding.find("chunked") == std::string::npos)
@@ -174,9 +175,8 @@ HttpResponse HttpServer::Impl::refused(BodyProblem problem, const httplib::Reque
       break;
   }
   HttpResponse err = error_response(ErrorType::InvalidRequest,
-                                    "the request body could not be read (truncated or "
-                                    "malformed chunked encoding, or an unsupported "
-                                    "Content-Encoding)");
+                                    "the request body could not be read (truncated or malformed chunked "
+                                    "encoding, or an unsupported Content-Encoding)");
   err.headers.emplace_back("Connection", "close");
   return err;
 }

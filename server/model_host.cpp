@@ -102,7 +102,8 @@ bool ModelHost::load() {
     progress_ = 0.4f;
     m->name = m->config.model_name.empty() ? m->file.path().filename().string() : m->config.model_name;
     if (auto tmpl = m->file.get_string("tokenizer.chat_template")) m->chat_template = std::string(*tmpl);
-    m->chat_format = choose_chat_format(options_.chat_template, m->chat_template);
+    if (options_.mode != ApiMode::OllamaRunner)  // the legacy runner protocol has no chat endpoint
+      m->chat_format = choose_chat_format(options_.chat_template, m->chat_template);
     spdlog::info("model: {} arch={} layers={} width={} heads={}/{} vocab={} ctx_train={}", m->name,
                  m->config.arch_name, m->config.n_layers, m->config.n_embd, m->config.n_heads,
                  m->config.n_kv_heads, m->config.n_vocab, m->config.n_ctx_train);

@@ -3,6 +3,7 @@
 // cached tokens of a conversation's second turn and a chat template recognised from the model file.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_process.h"
@@ -208,6 +209,34 @@ TEST_F(OpenAiApi, AContextOverflowIsAnOpenAiShapedError) {
   ASSERT_TRUE(r["error"].is_object());
   EXPECT_NE(r["error"]["message"].get<std::string>().find("the context holds 256"), std::string::npos);
   EXPECT_EQ(r["error"]["type"], "invalid_request_error");
+}
+
+TEST_F(OpenAiApi, ChatTemplateOptionOverridesTheModelAndAnUnknownNameIsRefused) {
+  const auto conf = scratch_dir() / "chat-template.conf";
+  std::ofstream(conf) << "chat-template = gemma\n";
+  start({"--cpu-reference", "--config", conf.string(), "--chat-template", "llama3"});
+  EXPECT_NE(daemon_->log().find("chat template: llama3 (--chat-template)"), std::string::npos)
+      << daemon_->log();
+  const json r = post("/v1/chat/completions", {{"messages", kMessages}, {"max_tokens", 1}});
+  EXPECT_EQ(r["usage"]["prompt_tokens"].get<size_t>(),
+            token_count("<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\nTell me a story.<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+  daemon_.reset();
+  // From the config file alone.
+  start({"--cpu-reference", "--config", conf.string()});
+  EXPECT_NE(daemon_->log().find("chat template: gemma (--chat-template)"), std::string::npos)
+      << daemon_->log();
+
+  DaemonProcess bad({"serve", "--model", tiny_model(scratch_dir()).string(), "--chat-template", "jinja"});
+  const auto code = bad.wait_exit(std::chrono::seconds(5));
+  ASSERT_TRUE(code.has_value()) << bad.how_it_ended();
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(
+      bad.log().find("unknown chat template \"jinja\" (built in: chatml, qwen3, llama3, llama2, mistral, "
+                     "gemma)"),
+      std::string::npos)
+      << bad.log();
 }
 
 // On the Vulkan engine, whose prefix cache serves the earlier turns.
