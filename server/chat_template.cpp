@@ -100,8 +100,11 @@ std::string render_qwen3(const std::vector<ChatMessage>& messages, const RenderO
       content = ltrim(content.substr(content.rfind("</think>") + 8), "\n");
     }
     out += "<|im_start|>assistant\n";
-    if (i > last_user && (i + 1 == messages.size() || !reasoning.empty()))
-      out += "<think>\n" + std::string(trim(reasoning, "\n")) + "\n</think>\n\n";
+    if (i > last_user && (i + 1 == messages.size() || !reasoning.empty())) {
+      out += "<think>\n";
+      out += trim(reasoning, "\n");
+      out += "\n</think>\n\n";
+    }
     out += std::string(content) + "<|im_end|>\n";
   }
   if (options.add_generation_prompt) {
@@ -137,13 +140,20 @@ std::string render_llama2(const std::vector<ChatMessage>& messages, const Render
   bool first_user = true;
   for (const auto& m : messages) {
     if (m.role == "system") continue;
+    // Appended piece by piece here and below: GCC 12 at -O3 reports a bogus -Wrestrict for
+    // `const char* + std::string&&` (an insert at the front).
     if (m.role == "assistant") {
-      out += " " + std::string(trim(m.content)) + " </s>";
+      out += ' ';
+      out += trim(m.content);
+      out += " </s>";
       continue;
     }
     std::string text(trim(m.content));
     if (first_user && !system.empty()) text = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + text;
-    out += (first_user ? "" : "<s>") + std::string("[INST] ") + std::string(trim(text)) + " [/INST]";
+    if (!first_user) out += "<s>";
+    out += "[INST] ";
+    out += trim(text);
+    out += " [/INST]";
     first_user = false;
   }
   return out;
@@ -160,8 +170,11 @@ std::string render_mistral(const std::vector<ChatMessage>& messages, const Rende
       out += m.content + "</s>";
       continue;
     }
-    const std::string text = first_user && !system.empty() ? system + "\n\n" + m.content : m.content;
-    out += (out.empty() ? "" : " ") + std::string("[INST] ") + text + " [/INST]";
+    if (!out.empty()) out += ' ';
+    out += "[INST] ";
+    if (first_user && !system.empty()) out += system + "\n\n";
+    out += m.content;
+    out += " [/INST]";
     first_user = false;
   }
   return out;
@@ -179,7 +192,8 @@ std::string render_gemma(const std::vector<ChatMessage>& messages, const RenderO
     std::string text(trim(m.content));
     if (!model && first_user && !system.empty()) text = system + "\n\n" + text;
     if (!model) first_user = false;
-    out += "<start_of_turn>" + std::string(model ? "model" : "user") + "\n" + text + "<end_of_turn>\n";
+    out += model ? "<start_of_turn>model\n" : "<start_of_turn>user\n";
+    out += text + "<end_of_turn>\n";
   }
   if (options.add_generation_prompt) out += "<start_of_turn>model\n";
   return out;
