@@ -84,6 +84,38 @@ int main(int argc, char** argv) {
   kernel_cmd->add_option("--tokens", kernel.tokens)->check(CLI::PositiveNumber)->capture_default_str();
   kernel_cmd->add_option("--dispatches", kernel.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
 
+  SweepMatvecOptions sweep;
+  auto* sweep_cmd =
+      app.add_subcommand("sweep-matvec", "decode products of a model's shapes: legacy vs matvec_q8 variants");
+  sweep_cmd->add_option("--model", sweep.model, "shapes: llama3-8b or llama3-1b")->capture_default_str();
+  sweep_cmd->add_option("--types", sweep.types, "weight types, comma-separated")->capture_default_str();
+  sweep_cmd->add_option("--tokens", sweep.tokens, "token counts, comma-separated")->capture_default_str();
+  sweep_cmd->add_option("--rows-per-lane", sweep.rows_per_lane, "matvec_q8 rows per lane, comma-separated")
+      ->capture_default_str();
+  sweep_cmd->add_option("--threads-per-row", sweep.threads_per_row, "matvec_q8 threads per row lane (0: default)")
+      ->capture_default_str();
+  sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
+      ->capture_default_str();
+  sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
+  sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")
+      ->capture_default_str();
+
+  SweepMatmulOptions sweep_mm;
+  auto* sweep_mm_cmd =
+      app.add_subcommand("sweep-matmul", "prefill products of a model's shapes per tensor-core tile");
+  sweep_mm_cmd->add_option("--model", sweep_mm.model, "shapes: llama3-8b or llama3-1b")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--types", sweep_mm.types, "weight types, comma-separated")->capture_default_str();
+  sweep_mm_cmd->add_option("--tokens", sweep_mm.tokens, "prompt tokens per product, comma-separated")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, KHR-noload, KHR-nomul")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--dispatches", sweep_mm.dispatches)
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+
   // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
   add_common(load_cmd, 3, 0);
   add_common(prefill_cmd, 5, 1);
@@ -92,10 +124,13 @@ int main(int argc, char** argv) {
   add_common(copy_cmd, 5, 1);
   add_common(bw_cmd, 10, 2);
   add_common(kernel_cmd, 5, 1);
+  add_common(sweep_cmd, 5, 1);
+  add_common(sweep_mm_cmd, 3, 1);
   common.repeats = 0;
   common.warmup = 0;
-  const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}, {5, 1}};
-  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd, copy_cmd, bw_cmd, kernel_cmd};
+  const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}, {5, 1}, {5, 1}};
+  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd,
+                          copy_cmd, bw_cmd,      kernel_cmd, sweep_cmd};
   CLI11_PARSE(app, argc, argv);
   for (size_t i = 0; i < std::size(commands); ++i) {
     if (!commands[i]->parsed()) continue;
@@ -115,6 +150,8 @@ int main(int argc, char** argv) {
     if (copy_cmd->parsed()) run_copy(common, copy);
     if (bw_cmd->parsed()) run_bandwidth(common, bw);
     if (kernel_cmd->parsed()) run_kernel(common, kernel);
+    if (sweep_cmd->parsed()) run_sweep_matvec(common, sweep);
+    if (sweep_mm_cmd->parsed()) run_sweep_matmul(common, sweep_mm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtrie-bench: %s\n", e.what());
     return 1;

@@ -1,6 +1,7 @@
 // Contract: the tensor element types kvtrie supports (GGML's numbering, as stored in GGUF files) and their
-// block layout. Pure data, header-only, usable from any thread. A "block" is the unit of quantization:
-// block_elements values stored in block_bytes bytes; a row's length must be a multiple of block_elements.
+// block layout, and the device formats kernels regroup some of them into. Pure data, header-only, usable
+// from any thread. A "block" is the unit of quantization: block_elements values stored in block_bytes
+// bytes; a row's length must be a multiple of block_elements.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -20,6 +21,11 @@ enum class TensorType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   BF16 = 30,
+  // Device formats (kernels/ops/weight_format.h): file blocks regrouped on the device so that shaders load
+  // quants 16 bytes at a time. Never in files; ids past GGML's.
+  Q4_0x8 = 102,
+  Q8_0x8 = 108,
+  Q6_Kx8 = 114,
 };
 
 struct TensorTypeInfo {
@@ -38,7 +44,14 @@ inline constexpr TensorTypeInfo kTensorTypes[] = {
     {TensorType::Q6_K, "Q6_K", 256, 210},
 };
 
-// Info for a raw GGML type id, or nullopt when kvtrie does not support it.
+// The device formats: 8 file blocks (Q4_0, Q8_0) or superblocks (Q6_K) as one 16-byte aligned group.
+inline constexpr TensorTypeInfo kDeviceFormats[] = {
+    {TensorType::Q4_0x8, "Q4_0x8", 256, 144},
+    {TensorType::Q8_0x8, "Q8_0x8", 256, 272},
+    {TensorType::Q6_Kx8, "Q6_Kx8", 2048, 1680},
+};
+
+// Info for a raw GGML type id as found in a file, or nullopt when kvtrie does not support it.
 constexpr std::optional<TensorTypeInfo> tensor_type_info(uint32_t ggml_type) {
   for (const TensorTypeInfo& info : kTensorTypes)
     if (static_cast<uint32_t>(info.type) == ggml_type) return info;
@@ -48,7 +61,9 @@ constexpr std::optional<TensorTypeInfo> tensor_type_info(uint32_t ggml_type) {
 constexpr const TensorTypeInfo& tensor_type_info(TensorType type) {
   for (const TensorTypeInfo& info : kTensorTypes)
     if (info.type == type) return info;
-  return kTensorTypes[0];  // unreachable: every enumerator is in the table
+  for (const TensorTypeInfo& info : kDeviceFormats)
+    if (info.type == type) return info;
+  return kTensorTypes[0];  // unreachable: every enumerator is in a table
 }
 
 constexpr std::optional<TensorType> tensor_type_from_name(std::string_view name) {

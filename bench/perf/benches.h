@@ -75,4 +75,29 @@ struct KernelOptions {
 };
 void run_kernel(const CommonOptions& common, const KernelOptions& options);
 
+// sweep-matvec: the decode products of a model's shapes for several weight types, legacy matvec against
+// matvec_q8 built with each rows-per-lane value, chained as in a forward pass over rotating weight copies.
+struct SweepMatvecOptions {
+  std::string model = "llama3-8b";  // shapes: llama3-8b or llama3-1b
+  std::string types = "Q4_0,Q4_K,Q8_0,Q6_K";
+  std::string tokens = "1,8,32";          // tokens per product
+  std::string rows_per_lane = "1,2,4,8";  // matvec_q8 variants
+  std::string variants = "q8,q8i";        // q8: the portable build, q8i: integer dot products (legacy always)
+  std::string threads_per_row = "0";      // matvec_q8 threads per row lane (0: the op's own choice)
+  uint32_t dispatches = 64;
+  uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
+};
+void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
+
+// sweep-matmul: the prefill products of a model's shapes on the tensor-core path, per tile and extension.
+struct SweepMatmulOptions {
+  std::string model = "llama3-8b";
+  std::string types = "Q4_0,Q4_K";
+  std::string tokens = "512";  // prompt tokens per product, comma-separated
+  std::string extensions = "NV,KHR";  // also KHR-noload, KHR-nomul: Q4_0 probes without loads / multiplies
+  std::string tiles = "4x2x2x4,2x2x2x2,2x2x4x4,4x2x2x2,2x4x4x2,2x2x2x4";  // sg_m x sg_n x tm x tn
+  uint32_t dispatches = 16;
+};
+void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options);
+
 }  // namespace kvtrie::bench

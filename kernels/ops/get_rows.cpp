@@ -28,6 +28,12 @@ const char* type_variant(TensorType type) {
       return "q5_k";
     case TensorType::Q6_K:
       return "q6_k";
+    case TensorType::Q4_0x8:
+      return "q4_0x8";
+    case TensorType::Q8_0x8:
+      return "q8_0x8";
+    case TensorType::Q6_Kx8:
+      return "q6_kx8";
   }
   throw Error("unknown tensor type");
 }

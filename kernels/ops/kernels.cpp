@@ -21,6 +21,20 @@ bool indexed_by_weight_type(const OpRegistration& row) {
   return true;
 }
 
+// The shader variant a row's variant names.
+std::string shader_variant(const OpRegistration& row, std::string_view variant) {
+  return std::string(row.shader.empty() ? row.op : row.shader) + "_" + std::string(variant);
+}
+
+// Whether a prewarm for these weight types wants this variant of the row.
+bool wanted(const OpRegistration& row, std::string_view variant, std::span<const std::string_view> types) {
+  if (indexed_by_weight_type(row)) return std::find(types.begin(), types.end(), variant) != types.end();
+  if (!row.variants_end_in_type) return true;
+  return std::any_of(types.begin(), types.end(), [&](std::string_view t) {
+    return variant.size() > t.size() && variant.ends_with(t) && variant[variant.size() - t.size() - 1] == '_';
+  });
+}
+
 }  // namespace
 
 std::vector<vk::PipelineKey> Kernels::prewarm_keys(const vk::Device& device,
@@ -33,12 +47,10 @@ std::vector<vk::PipelineKey> Kernels::prewarm_keys(const vk::Device& device,
   std::vector<vk::PipelineKey> keys;
   for (const OpRegistration& row : registered_ops()) {
     if (row.available && !row.available(device)) continue;  // e.g. cooperative matrices
-    const bool filter = weight_types && indexed_by_weight_type(row);
     const vk::SpecConstants spec = row.spec(device);
     for (std::string_view variant : row.variants) {
-      if (filter && std::find(wanted_types.begin(), wanted_types.end(), variant) == wanted_types.end())
-        continue;
-      keys.push_back({std::string(row.op) + "_" + std::string(variant), spec});
+      if (weight_types && !wanted(row, variant, wanted_types)) continue;
+      keys.push_back({shader_variant(row, variant), spec});
     }
   }
   return keys;
@@ -72,7 +84,7 @@ const Kernels::Entry& Kernels::resolve(std::string_view op, std::string_view var
   auto it = std::find(row.variants.begin(), row.variants.end(), variant);
   KVTRIE_CHECK(it != row.variants.end(),
                "op " + std::string(op) + " has no registered variant " + std::string(variant));
-  const std::string name = std::string(op) + "_" + std::string(variant);
+  const std::string name = shader_variant(row, variant);
   const vk::SpecConstants spec = row.spec(context_->device());
   vk::PipelineCache& cache = context_->pipelines();
   if (prewarmed_) {

@@ -1,15 +1,15 @@
 // Contract: Kernels is the set of compute ops available on one vk::Context: it reads the single op
 // registration table (op_registry.cpp), and hands ops their pipelines by (op, variant), e.g.
-// pipeline("rms_norm", "f32") -> shader variant "rms_norm_f32" with the spec constants the table row computes
-// from the device (work-group size from the device, never a fixed 32). With Prewarm::Yes (the engine) every
-// registered pipeline the device can run is created up front, so the decode loop never creates one; tests
-// use Prewarm::No and pipelines are created on first use. With a list of weight types, only what a model of
-// those types needs is created: every variant of the rows not indexed by weight type, and, of the rows that
-// list a variant for every weight type (get_rows, matvec, matmul, ...), those types' variants plus f32.
-// The prewarm runs on worker threads in the background (vk::PipelineCache::create_in_background): the
-// caller overlaps it with the weight upload and waits with finish_prewarm() (pipeline() waits too).
-// Not thread-safe (owner thread); the Context must outlive it. Pipelines returned stay valid as long as the
-// Context.
+// pipeline("rms_norm", "f32") -> shader variant "rms_norm_f32" (the row's shader prefix instead of the op
+// where it names one) with the spec constants the table row computes from the device (work-group size from
+// the device, never a fixed 32). With Prewarm::Yes (the engine) every registered pipeline the device can run
+// is created up front, so the decode loop never creates one; tests use Prewarm::No and pipelines are created
+// on first use. With a list of weight types, only what a model of those types needs is created: every variant
+// of the rows not indexed by weight type, and, of the rows that list a variant for every weight type
+// (get_rows, matvec, matmul, ...), those types' variants plus f32. The prewarm runs on worker threads in the
+// background (vk::PipelineCache::create_in_background): the caller overlaps it with the weight upload and
+// waits with finish_prewarm() (pipeline() waits too). Not thread-safe (owner thread); the Context must
+// outlive it. Pipelines returned stay valid as long as the Context.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -32,6 +32,10 @@ struct OpRegistration {
   vk::SpecConstants (*spec)(const vk::Device& device);
   // Whether the device can run this op (nullptr: every device); rows it cannot run are not prewarmed.
   bool (*available)(const vk::Device& device) = nullptr;
+  // The shader variants' name prefix when it is not the op's (several rows specializing one shader).
+  std::string_view shader = {};
+  // Every variant ends in _<weight type>: a prewarm for a model keeps only its types' variants.
+  bool variants_end_in_type = false;
 };
 
 // The table (defined in op_registry.cpp).

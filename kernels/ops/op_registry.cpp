@@ -3,12 +3,15 @@
 // its dispatch function and one row here.
 #include <algorithm>
 #include <array>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"
+#include "kernels/ops/matvec_q8.h"
 #include "kernels/vk/device.h"
 
 namespace kvtrie::kernels {
@@ -35,6 +38,34 @@ vk::SpecConstants spec_matvec(const vk::Device& d) {
 vk::SpecConstants spec_attention(const vk::Device& d) {
   return {attention_workgroup_size(d)};
 }
+// matvec_q8: {work-group size, rows per lane, tokens per work group, subgroups per work group}.
+vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t tokens) {
+  const MatvecQ8Shape shape = matvec_q8_shape(d, 256);
+  return {shape.workgroup, shape.rows_per_lane, tokens, shape.workgroup / std::max(d.subgroup_size(), 1u)};
+}
+vk::SpecConstants spec_matvec_q8_t1(const vk::Device& d) {
+  return spec_matvec_q8(d, 1);
+}
+vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
+  return spec_matvec_q8(d, 8);
+}
+// Which build of matvec_q8 and of the cooperative-matrix matmul a device runs (one of each).
+bool matvec_q8_int_dot(const vk::Device& d) {
+  return matvec_q8_uses_int_dot(d);
+}
+bool matvec_q8_portable(const vk::Device& d) {
+  return !matvec_q8_uses_int_dot(d);
+}
+bool nv_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && !coopmat_uses_khr(d);
+}
+bool khr_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && coopmat_uses_khr(d);
+}
+vk::SpecConstants spec_coopmat(const vk::Device&) {
+  const CoopmatTile t;
+  return {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()};
+}
 vk::SpecConstants spec_none(const vk::Device&) {
   return {};
 }
@@ -45,8 +76,24 @@ constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
-constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv, "q4_1"sv,
-                                  "q5_0"sv, "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv};
+constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
+                                  "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
+
+constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
+// matvec_q8 builds: <mode>_<type> (matvec_q8.h), every fold for every format it takes.
+std::span<const std::string_view> matvec_q8_variants() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const char* mode :
+         {"store", "norm", "acc", "norm_swiglu", "pq_store", "pq_norm", "pq_acc", "pq_norm_swiglu"})
+      for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
+        out.push_back(std::string(mode) + "_" + type);
+    return out;
+  }();
+  static const std::vector<std::string_view> views(names.begin(), names.end());
+  return views;
+}
+constexpr std::array kQuantizeQ8 = {"f32"sv, "norm_f32"sv};
 
 const OpRegistration kOps[] = {
     {"fill", kF32, spec_elementwise},
@@ -59,11 +106,18 @@ const OpRegistration kOps[] = {
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kKvWrite, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
-    {"matvec1", kAllTypes, spec_matvec},  // the single-token build of matvec.comp
+    {"matvec1", kAllTypes, spec_matvec},         // the single-token build of matvec.comp
     {"matvec1_swiglu", kAllTypes, spec_matvec},  // ... whose x is silu(gate) * up
     {"matmul", kAllTypes, spec_none},
-    {"matmul_coopmat", kAllTypes, spec_none, coopmat_supported},
+    {"matmul_coopmat", kAllTypes, spec_coopmat, nv_coopmat_path},
+    {"matmul_coopmat_khr", kAllTypes, spec_coopmat, khr_coopmat_path},
     {"attention", kAttention, spec_attention},
+    {"repack", kDeviceFormats, spec_none},
+    {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
+    {"quantize_q8", kQuantizeQ8, spec_matvec},
 };
 
 }  // namespace

@@ -14,6 +14,10 @@
 #define T_Q5_K 13
 #define T_Q6_K 14
 #define T_BF16 30
+// Device formats (kernels/ops/weight_format.h): groups of 8 blocks with the quants first, then the scales.
+#define T_Q4_0X8 102
+#define T_Q8_0X8 108
+#define T_Q6_KX8 114
 
 uint w_u8(uint o) { return (wq[o >> 2] >> ((o & 3u) << 3)) & 0xFFu; }
 uint w_u16(uint o) { return (wq[o >> 2] >> ((o & 2u) << 3)) & 0xFFFFu; }
@@ -78,20 +82,27 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
     v[2u * i + 1u] = uintBitsToFloat(h[i] & 0xFFFF0000u);
 #endif
   }
-#elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+#elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1 || WTYPE == T_Q4_0X8
   // 32 values per block: d (, m), 16 bytes; value e < 16 is the low nibble of byte e, e >= 16 the high one.
+  // Q4_0x8 keeps the 16 bytes, in groups of 8 blocks: 8 x 16 quant bytes then 8 f16 scales.
+  uint sub = g & 3u;
+#if WTYPE == T_Q4_0X8
+  uint blk = g >> 2, go = rb + (blk >> 3) * 144u;
+  float d = w_f16(go + 128u + 2u * (blk & 7u));
+  uint qo = go + 16u * (blk & 7u) + (sub & 1u) * 8u;
+#else
 #if WTYPE == T_Q4_0
   const uint BB = 18u, QS = 2u;
 #else
   const uint BB = 20u, QS = 4u;
 #endif
   uint bo = rb + (g >> 2) * BB;
-  uint sub = g & 3u;
   float d = w_f16(bo);
   uint qo = bo + QS + (sub & 1u) * 8u;
+#endif
   uint w0 = w_u32(qo), w1 = w_u32(qo + 4u);
   uint sh = (sub >> 1) * 4u;
-#if WTYPE == T_Q4_0
+#if WTYPE == T_Q4_0 || WTYPE == T_Q4_0X8
   a = d;
   for (uint i = 0u; i < 4u; ++i) {
     v[i] = small_int((w0 >> (8u * i + sh)) & 0xFu, 8.0);
@@ -134,10 +145,17 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
     v[i + 4u] = small_int(q1, 0.0);
 #endif
   }
-#elif WTYPE == T_Q8_0
+#elif WTYPE == T_Q8_0 || WTYPE == T_Q8_0X8
+#if WTYPE == T_Q8_0X8
+  // Groups of 8 blocks: 8 x 32 quant bytes, then 8 f16 scales.
+  uint blk = g >> 2, go = rb + (blk >> 3) * 272u;
+  float d = w_f16(go + 256u + 2u * (blk & 7u));
+  uint qo = go + 32u * (blk & 7u) + (g & 3u) * 8u;
+#else
   uint bo = rb + (g >> 2) * 34u;
   float d = w_f16(bo);
   uint qo = bo + 2u + (g & 3u) * 8u;
+#endif
   // A signed byte b is ((b ^ 0x80) as unsigned) - 128.
   uint w0 = w_u32(qo) ^ 0x80808080u, w1 = w_u32(qo + 4u) ^ 0x80808080u;
   a = d;
@@ -179,11 +197,19 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
   }
   a = d;
   b = -m;
-#elif WTYPE == T_Q6_K
+#elif WTYPE == T_Q6_K || WTYPE == T_Q6_KX8
   // 256 values: 128 low-nibble bytes, 64 high-2-bit bytes, 16 int8 scales, d. Half n (128 values), quarter
   // q (32 values), lane l: low bits from byte 64n + 32(q&1) + l (nibble q>>1), high bits from byte
-  // 128 + 32n + l (bits 2q, 2q+1), scale 8n + 2q + l/16.
+  // 128 + 32n + l (bits 2q, 2q+1), scale 8n + 2q + l/16. Q6_Kx8: groups of 8 superblocks without their d
+  // (208 bytes each), then the 8 f16 d.
+#if WTYPE == T_Q6_KX8
+  uint s = g >> 5, go = rb + (s >> 3) * 1680u;
+  uint bo = go + 208u * (s & 7u);
+  float d6 = w_f16(go + 1664u + 2u * (s & 7u));
+#else
   uint bo = rb + (g >> 5) * 210u;
+  float d6 = w_f16(bo + 208u);
+#endif
   uint e0 = (g & 31u) * 8u;
   uint n = e0 >> 7, q = (e0 >> 5) & 3u, l0 = e0 & 31u;
   uint lo = bo + 64u * n + 32u * (q & 1u) + l0;
@@ -192,7 +218,7 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
   uint h0 = w_u32(ho), h1 = w_u32(ho + 4u);
   uint sh = (q >> 1) * 4u, hs = 2u * q;
   int scb = int(w_u8(bo + 192u + 8u * n + 2u * q + (l0 >> 4)));
-  float d = w_f16(bo + 208u) * float(bitfieldExtract(scb, 0, 8));
+  float d = d6 * float(bitfieldExtract(scb, 0, 8));
   for (uint i = 0u; i < 4u; ++i) {
     v[i] = small_int(((w0 >> (8u * i + sh)) & 0xFu) | (((h0 >> (8u * i + hs)) & 3u) << 4), 32.0);
     v[i + 4u] = small_int(((w1 >> (8u * i + sh)) & 0xFu) | (((h1 >> (8u * i + hs)) & 3u) << 4), 32.0);

@@ -1,15 +1,20 @@
 // Contract: Device owns the VkDevice created on one physical device, with one compute queue and, when the
 // device has a separate transfer-only queue family, one transfer queue. It enables 16-bit and 8-bit storage,
 // shaderFloat16, shaderInt8 and shaderInt16 when the device offers them (see the `has_*` flags), and
-// VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()). The
-// Instance it was created from must outlive it. Queue submission is not thread-safe: one thread (the engine's
-// owner thread) submits.
+// VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()).
+// The faster paths of fast_paths.h (integer dot product, KHR cooperative matrices, NV cooperative matrix 2,
+// subgroup size control) are enabled where the device offers them AND this build embeds their shaders
+// (kernels/shader_features.h): each *_enabled() answer is true only then, so an op may take a path on its
+// word alone. The Instance it was created from must outlive it. Queue submission is not thread-safe: one
+// thread (the engine's owner thread) submits.
 #pragma once
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
+#include "kernels/vk/fast_paths.h"
 #include "kernels/vk/physical_device.h"
 
 namespace kvtrie::vk {
@@ -40,6 +45,23 @@ class Device {
   bool has_16bit_storage() const { return info_.storage_buffer_16bit; }
   // VK_NV_cooperative_matrix is enabled (matmul's CoopMat path may run).
   bool coopmat_enabled() const { return coopmat_enabled_; }
+  // GL_EXT_integer_dot_product shaders may run (shaderIntegerDotProduct). Whether packed 4x8-bit dot
+  // products are fast rather than emulated: info().fast.int_dot_4x8_signed_accelerated and its siblings.
+  bool int_dot_enabled() const { return int_dot_enabled_; }
+  // GL_KHR_cooperative_matrix shaders may run; which multiplies: khr_coopmat_supports().
+  bool khr_coopmat_enabled() const { return khr_coopmat_enabled_; }
+  // Whether this KHR cooperative-matrix multiply (sizes, component types, saturation, scope) is one the
+  // device lists, with the shader features its component types need (f16: shaderFloat16, 8-bit:
+  // shaderInt8). False whenever khr_coopmat_enabled() is.
+  bool khr_coopmat_supports(const CoopMatShape& shape) const;
+  // GL_NV_cooperative_matrix2 shaders (SPIR-V 1.6, so a Vulkan 1.3 device) may run, with every feature of
+  // the extension (NvCoopMat2Features::all()); flexible shapes in info().fast.nv_coopmat2_flexible_shapes.
+  bool nv_coopmat2_enabled() const { return nv_coopmat2_enabled_; }
+  // subgroupSizeControl (and computeFullSubgroups where offered) is enabled; sizes in info().fast.
+  bool subgroup_size_control_enabled() const { return subgroup_size_control_enabled_; }
+  // The enabled fast paths for logs, e.g. "fp16, int-dot (4x8 accelerated), khr-coopmat (12 shapes)";
+  // a path the device offers but this build's shaders lack is named with "(no shaders)".
+  std::string describe_enabled_fast_paths() const;
 
   // Waits until the device is idle (teardown, tests).
   void wait_idle() const;
@@ -54,6 +76,10 @@ class Device {
   std::optional<uint32_t> transfer_family_;
   VkQueue transfer_queue_ = VK_NULL_HANDLE;
   bool coopmat_enabled_ = false;
+  bool int_dot_enabled_ = false;
+  bool khr_coopmat_enabled_ = false;
+  bool nv_coopmat2_enabled_ = false;
+  bool subgroup_size_control_enabled_ = false;
 };
 
 }  // namespace kvtrie::vk

@@ -63,7 +63,7 @@ Instance::Instance(InstanceOptions options) {
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "kvtrie";
   app.pEngineName = "kvtrie";
-  app.apiVersion = VK_API_VERSION_1_2;
+  app.apiVersion = kInstanceApiVersion;
 
   std::vector<const char*> layers;
   std::vector<const char*> extensions;

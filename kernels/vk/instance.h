@@ -13,6 +13,11 @@
 
 namespace kvtrie::vk {
 
+// The Vulkan version the instance asks for. A device is used at the smaller of this and its own version
+// (PhysicalDeviceInfo::usable_api_version): 1.3 lets Vulkan 1.3 devices run SPIR-V 1.6 shaders (the
+// GL_NV_cooperative_matrix2 ones) and use 1.3 core features; 1.2 devices keep working as before.
+inline constexpr uint32_t kInstanceApiVersion = VK_API_VERSION_1_3;
+
 struct InstanceOptions {
   bool validation = false;  // also turned on by KVTRIE_VALIDATION=1 in the environment
 };

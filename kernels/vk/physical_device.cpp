@@ -1,5 +1,6 @@
 #include "kernels/vk/physical_device.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -47,7 +48,7 @@ bool has_extension(const std::vector<VkExtensionProperties>& extensions, std::st
   return false;
 }
 
-PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
+PhysicalDeviceInfo describe(VkInstance instance, VkPhysicalDevice device, uint32_t index) {
   PhysicalDeviceInfo info;
   info.handle = device;
   info.index = index;
@@ -75,6 +76,7 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.vendor_id = props.properties.vendorID;
   info.device_id = props.properties.deviceID;
   info.api_version = props.properties.apiVersion;
+  info.usable_api_version = std::min(info.api_version, kInstanceApiVersion);
   info.subgroup_size = subgroup.subgroupSize;
   if (has_pci) {
     char bus[32];
@@ -114,6 +116,7 @@ PhysicalDeviceInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.shader_int8 = f12.shaderInt8 == VK_TRUE;
   info.shader_int16 = features.features.shaderInt16 == VK_TRUE;
   info.buffer_device_address = f12.bufferDeviceAddress == VK_TRUE;
+  info.fast = query_fast_paths(instance, device, info.usable_api_version, extensions);
 
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
   budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
@@ -161,7 +164,7 @@ std::vector<PhysicalDeviceInfo> list_physical_devices(const Instance& instance) 
   VK_CHECK(vkEnumeratePhysicalDevices(instance.handle(), &count, handles.data()));
   std::vector<PhysicalDeviceInfo> out;
   out.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) out.push_back(describe(handles[i], i));
+  for (uint32_t i = 0; i < count; ++i) out.push_back(describe(instance.handle(), handles[i], i));
   return out;
 }
 
@@ -183,6 +186,26 @@ std::string describe_device_line(const PhysicalDeviceInfo& info) {
   return "  Vulkan" + std::to_string(info.index) + ": " + info.name + " (" +
          std::to_string(info.device_local_bytes / kMiB) + " MiB, " +
          std::to_string(info.device_local_free / kMiB) + " MiB free)";
+}
+
+std::string describe_fast_paths(const PhysicalDeviceInfo& info) {
+  const FastPathSupport& f = info.fast;
+  std::vector<std::string> parts;
+  if (info.shader_float16) parts.push_back("fp16");
+  if (info.shader_int8 && info.storage_buffer_8bit) parts.push_back("int8");
+  if (f.int_dot)
+    parts.push_back(f.int_dot_4x8_signed_accelerated ? "int-dot (4x8 accelerated)" : "int-dot (emulated)");
+  if (info.nv_cooperative_matrix_feature) parts.push_back("nv-coopmat");
+  if (f.khr_coopmat)
+    parts.push_back("khr-coopmat (" + std::to_string(f.khr_coopmat_shapes.size()) + " shapes)");
+  if (f.nv_coopmat2) parts.push_back(f.nv_coopmat2_features.all() ? "nv-coopmat2" : "nv-coopmat2 (partial)");
+  if (f.subgroup_size_control)
+    parts.push_back("subgroup-size " + std::to_string(f.min_subgroup_size) + ".." +
+                    std::to_string(f.max_subgroup_size));
+  if (parts.empty()) return "none";
+  std::string out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) out += ", " + parts[i];
+  return out;
 }
 
 }  // namespace kvtrie::vk

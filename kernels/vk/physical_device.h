@@ -1,8 +1,8 @@
 // Contract: listing and choosing Vulkan physical devices. PhysicalDeviceInfo is a plain snapshot (name,
-// type, device-local heap size and free estimate, limits, optional features and extensions) taken at
-// enumeration time; it owns no handle that needs destroying (physical devices belong to the instance).
-// The Instance passed in must outlive the VkPhysicalDevice handles returned. Call from the thread that owns
-// the Instance.
+// type, device-local heap size and free estimate, limits, optional features and extensions, the fast shader
+// paths it offers) taken at enumeration time; it owns no handle that needs destroying (physical devices
+// belong to the instance). The Instance passed in must outlive the VkPhysicalDevice handles returned. Call
+// from the thread that owns the Instance.
 #pragma once
 #include <vulkan/vulkan.h>
 
@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "kernels/vk/fast_paths.h"
 
 namespace kvtrie::vk {
 
@@ -25,7 +27,8 @@ struct PhysicalDeviceInfo {
   DeviceKind kind = DeviceKind::Other;
   uint32_t vendor_id = 0;
   uint32_t device_id = 0;
-  uint32_t api_version = 0;
+  uint32_t api_version = 0;         // what the device reports
+  uint32_t usable_api_version = 0;  // the smaller of that and the instance's (kInstanceApiVersion)
   std::string pci_bus_id;           // "0000:01:00.0" when VK_EXT_pci_bus_info is offered, else empty
   uint64_t device_local_bytes = 0;  // size of the largest device-local heap
   uint64_t device_local_free = 0;   // VK_EXT_memory_budget estimate when present, else the heap size
@@ -52,6 +55,8 @@ struct PhysicalDeviceInfo {
   bool vulkan_memory_model = false;
   bool vulkan_memory_model_device_scope = false;
   bool buffer_device_address = false;
+  // Integer dot product, KHR and NV2 cooperative matrices, subgroup size control (offered, not enabled).
+  FastPathSupport fast;
 };
 
 // Every physical device the instance sees, in enumeration order.
@@ -64,5 +69,9 @@ std::optional<PhysicalDeviceInfo> select_physical_device(const std::vector<Physi
 
 // One line as Ollama's device discovery parses it: "  Vulkan0: NAME (TOTAL MiB, FREE MiB free)".
 std::string describe_device_line(const PhysicalDeviceInfo& info);
+
+// What the device offers beyond the portable path, for logs and verbose listings: "fp16, int8, int-dot
+// (4x8 accelerated), nv-coopmat, khr-coopmat (3 shapes), nv-coopmat2, subgroup-size 8..64" or "none".
+std::string describe_fast_paths(const PhysicalDeviceInfo& info);
 
 }  // namespace kvtrie::vk

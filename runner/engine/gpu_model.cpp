@@ -11,6 +11,7 @@
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"
+#include "kernels/ops/matvec_q8.h"
 #include "kernels/ops/ops.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/device.h"
@@ -38,8 +39,15 @@ struct GpuModel::Impl {
 
   GpuWeights weights;
 
-  // Activations for max_batch_tokens tokens.
-  vk::Buffer x, xn, q, k, v, attn, gate, up, tmp, attn_scratch;
+  // Activations for max_batch_tokens tokens. qkv holds a token's Q, K and V side by side (one product
+  // writes all three where the matrices are joined); the others are one vector per token.
+  vk::Buffer x, xn, qkv, attn, gate, up, tmp, attn_scratch;
+  uint32_t qkv_stride = 0, k_col = 0, v_col = 0;  // floats per token in qkv; where K and V start
+  // The residual stream x lacks tmp (a product that did not add itself into x); settled before x is read.
+  bool pending_residual = false;
+  // A batch's product inputs quantized once for matvec_q8 (kernels::QuantizedX), q_stride values a token.
+  vk::Buffer xq, xq_scales, xq_inv_rms;
+  uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
@@ -79,9 +87,13 @@ struct GpuModel::Impl {
     max_logits = std::min(options.max_batch_tokens, std::max(options.max_sequences, 1u));
     x = scratch(dev, T * config.n_embd);
     xn = scratch(dev, T * config.n_embd);
-    q = scratch(dev, T * q_dim);
-    k = scratch(dev, T * kv_dim);
-    v = scratch(dev, T * kv_dim);
+    // K and V start at binding-aligned columns (views of qkv are bound at those offsets).
+    const uint32_t align =
+        static_cast<uint32_t>(std::max<uint64_t>(dev.info().min_storage_buffer_offset_alignment / 4, 1));
+    k_col = static_cast<uint32_t>((q_dim + align - 1) / align * align);
+    v_col = static_cast<uint32_t>(k_col + (kv_dim + align - 1) / align * align);
+    qkv_stride = static_cast<uint32_t>(v_col + kv_dim);
+    qkv = scratch(dev, T * qkv_stride);
     attn = scratch(dev, T * q_dim);
     gate = scratch(dev, T * config.n_ff);
     up = scratch(dev, T * config.n_ff);
@@ -100,6 +112,11 @@ struct GpuModel::Impl {
     attn_bytes = std::max(attn_bytes, kernels::attention_scratch_bytes(probe));
     attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16),
                               vk::MemoryKind::DeviceLocal);
+    q_stride = static_cast<uint32_t>(
+        (std::max({uint64_t{config.n_embd}, q_dim, uint64_t{config.n_ff}}) + 15) / 16 * 16);
+    xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
+    xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
+    xq_inv_rms = scratch(dev, T);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
     logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
@@ -112,8 +129,8 @@ struct GpuModel::Impl {
     page_table = scratch(dev, uint64_t{options.max_sequences} * pages_per_seq, host);
     logits_index = scratch(dev, max_logits, host);
     logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
-    for (const vk::Buffer* b : {&x, &xn, &q, &k, &v, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
-                                &logits_device})
+    for (const vk::Buffer* b :
+         {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn, &logits_device})
       compute_bytes += b->size();
   }
 
@@ -145,17 +162,24 @@ struct GpuModel::Impl {
                     const vk::Buffer& out, uint32_t rows) {
     kernels::add_rms_norm(*rec, kernels, norm_args(x_inout, weight, out, rows), residual.view());
   }
-  // Per-head norm in place (qwen3 q/k norm): tokens * heads rows of head_dim.
-  void head_norm(const vk::Buffer& buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
-    kernels::RmsNormArgs a = norm_args(buf, weight, buf, tokens * heads);
+  // Per-head norm in place (qwen3 q/k norm): tokens * heads rows of head_dim, tokens qkv_stride apart.
+  void head_norm(vk::BufferView buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
+    kernels::RmsNormArgs a;
+    a.x = a.y = buf;
+    a.weight = weight.view();
+    a.rows = tokens * heads;
     a.n = config.head_dim_k;
+    a.eps = config.rms_eps;
     a.heads = heads;
+    a.x_stride = a.y_stride = qkv_stride;
     kernels::rms_norm(*rec, kernels, a);
   }
 
-  kernels::RopeArgs rope_args(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) const {
+  // Rope of the heads of q or k inside qkv (tokens qkv_stride apart).
+  kernels::RopeArgs rope_args(vk::BufferView buf, uint32_t tokens, uint32_t heads) const {
     kernels::RopeArgs a;
-    a.x = buf.view();
+    a.x = buf;
+    a.token_stride = qkv_stride;
     a.positions = positions.view();
     if (weights.rope_freqs.buffer.valid()) a.freq_factors = weights.rope_freqs.view();
     a.n_tokens = tokens;
@@ -166,7 +190,7 @@ struct GpuModel::Impl {
     a.mode = config.rope_type == RopeType::Neox ? kernels::RopeMode::Neox : kernels::RopeMode::Normal;
     return a;
   }
-  void rope(const vk::Buffer& buf, uint32_t tokens, uint32_t heads) {
+  void rope(vk::BufferView buf, uint32_t tokens, uint32_t heads) {
     kernels::rope(*rec, kernels, rope_args(buf, tokens, heads));
   }
 
@@ -221,83 +245,189 @@ struct GpuModel::Impl {
     return *slot->recorder;
   }
 
-  void record(uint32_t T, uint32_t L, uint32_t max_position) {
+  // Products of up to kQ8Tokens tokens (the decode step, small batches) and every product under
+  // --deterministic take matvec_q8 where the weights allow: it folds the norm before a product, the
+  // residual add after it and the FFN's SwiGLU, and it is batch-invariant.
+  static constexpr uint32_t kQ8Tokens = 32;
+  bool q8(const DeviceTensor& w, uint32_t T) const {
+    return (options.deterministic || T <= kQ8Tokens) && kernels::matvec_q8_supported(w.type, w.cols);
+  }
+  kernels::MatvecQ8Args q8_args(const DeviceTensor& w, const vk::Buffer& in, vk::BufferView out, uint32_t T,
+                                uint32_t y_stride = 0) const {
+    kernels::MatvecQ8Args a;
+    a.product = {w.matrix(), in.view(), out, T, 0, y_stride};
+    a.norm_eps = config.rms_eps;
+    return a;
+  }
+  // A batch (T > 1) quantizes a product input once (normed by `norm` when given) for every product that
+  // reads it; the decode step quantizes inside its products (no dispatch or barrier of its own). Both
+  // give a token the same bits (kernels/ops/matvec_q8.h).
+  std::optional<kernels::QuantizedX> quantize_input(const vk::Buffer& in, uint32_t cols,
+                                                    const DeviceTensor* norm, uint32_t T) {
+    if (T == 1) return std::nullopt;
+    kernels::QuantizeQ8Args a;
+    a.x = in.view();
+    a.tokens = T;
+    a.cols = cols;
+    if (norm != nullptr) a.norm_weight = norm->view();
+    a.norm_eps = config.rms_eps;
+    a.out = {xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride};
+    kernels::quantize_q8(*rec, kernels, a);
+    return a.out;
+  }
+
+  // Adds a pending product output into the residual stream.
+  void settle_residual(uint32_t T) {
+    if (pending_residual) kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+    pending_residual = false;
+  }
+  // xn = rms_norm(x) * weight, settling a pending residual in the same dispatch.
+  void norm_into_xn(const DeviceTensor& weight, uint32_t T) {
+    if (pending_residual)
+      add_rms_norm(x, tmp, weight, xn, T);
+    else
+      rms_norm(x, weight, xn, T);
+    pending_residual = false;
+  }
+  // The columns [col, col + w.rows) of out (a token every out_stride floats) = w . rms_norm(x) * norm,
+  // for each (w, col); the norm is folded into the products where they all take matvec_q8.
+  void normed_products(const DeviceTensor& norm,
+                       std::initializer_list<std::pair<const DeviceTensor*, uint32_t>> parts,
+                       const vk::Buffer& out, uint32_t out_stride, uint32_t T) {
+    bool fold = true;
+    for (const auto& [w, col] : parts) fold = fold && q8(*w, T);
+    if (fold) {
+      settle_residual(T);
+      for (const auto& [w, col] : parts) {
+        kernels::MatvecQ8Args a =
+            q8_args(*w, x, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4), T, out_stride);
+        a.norm_weight = norm.view();
+        kernels::matvec_q8(*rec, kernels, a);
+      }
+      return;
+    }
+    norm_into_xn(norm, T);
+    for (const auto& [w, col] : parts) {
+      kernels::MatmulArgs a = product(*w, xn, out, T);
+      a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
+      a.y_stride = out_stride;
+      kernels::matmul(*rec, kernels, a, path);
+    }
+  }
+  // x += w . in: folded into the product by matvec_q8, else the product goes to tmp, added later.
+  void residual_product(const DeviceTensor& w, const vk::Buffer& in, uint32_t T) {
+    if (q8(w, T)) {
+      kernels::MatvecQ8Args a = q8_args(w, in, x.view(), T);
+      a.accumulate = true;
+      a.quantized = quantize_input(in, w.cols, nullptr, T);
+      kernels::matvec_q8(*rec, kernels, a);
+      return;
+    }
+    settle_residual(T);
+    matmul(w, in, tmp, T);
+    pending_residual = true;
+  }
+
+  void attention_block(const DeviceLayer& w, uint32_t l, uint32_t T, uint32_t max_position) {
     const uint32_t q_dim = config.n_heads * config.head_dim_k;
     const uint32_t kv_dim = layout.kv_dim;
+    // Q, K and V of the normed residual stream: one product where the matrices are joined and K, V sit
+    // right after Q in qkv.
+    if (w.wqkv.buffer.valid() && k_col == q_dim && v_col == q_dim + kv_dim)
+      normed_products(w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T);
+    else
+      normed_products(w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride, T);
+    const vk::BufferView q = qkv.view(), k = qkv.view(uint64_t{k_col} * 4, qkv.size() - uint64_t{k_col} * 4),
+                         v = qkv.view(uint64_t{v_col} * 4, qkv.size() - uint64_t{v_col} * 4);
+    if (config.has_qkv_bias) {
+      kernels::add_bias(*rec, kernels, q, w.bq.view(), T, q_dim, qkv_stride);
+      kernels::add_bias(*rec, kernels, k, w.bk.view(), T, kv_dim, qkv_stride);
+      kernels::add_bias(*rec, kernels, v, w.bv.view(), T, kv_dim, qkv_stride);
+    }
+    if (config.has_qk_norm) {
+      head_norm(q, w.q_norm, T, config.n_heads);
+      head_norm(k, w.k_norm, T, config.n_kv_heads);
+    }
+    // Normal-mode rope rotates K on its way into the pages (one dispatch and one barrier fewer).
+    kernels::RopeArgs k_rope = rope_args(k, T, config.n_kv_heads);
+    const bool fused_rope = k_rope.mode == kernels::RopeMode::Normal;
+    rope(q, T, config.n_heads);
+    if (!fused_rope) rope(k, T, config.n_kv_heads);
+    for (const PageChunk& chunk : kv_chunks) {
+      kernels::KvWriteArgs kw;
+      kw.k = k;
+      kw.v = v;
+      kw.k_stride = kw.v_stride = qkv_stride;
+      kw.slots = slots.view();
+      kw.pages = chunk.view;
+      kw.layout = layout;
+      kw.layer = l;
+      kw.n_tokens = T;
+      kw.page_begin = chunk.page_begin;
+      kw.page_count = chunk.page_count;
+      if (fused_rope)
+        kernels::kv_write_rope(*rec, kernels, kw, k_rope);
+      else
+        kernels::kv_write(*rec, kernels, kw);
+    }
+    kernels::AttentionArgs at;
+    at.q = q;
+    at.q_stride = qkv_stride;
+    at.kv_pages = kv_chunks[0].view;
+    if (kv_chunks.size() > 1) {
+      at.pages_per_binding = kv_chunks[0].page_count;
+      for (size_t c = 1; c < kv_chunks.size(); ++c) at.kv_pages_more[c - 1] = kv_chunks[c].view;
+    }
+    at.page_table = page_table.view();
+    at.token_info = token_info.view();
+    at.scratch = attn_scratch.view();
+    at.out = attn.view();
+    at.tokens = T;
+    at.n_heads = config.n_heads;
+    at.n_kv_heads = config.n_kv_heads;
+    at.head_dim = config.head_dim_k;
+    at.layout = layout;
+    at.layer = l;
+    at.max_position = max_position;
+    at.split_size = split_size(T);
+    kernels::attention(*rec, kernels, at);
+    residual_product(w.wo, attn, T);
+  }
+
+  void ffn_block(const DeviceLayer& w, uint32_t T) {
+    const uint32_t n_ff = config.n_ff;
+    if (w.w_gate_up.buffer.valid() && q8(w.w_gate_up, T)) {
+      // One product: gate and up rows of norm(x), combined by SwiGLU as they are stored.
+      settle_residual(T);
+      kernels::MatvecQ8Args a = q8_args(w.w_gate_up, x, gate.view(), T);
+      a.norm_weight = w.ffn_norm.view();
+      a.swiglu = true;
+      a.quantized = quantize_input(x, config.n_embd, &w.ffn_norm, T);
+      kernels::matvec_q8(*rec, kernels, a);
+    } else {
+      normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
+      normed_products(w.ffn_norm, {{&w.w_up, 0}}, up, n_ff, T);
+      if (T == 1 && !options.deterministic && !q8(w.w_down, T)) {
+        // The decode step without matvec_q8: SwiGLU folded into the down projection's loads instead.
+        settle_residual(T);
+        kernels::matvec_single_token_swiglu(*rec, kernels, product(w.w_down, gate, tmp, 1), up.view());
+        pending_residual = true;
+        return;
+      }
+      kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * n_ff);
+    }
+    residual_product(w.w_down, gate, T);
+  }
+
+  void record(uint32_t T, uint32_t L, uint32_t max_position) {
     rec->begin();
+    pending_residual = false;
     embed(ids, weights.token_embd, x, T);
     for (uint32_t l = 0; l < config.n_layers; ++l) {
-      const DeviceLayer& w = weights.layers[l];
-      // The previous layer's FFN output (in tmp) joins the residual stream inside this layer's first norm.
-      if (l == 0)
-        rms_norm(x, w.attn_norm, xn, T);
-      else
-        add_rms_norm(x, tmp, w.attn_norm, xn, T);
-      matmul(w.wq, xn, q, T);
-      matmul(w.wk, xn, k, T);
-      matmul(w.wv, xn, v, T);
-      if (config.has_qkv_bias) {
-        kernels::add_bias(*rec, kernels, q.view(), w.bq.view(), T, q_dim);
-        kernels::add_bias(*rec, kernels, k.view(), w.bk.view(), T, kv_dim);
-        kernels::add_bias(*rec, kernels, v.view(), w.bv.view(), T, kv_dim);
-      }
-      if (config.has_qk_norm) {
-        head_norm(q, w.q_norm, T, config.n_heads);
-        head_norm(k, w.k_norm, T, config.n_kv_heads);
-      }
-      // Normal-mode rope rotates K on its way into the pages (one dispatch and one barrier fewer).
-      const kernels::RopeArgs k_rope = rope_args(k, T, config.n_kv_heads);
-      const bool fused_rope = k_rope.mode == kernels::RopeMode::Normal;
-      rope(q, T, config.n_heads);
-      if (!fused_rope) rope(k, T, config.n_kv_heads);
-      for (const PageChunk& chunk : kv_chunks) {
-        kernels::KvWriteArgs kw;
-        kw.k = k.view();
-        kw.v = v.view();
-        kw.slots = slots.view();
-        kw.pages = chunk.view;
-        kw.layout = layout;
-        kw.layer = l;
-        kw.n_tokens = T;
-        kw.page_begin = chunk.page_begin;
-        kw.page_count = chunk.page_count;
-        if (fused_rope)
-          kernels::kv_write_rope(*rec, kernels, kw, k_rope);
-        else
-          kernels::kv_write(*rec, kernels, kw);
-      }
-      kernels::AttentionArgs at;
-      at.q = q.view();
-      at.kv_pages = kv_chunks[0].view;
-      if (kv_chunks.size() > 1) {
-        at.pages_per_binding = kv_chunks[0].page_count;
-        for (size_t c = 1; c < kv_chunks.size(); ++c) at.kv_pages_more[c - 1] = kv_chunks[c].view;
-      }
-      at.page_table = page_table.view();
-      at.token_info = token_info.view();
-      at.scratch = attn_scratch.view();
-      at.out = attn.view();
-      at.tokens = T;
-      at.n_heads = config.n_heads;
-      at.n_kv_heads = config.n_kv_heads;
-      at.head_dim = config.head_dim_k;
-      at.layout = layout;
-      at.layer = l;
-      at.max_position = max_position;
-      at.split_size = split_size(T);
-      kernels::attention(*rec, kernels, at);
-      matmul(w.wo, attn, tmp, T);
-      add_rms_norm(x, tmp, w.ffn_norm, xn, T);  // x += attention output; xn = ffn_norm(x)
-      matmul(w.w_gate, xn, gate, T);
-      matmul(w.w_up, xn, up, T);
-      if (T == 1 && !options.deterministic) {  // the decode step: SwiGLU inside the down projection
-        kernels::matvec_single_token_swiglu(*rec, kernels, product(w.w_down, gate, tmp, 1), up.view());
-      } else {
-        kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * config.n_ff);
-        matmul(w.w_down, gate, tmp, T);
-      }
+      attention_block(weights.layers[l], l, T, max_position);
+      ffn_block(weights.layers[l], T);
     }
-    kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);  // the last layer's FFN
+    settle_residual(T);
     // Only the rows that are sampled go through the final norm and the output matrix.
     kernels::GetRowsArgs gather;
     gather.table = x.view();
@@ -309,10 +439,18 @@ struct GpuModel::Impl {
     gather.out = rows_x.view();
     gather.n_tokens = L;
     kernels::get_rows(*rec, kernels, gather);
-    rms_norm(rows_x, weights.output_norm, rows_xn, L);
-    matmul(weights.logits_matrix(), rows_xn, logits_device, L);
+    const DeviceTensor& out = weights.logits_matrix();
+    if (q8(out, L)) {
+      kernels::MatvecQ8Args a = q8_args(out, rows_x, logits_device.view(), L);
+      a.norm_weight = weights.output_norm.view();
+      a.quantized = quantize_input(rows_x, config.n_embd, &weights.output_norm, L);
+      kernels::matvec_q8(*rec, kernels, a);
+    } else {
+      rms_norm(rows_x, weights.output_norm, rows_xn, L);
+      matmul(out, rows_xn, logits_device, L);
+    }
     rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
-                  logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
+              logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
     rec->end();
   }
 
@@ -365,6 +503,13 @@ const GpuModelOptions& GpuModel::options() const { return impl_->options; }
 kernels::KvLayout GpuModel::kv_layout() const { return impl_->layout; }
 uint64_t GpuModel::weight_bytes() const { return impl_->weights.bytes; }
 uint64_t GpuModel::compute_bytes() const { return impl_->compute_bytes; }
+bool GpuModel::uses_q8_activations() const {
+  const Impl& m = *impl_;
+  for (const DeviceLayer& l : m.weights.layers)
+    for (const DeviceTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (m.q8(*t, 1)) return true;
+  return m.q8(m.weights.logits_matrix(), 1);
+}
 
 void GpuModel::bind_pages(const VkPageStore& pages) {
   const std::span<const PageChunk> chunks = pages.device_chunks();

@@ -67,6 +67,9 @@ class GpuModel {
   void bind_pages(const VkPageStore& pages);
   // Bytes of device memory taken by weights and by activations/scratch (for the load-time log lines).
   uint64_t weight_bytes() const;
+  // Whether decode steps and small batches multiply some weights with matvec_q8 (8-bit activations,
+  // kernels/ops/matvec_q8.h), whose results differ from an f32 product by that rounding.
+  bool uses_q8_activations() const;
   uint64_t compute_bytes() const;
 
   // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, into `logits` (resized).

@@ -8,6 +8,9 @@
 #include <future>
 
 #include "kernels/error.h"
+#include "kernels/ops/kernels.h"
+#include "kernels/ops/weight_format.h"
+#include "kernels/vk/command_recorder.h"
 #include "kernels/vk/device.h"
 #include "kernels/vk/staging.h"
 
@@ -30,10 +33,43 @@ struct Placement {
   uint64_t size = 0;  // rounded up to whole 16-byte words: shaders read whole words (the tail is unused)
 };
 
-std::vector<Placement> placements(GpuWeights& g, const ModelWeights& w) {
-  std::vector<Placement> out;
+// Tensors placed back to back in one block (one tensor, or the parts of a joined matrix), and the
+// joined matrix they form (nullptr for a single tensor).
+struct Unit {
+  std::vector<Placement> parts;
+  DeviceTensor* joined = nullptr;
+};
+
+uint32_t cols_of(const GgufTensor* t) {
+  return static_cast<uint32_t>(t->shape[0]);
+}
+
+// Whether these matrices can be one matrix: same type and row length, and rows of whole 16-byte words
+// (so each part starts where the previous ends, aligned for the shaders).
+bool joinable(const std::vector<const GgufTensor*>& parts) {
+  for (const GgufTensor* t : parts)
+    if (t == nullptr || t->type != parts[0]->type || cols_of(t) != cols_of(parts[0])) return false;
+  return row_bytes(parts[0]->type, cols_of(parts[0])) % 16 == 0;
+}
+
+std::vector<Unit> units(GpuWeights& g, const ModelWeights& w) {
+  std::vector<Unit> out;
   auto add = [&](DeviceTensor& d, const GgufTensor* t) {
-    if (t) out.push_back({&d, t});
+    if (t) out.push_back({{{&d, t}}});
+  };
+  // Joined when possible, else as separate tensors.
+  auto add_joined = [&](DeviceTensor& joined,
+                        std::initializer_list<std::pair<DeviceTensor*, const GgufTensor*>> parts) {
+    std::vector<const GgufTensor*> tensors;
+    for (const auto& p : parts) tensors.push_back(p.second);
+    if (joinable(tensors)) {
+      Unit u;
+      for (const auto& p : parts) u.parts.push_back({p.first, p.second});
+      u.joined = &joined;
+      out.push_back(std::move(u));
+    } else {
+      for (const auto& p : parts) add(*p.first, p.second);
+    }
   };
   add(g.token_embd, w.token_embd);
   add(g.output_norm, w.output_norm);
@@ -44,9 +80,7 @@ std::vector<Placement> placements(GpuWeights& g, const ModelWeights& w) {
     const LayerWeights& lw = w.layers[l];
     DeviceLayer& d = g.layers[l];
     add(d.attn_norm, lw.attn_norm);
-    add(d.wq, lw.wq);
-    add(d.wk, lw.wk);
-    add(d.wv, lw.wv);
+    add_joined(d.wqkv, {{&d.wq, lw.wq}, {&d.wk, lw.wk}, {&d.wv, lw.wv}});
     add(d.wo, lw.wo);
     add(d.bq, lw.bq);
     add(d.bk, lw.bk);
@@ -54,33 +88,59 @@ std::vector<Placement> placements(GpuWeights& g, const ModelWeights& w) {
     add(d.q_norm, lw.q_norm);
     add(d.k_norm, lw.k_norm);
     add(d.ffn_norm, lw.ffn_norm);
-    add(d.w_gate, lw.w_gate);
-    add(d.w_up, lw.w_up);
+    add_joined(d.w_gate_up, {{&d.w_gate, lw.w_gate}, {&d.w_up, lw.w_up}});
     add(d.w_down, lw.w_down);
   }
-  // File order: the upload then reads the mapping front to back.
-  std::sort(out.begin(), out.end(), [](const Placement& a, const Placement& b) {
-    return a.tensor->data.data() < b.tensor->data.data();
+  // File order: the upload then reads the mapping front to back (a joined unit where its first part is).
+  std::sort(out.begin(), out.end(), [](const Unit& a, const Unit& b) {
+    return a.parts[0].tensor->data.data() < b.parts[0].tensor->data.data();
   });
   return out;
 }
 
-// Packs the tensors into blocks of at most block_bytes, each at a binding-aligned offset; returns the
-// block sizes.
-std::vector<uint64_t> pack(std::vector<Placement>& plan, uint64_t alignment, uint64_t block_bytes) {
+// Packs the units into blocks of at most block_bytes, each at a binding-aligned offset (a unit's parts
+// back to back); returns the block sizes.
+std::vector<uint64_t> pack(std::vector<Unit>& plan, uint64_t alignment, uint64_t block_bytes) {
   std::vector<uint64_t> blocks;
-  for (Placement& p : plan) {
-    p.size = (p.tensor->data.size() + 15) / 16 * 16;
+  for (Unit& u : plan) {
+    uint64_t size = 0;
+    for (Placement& p : u.parts) {
+      p.size = (p.tensor->data.size() + 15) / 16 * 16;
+      size += p.size;
+    }
     uint64_t offset = blocks.empty() ? 0 : (blocks.back() + alignment - 1) / alignment * alignment;
-    if (blocks.empty() || (offset + p.size > block_bytes && blocks.back() > 0)) {
+    if (blocks.empty() || (offset + size > block_bytes && blocks.back() > 0)) {
       blocks.push_back(0);
       offset = 0;
     }
-    p.block = blocks.size() - 1;
-    p.offset = offset;
-    blocks.back() = offset + p.size;
+    for (Placement& p : u.parts) {
+      p.block = blocks.size() - 1;
+      p.offset = offset;
+      offset += p.size;
+    }
+    blocks.back() = offset;
   }
   return blocks;
+}
+
+// Rewrites the matrices with a device format in place (one recording, waited for) and retypes them.
+void convert_to_device_formats(vk::Context& context, GpuWeights& g) {
+  std::vector<DeviceTensor*> matrices = {&g.token_embd, &g.output};
+  for (DeviceLayer& l : g.layers)
+    for (DeviceTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices.push_back(t);
+  kernels::Kernels kernels(context, kernels::Prewarm::No);
+  vk::CommandRecorder rec(context);
+  rec.begin();
+  for (DeviceTensor* t : matrices)
+    if (t->buffer.valid())
+      kernels::repack_to_device_format(rec, kernels, t->view(), t->type, t->rows, t->cols);
+  rec.end();
+  rec.submit_and_wait();
+  for (DeviceTensor* t : matrices) t->type = kernels::device_format(t->type, t->cols);
+  for (DeviceLayer& l : g.layers) {
+    if (l.wqkv.buffer.valid()) l.wqkv.type = l.wq.type;
+    if (l.w_gate_up.buffer.valid()) l.w_gate_up.type = l.w_gate.type;
+  }
 }
 
 }  // namespace
@@ -90,7 +150,7 @@ GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const Mod
   const auto start = Clock::now();
   GpuWeights g;
   g.tied = config.tied_output || w.output == w.token_embd;
-  std::vector<Placement> plan = placements(g, w);
+  std::vector<Unit> plan = units(g, w);
   const uint64_t alignment =
       std::max<uint64_t>(256, context.device().info().min_storage_buffer_offset_alignment);
   const std::vector<uint64_t> sizes = pack(plan, alignment, block_bytes);
@@ -121,19 +181,36 @@ GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const Mod
 
   vk::Uploader uploader(context);
   g.blocks.reserve(sizes.size());
-  for (const Placement& p : plan) {
-    while (g.blocks.size() <= p.block) g.blocks.push_back(allocated[g.blocks.size()].get());
-    DeviceTensor& out = *p.out;
-    out.type = p.tensor->type;
-    out.cols = static_cast<uint32_t>(p.tensor->shape[0]);
-    out.rows = static_cast<uint32_t>(p.tensor->rows());
-    out.buffer.range = g.blocks[p.block].view(p.offset, p.size);
-    uploader.upload(g.blocks[p.block], p.offset, std::as_bytes(p.tensor->data));
+  uint32_t tensors = 0;
+  for (const Unit& u : plan) {
+    for (const Placement& p : u.parts) {
+      while (g.blocks.size() <= p.block) g.blocks.push_back(allocated[g.blocks.size()].get());
+      DeviceTensor& out = *p.out;
+      out.type = p.tensor->type;
+      out.cols = cols_of(p.tensor);
+      out.rows = static_cast<uint32_t>(p.tensor->rows());
+      out.buffer.range = g.blocks[p.block].view(p.offset, p.size);
+      uploader.upload(g.blocks[p.block], p.offset, std::as_bytes(p.tensor->data));
+      ++tensors;
+    }
+    if (u.joined != nullptr) {
+      const Placement& first = u.parts.front();
+      uint64_t bytes = 0;
+      uint32_t rows = 0;
+      for (const Placement& p : u.parts) {
+        bytes += p.size;
+        rows += p.out->rows;
+      }
+      *u.joined = *first.out;
+      u.joined->rows = rows;
+      u.joined->buffer.range = g.blocks[first.block].view(first.offset, bytes);
+    }
   }
   uploader.finish();
+  convert_to_device_formats(context, g);
   vk::LoadReport& report = context.load_report();
   report.weight_bytes = uploader.bytes();
-  report.weight_tensors = static_cast<uint32_t>(plan.size());
+  report.weight_tensors = tensors;
   report.weight_blocks = static_cast<uint32_t>(g.blocks.size());
   report.weights_ms = ms_since(start);
   report.upload_copy_ms = uploader.copy_ms();
@@ -154,7 +231,9 @@ GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const Mod
 std::vector<TensorType> weight_types(const ModelWeights& w) {
   std::vector<TensorType> types;
   auto add = [&](const GgufTensor* t) {
-    if (t && std::find(types.begin(), types.end(), t->type) == types.end()) types.push_back(t->type);
+    if (!t) return;
+    const TensorType type = t->shape.size() == 2 ? kernels::device_format(t->type, cols_of(t)) : t->type;
+    if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
   };
   add(w.token_embd);
   add(w.output_norm);

@@ -1,8 +1,11 @@
 // Contract: GpuWeights holds every weight tensor of one model in device-local Vulkan memory, uploaded once
-// from the GgufFile's mapping by upload_weights(). Tensors keep their GGUF row layout (kernels read the
-// block formats directly). They are packed into a few large buffers (GpuWeights::blocks, at most
-// kWeightBlockBytes each unless one tensor is larger), each tensor at an offset aligned for a shader
-// binding; a DeviceTensor is a view into its block. The blocks are allocated on a helper thread while the
+// from the GgufFile's mapping by upload_weights(). Rows keep their GGUF size; Q4_0, Q8_0 and Q6_K matrices
+// are converted on the device to their device formats (kernels/ops/weight_format.h), and DeviceTensor::type
+// says which layout a tensor has. Tensors are packed into a few large buffers (GpuWeights::blocks, at most
+// kWeightBlockBytes each unless one tensor is larger), each at an offset aligned for a shader binding; a
+// DeviceTensor is a view into its block. A layer's Q, K and V matrices, and its gate and up matrices, are
+// placed back to back when they share type and row length, so each set is also one matrix (wqkv,
+// w_gate_up) that one product reads. The blocks are allocated on a helper thread while the
 // upload copies into those already there. Owned by GpuModel; the Context must outlive it.
 // upload_weights() runs on the caller's thread and returns when every byte is on the device and the
 // pipelines the Context's PipelineCache was creating in the background (Kernels' prewarm, overlapped with
@@ -41,6 +44,8 @@ struct DeviceTensor {
 
 struct DeviceLayer {
   DeviceTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
+  DeviceTensor wqkv;       // [wq; wk; wv] as one matrix, or invalid when they cannot be joined
+  DeviceTensor w_gate_up;  // [w_gate; w_up] as one matrix, or invalid
 };
 
 struct GpuWeights {
@@ -57,7 +62,8 @@ struct GpuWeights {
 GpuWeights upload_weights(vk::Context& context, const ModelWeights& weights, const ModelConfig& config,
                           uint64_t block_bytes = kWeightBlockBytes);
 
-// The distinct types of the model's weight tensors (for kernels::Kernels' prewarm of what the model needs).
+// The distinct types the model's weight tensors have on the device (device formats where they apply), for
+// kernels::Kernels' prewarm of what the model needs.
 std::vector<TensorType> weight_types(const ModelWeights& weights);
 
 }  // namespace kvtrie::engine

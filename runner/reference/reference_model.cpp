@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/error.h"
+#include "runner/model/quantization.h"
 #include "runner/reference/reference_ops.h"
 
 namespace kvtrie::reference {
@@ -22,7 +23,8 @@ void ReferenceModel::Sequence::truncate(uint32_t n) {
   length_ = n;
 }
 
-ReferenceModel::ReferenceModel(const GgufFile& file) : config_(ModelConfig::from_gguf(file)) {
+ReferenceModel::ReferenceModel(const GgufFile& file, const ReferenceOptions& options)
+    : config_(ModelConfig::from_gguf(file)), f16_kv_(options.f16_kv) {
   const ModelWeights weights = ModelWeights::from_gguf(file, config_);
   token_embd_ = load(weights.token_embd);
   output_norm_ = load(weights.output_norm);
@@ -103,6 +105,10 @@ std::vector<float> ReferenceModel::hidden(Sequence& seq, int32_t token, Trace* t
     }
     rope_heads(q, c.head_dim_k, pos, c.rope_dims, c.rope_freq_base, c.rope_type, rope_freqs_);
     rope_heads(k, c.head_dim_k, pos, c.rope_dims, c.rope_freq_base, c.rope_type, rope_freqs_);
+    if (f16_kv_) {
+      for (float& e : k) e = fp16_to_fp32(fp32_to_fp16(e));
+      for (float& e : v) e = fp16_to_fp32(fp32_to_fp16(e));
+    }
     seq.keys_[l].insert(seq.keys_[l].end(), k.begin(), k.end());
     seq.values_[l].insert(seq.values_[l].end(), v.begin(), v.end());
     attention(q, seq.keys_[l], seq.values_[l], pos + 1, shape, attn);

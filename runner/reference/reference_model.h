@@ -15,6 +15,11 @@
 
 namespace kvtrie::reference {
 
+struct ReferenceOptions {
+  // Store K and V rounded to f16, as the GPU's pages hold them.
+  bool f16_kv = false;
+};
+
 class ReferenceModel {
  public:
   // One conversation's KV cache: K and V of every layer for positions 0 .. length()-1.
@@ -54,7 +59,8 @@ class ReferenceModel {
     std::vector<float> final_norm;  // rms_norm(x, output_norm)
   };
 
-  explicit ReferenceModel(const GgufFile& file);  // throws InputError for unsupported/ill-formed models
+  // Throws InputError for unsupported/ill-formed models.
+  explicit ReferenceModel(const GgufFile& file, const ReferenceOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
 
@@ -92,6 +98,7 @@ class ReferenceModel {
   std::vector<float> output_;      // empty when tied: logits use token_embd_
   std::vector<float> rope_freqs_;  // empty when the model has none
   std::vector<Layer> layers_;
+  bool f16_kv_ = false;
 };
 
 }  // namespace kvtrie::reference

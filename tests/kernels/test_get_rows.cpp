@@ -7,6 +7,7 @@
 
 #include "kernels/ops/ops.h"
 #include "runner/model/quantization.h"
+#include "tests/support/device_format.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {
@@ -18,20 +19,17 @@ uint32_t row_length(TensorType type) {
   const uint32_t block = tensor_type_info(type).block_elements;
   if (block == 1) return 417;       // odd: F16/BF16 rows are not 4-byte aligned
   if (block == 32) return 32 * 13;  // Q4_0 rows of 13 blocks: 234 bytes, not aligned
-  return 256 * 3;
+  return block * 3;
 }
 
 TEST_P(GetRows, LooksUpRowsOfAChunkedTableExactlyAsTheCpuDequantizes) {
   const TensorType type = GetParam();
   const uint32_t n = row_length(type), rows = 11, n_tokens = 7;
   const uint64_t rb = row_bytes(type, n);
-  std::vector<uint8_t> table(rb * rows);
-  std::vector<float> dequant(size_t{n} * rows);
-  for (uint32_t r = 0; r < rows; ++r) {
-    const std::vector<float> values = random_floats(n, -2.0f, 2.0f);
-    quantize_row(type, values.data(), table.data() + r * rb, n);
-    dequantize_row(type, table.data() + r * rb, dequant.data() + size_t{r} * n, n);
-  }
+  std::vector<uint8_t> table;
+  std::vector<float> dequant;
+  const std::vector<float> values = random_floats(size_t{n} * rows, -2.0f, 2.0f);
+  test::quantize_rows(type, rows, n, values.data(), table, dequant);
   std::vector<int32_t> ids(n_tokens);
   std::uniform_int_distribution<int32_t> pick(0, rows - 1);
   for (int32_t& id : ids) id = pick(rng());
@@ -77,7 +75,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GetRows,
                          ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16,
                                            TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
                                            TensorType::Q5_0, TensorType::Q5_1, TensorType::Q4_K,
-                                           TensorType::Q5_K, TensorType::Q6_K),
+                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::Q4_0x8,
+                                           TensorType::Q8_0x8, TensorType::Q6_Kx8),
                          [](const ::testing::TestParamInfo<TensorType>& p) {
                            return std::string(tensor_type_info(p.param).name);
                          });

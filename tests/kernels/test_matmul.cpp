@@ -1,5 +1,5 @@
 // matmul against a plain C++ reference for every weight type and path, with row and token counts that are
-// not multiples of the 64x64 tile, plus batch invariance: the Deterministic path equals matvec bit for bit
+// not multiples of the tiles, plus batch invariance: the Deterministic path equals matvec bit for bit
 // for every token, and the Tiled path gives a token the same bits alone and in a batch.
 //
 // Tolerances (relative to sum |w * x| of each output; the reference multiplies the exactly dequantized
@@ -20,6 +20,7 @@
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/shader_registry.h"
 #include "runner/model/quantization.h"
+#include "tests/support/device_format.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {
@@ -28,7 +29,13 @@ namespace {
 uint32_t test_cols(TensorType type) {
   const uint32_t block = tensor_type_info(type).block_elements;
   if (block == 1) return 101;  // not a multiple of the 32-wide k step: the k tail is zero-padded
-  return block == 256 ? 2 * 256 : 5 * 32;
+  return block >= 256 ? 2 * block : 5 * 32;
+}
+
+// The CoopMat path reads x four floats at a time (rows of a multiple of 4 values, as every model's are):
+// float types get 100 values, still not a multiple of the 32-wide k step.
+uint32_t coopmat_cols(TensorType type) {
+  return tensor_type_info(type).block_elements == 1 ? 100 : test_cols(type);
 }
 
 struct HostMatrix {
@@ -37,12 +44,8 @@ struct HostMatrix {
 };
 
 HostMatrix random_matrix(TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& src) {
-  const uint64_t rb = row_bytes(type, cols);
-  HostMatrix m{std::vector<uint8_t>(rb * rows), std::vector<float>(uint64_t{rows} * cols)};
-  for (uint32_t r = 0; r < rows; ++r) {
-    quantize_row(type, src.data() + uint64_t{r} * cols, m.bytes.data() + r * rb, cols);
-    dequantize_row(type, m.bytes.data() + r * rb, m.values.data() + uint64_t{r} * cols, cols);
-  }
+  HostMatrix m;
+  test::quantize_rows(type, rows, cols, src.data(), m.bytes, m.values);
   return m;
 }
 
@@ -141,33 +144,52 @@ TEST_P(MatmulTest, CoopMatMatchesReferenceWhereSupported) {
       << "the cooperative-matrix variant must be compiled and embedded on every build";
   if (!coopmat_supported(context().device()))
     GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
-  const uint32_t rows = 67, cols = test_cols(type), tokens = 70;
+  const uint32_t rows = 67, cols = coopmat_cols(type), tokens = 70;
   const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
   vk::Buffer w = device_buffer(m.bytes);
   const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
   expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat), 2e-3);
 }
 
+// Tiles wholly inside Y are stored straight from the accumulators, edge tiles through shared memory: rows
+// and tokens of two whole 128-wide tiles plus a tail exercise both stores and the tile loop.
+TEST_P(MatmulTest, CoopMatWholeAndEdgeTilesMatchReference) {
+  const TensorType type = GetParam();
+  if (!coopmat_supported(context().device()))
+    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix";
+  const uint32_t rows = 2 * CoopmatTile{}.rows() + 3, cols = test_cols(type),
+                 tokens = 2 * CoopmatTile{}.tokens() + 7;
+  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+  vk::Buffer w = device_buffer(m.bytes);
+  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat),
+                           2e-3);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                                           TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                           TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16,
+                                           TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                           TensorType::Q5_0, TensorType::Q5_1, TensorType::Q4_K,
+                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::Q4_0x8,
+                                           TensorType::Q8_0x8, TensorType::Q6_Kx8),
                          [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
 
 class MatmulPathTest : public test::VulkanTest {};
 
-// Auto takes matvec for up to 32 tokens, above that cooperative matrices where the device has them, else
-// tiles; an explicit CoopMat request on a device without them is an error, not a silent fallback.
-TEST_F(MatmulPathTest, AutoResolvesByTokenCount) {
+// Auto takes matvec for up to 32 tokens, above that cooperative matrices where the device has them and x
+// rows are 16-byte aligned, else tiles; an explicit CoopMat request on a device without them is an error,
+// not a silent fallback.
+TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   const vk::Device& device = context().device();
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1), MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096), MatmulPath::Deterministic);
   const MatmulPath tiles = coopmat_supported(device) ? MatmulPath::CoopMat : MatmulPath::Tiled;
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097), MatmulPath::Tiled);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512, 4096), MatmulPath::Deterministic);
   if (!coopmat_supported(device)) {
-    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512), Error);
+    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512, 4096), Error);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/staging.h"
 #include "runner/model/quantization.h"
+#include "tests/support/device_format.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {
@@ -28,7 +29,7 @@ constexpr double kTolerance = 2e-5;
 uint32_t test_cols(TensorType type) {
   const uint32_t block = tensor_type_info(type).block_elements;
   if (block == 1) return 203;
-  return block == 256 ? 3 * 256 : 7 * 32;
+  return block >= 256 ? 3 * block : 7 * 32;
 }
 
 struct HostMatrix {
@@ -38,14 +39,10 @@ struct HostMatrix {
 
 HostMatrix random_matrix(TensorType type, uint32_t rows, uint32_t cols, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const uint64_t rb = row_bytes(type, cols);
-  HostMatrix m{std::vector<uint8_t>(rb * rows), std::vector<float>(uint64_t{rows} * cols)};
-  std::vector<float> src(cols);
-  for (uint32_t r = 0; r < rows; ++r) {
-    for (float& v : src) v = dist(rng);
-    quantize_row(type, src.data(), m.bytes.data() + r * rb, cols);
-    dequantize_row(type, m.bytes.data() + r * rb, m.values.data() + uint64_t{r} * cols, cols);
-  }
+  std::vector<float> src(uint64_t{rows} * cols);
+  for (float& v : src) v = dist(rng);
+  HostMatrix m;
+  test::quantize_rows(type, rows, cols, src.data(), m.bytes, m.values);
   return m;
 }
 
@@ -210,9 +207,11 @@ TEST_P(MatvecTest, UnalignedWeightViewAndStridedActivations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
-                                           TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
-                                           TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16,
+                                           TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
+                                           TensorType::Q5_0, TensorType::Q5_1, TensorType::Q4_K,
+                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::Q4_0x8,
+                                           TensorType::Q8_0x8, TensorType::Q6_Kx8),
                          [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
 
 // split_rows: chunks cover every row once, in order, and each (plus the alignment slack in front of an

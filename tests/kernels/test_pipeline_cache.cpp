@@ -16,6 +16,7 @@
 
 #include "kernels/error.h"
 #include "kernels/ops/kernels.h"
+#include "kernels/ops/matvec_q8.h"
 #include "kernels/ops/ops.h"
 #include "kernels/vk/pipeline.h"
 #include "kernels/vk/pipeline_cache_file.h"
@@ -237,15 +238,15 @@ class KernelsPrewarm : public test::VulkanTest {};
 TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne) {
   const vk::Device& dev = context().device();
   const std::vector<std::string> all = names(Kernels::prewarm_keys(dev, std::nullopt));
-  const std::vector<TensorType> types = {TensorType::Q4_0, TensorType::Q6_K};
+  const std::vector<TensorType> types = {TensorType::Q4_0x8, TensorType::Q6_K};
   const std::vector<std::string> some = names(Kernels::prewarm_keys(dev, types));
   EXPECT_LT(some.size(), all.size());
   for (const std::string& n : some) EXPECT_TRUE(has(all, n)) << n;
 
   for (const OpRegistration& row : registered_ops()) {
+    const std::string prefix = std::string(row.shader.empty() ? row.op : row.shader) + "_";
     if (row.available && !row.available(dev)) {
-      for (std::string_view v : row.variants)
-        EXPECT_FALSE(has(all, std::string(row.op) + "_" + std::string(v)));
+      for (std::string_view v : row.variants) EXPECT_FALSE(has(all, prefix + std::string(v)));
       continue;
     }
     // Rows indexed by weight type list every type.
@@ -254,14 +255,18 @@ TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne
       indexed = indexed && std::find(row.variants.begin(), row.variants.end(), type_variant(info.type)) !=
                                row.variants.end();
     for (std::string_view v : row.variants) {
-      const std::string name = std::string(row.op) + "_" + std::string(v);
+      const std::string name = prefix + std::string(v);
       EXPECT_TRUE(has(all, name)) << name;
-      const bool wanted = !indexed || v == "f32" || v == "q4_0" || v == "q6_k";
+      bool wanted = !indexed || v == "f32" || v == "q4_0x8" || v == "q6_k";
+      if (row.variants_end_in_type) wanted = v.ends_with("_q4_0x8") || v.ends_with("_q6_k");
       EXPECT_EQ(has(some, name), wanted) << name;
     }
   }
   // The matrix ops of the model's types are there, the other types' are not.
-  EXPECT_TRUE(has(some, "matvec1_q4_0"));
+  EXPECT_TRUE(has(some, "matvec1_q4_0x8"));
+  const std::string q8 = matvec_q8_uses_int_dot(dev) ? "matvec_q8i_" : "matvec_q8_";
+  EXPECT_TRUE(has(some, q8 + "norm_swiglu_q4_0x8")) << "a row naming its shader and typed variants";
+  EXPECT_FALSE(has(some, q8 + "norm_q4_k"));
   EXPECT_TRUE(has(some, "matmul_q6_k"));
   EXPECT_TRUE(has(some, "get_rows_f32"));
   EXPECT_FALSE(has(some, "matvec_q8_0"));

@@ -3,9 +3,14 @@
 // token-by-token decode steps; and step recording: a repeated batch shape replays its recording and gives the
 // same bits as a fresh recording.
 //
-// Tolerance: both sides decode the same quantized weights exactly and compute in f32, but the GPU keeps K/V in
-// f16 pages and sums in a different order, so |gpu - ref| <= 2e-3 * max(1, max |ref|) over a row of logits
-// (measured worst case on lavapipe 3.4e-4, printed by the test; a wrong op moves logits by the scale itself).
+// Tolerance: both sides decode the same quantized weights exactly, compute in f32 and keep K/V in f16 (the
+// reference rounds them as the GPU's pages do), but sum in different orders, so |gpu - ref| <= 2e-4 *
+// max(1, max |ref|) over a row of logits (measured worst case on lavapipe 2.4e-5, printed by the test; a
+// wrong op moves logits by the scale itself). Models whose products run on matvec_q8 (8-bit activations:
+// here the K-quants, whose tiny rows are whole 256-value groups) differ from the f32 reference by that
+// rounding, compounded over the layers: bound 4e-2 (measured about 1.2e-2). The rounding itself is
+// checked exactly against its own reference in tests/kernels/test_matvec_q8.cpp; it cannot be here, since
+// the CPU and the GPU round a value near a tie differently now and then, and one such flip spreads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,14 +82,15 @@ TEST_F(GpuModelTest, EveryArchitectureAndTypeMatchesTheCpuReference) {
   const TensorType types[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                               TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
                               TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K};
-  float worst_seen = 0;
+  float worst_seen = 0, worst_seen_q8 = 0;
   for (const char* preset : {"tiny", "tiny-qwen2", "tiny-qwen3"}) {
     for (TensorType type : types) {
       const std::string label = std::string(preset) + " " + std::string(tensor_type_info(type).name);
       SCOPED_TRACE(label);
       const auto path = synth::write_preset(test::scratch_dir() / "gpu_model.gguf", preset, type, 3);
       Rig rig(context(), path);
-      const reference::ReferenceModel ref(rig.file);
+      const reference::ReferenceModel ref(rig.file, {.f16_kv = true});
+      const bool q8 = rig.model->uses_q8_activations();
       reference::ReferenceModel::Sequence seq = ref.new_sequence();
 
       std::vector<int32_t> tokens = kPrompt;
@@ -101,15 +107,17 @@ TEST_F(GpuModelTest, EveryArchitectureAndTypeMatchesTheCpuReference) {
       const size_t n = rig.config.n_vocab;
       for (size_t t = 0; t < tokens.size(); ++t) {
         const std::span<const float> e(expected.data() + t * n, n), g(got.data() + t * n, n);
-        const float bound = 2e-3f * std::max(1.0f, max_abs(e));
+        const float bound = (q8 ? 4e-2f : 2e-4f) * std::max(1.0f, max_abs(e));
         float worst = 0;
         for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(g[i] - e[i]));
         EXPECT_LE(worst, bound) << "token " << t;
-        worst_seen = std::max(worst_seen, worst / std::max(1.0f, max_abs(e)));
+        float& seen = q8 ? worst_seen_q8 : worst_seen;
+        seen = std::max(seen, worst / std::max(1.0f, max_abs(e)));
       }
     }
   }
-  std::printf("worst |gpu - ref| / max(1, max |ref|): %.2e\n", worst_seen);
+  std::printf("worst |gpu - ref| / max(1, max |ref|): %.2e (models on matvec_q8: %.2e)\n", worst_seen,
+              worst_seen_q8);
 }
 
 TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {

@@ -1,0 +1,288 @@
+// The tuning harnesses of the matrix products (sweep-matvec, sweep-matmul).
+//
+// sweep-matvec: the decode products. For each weight type and each product shape of a
+// model (llama3-8b or llama3-1b: Q/K/V joined, O, gate/up joined with SwiGLU, down, logits), it times the
+// products the forward pass can use, chained with a barrier between dispatches as in a forward pass:
+//   legacy: matvec.comp (one f32 decode per weight; the path before matvec_q8), and
+//   q8 <rows>: matvec_q8 built with that many rows per lane (a specialization constant), with the token
+//   grouping of the engine (1 token alone, 8 per work group for batches).
+// Each timed dispatch reads another copy of the weights (copies rotate through --rotate-mib of device
+// memory), so products stream from memory as in a real step instead of from the L2 cache. One row per
+// (type, shape, tokens, variant): microseconds per dispatch and weight GB/s.
+//
+// sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
+// path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
+// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices.
+// One row per (type, shape, extension, tile): microseconds per product and TFLOP/s.
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/perf/benches.h"
+#include "kernels/error.h"
+#include "kernels/ops/kernels.h"
+#include "kernels/ops/matmul.h"
+#include "kernels/ops/matvec.h"
+#include "kernels/ops/matvec_q8.h"
+#include "kernels/ops/ops.h"
+#include "kernels/ops/weight_format.h"
+#include "kernels/vk/buffer.h"
+#include "kernels/vk/command_recorder.h"
+#include "kernels/vk/context.h"
+#include "kernels/vk/device.h"
+#include "kernels/vk/shader_registry.h"
+#include "kernels/vk/staging.h"
+
+namespace kvtrie::bench {
+
+namespace {
+
+struct Shape {
+  const char* name;
+  uint32_t rows, cols;  // weight rows (gate/up: both halves) and row length
+  const char* mode;     // matvec_q8 fold: store, norm, acc, norm_swiglu
+};
+
+std::vector<Shape> shapes_of(const std::string& model) {
+  if (model == "llama3-8b")
+    return {{"qkv", 6144, 4096, "norm"},
+            {"o", 4096, 4096, "acc"},
+            {"gate_up", 28672, 4096, "norm_swiglu"},
+            {"down", 4096, 14336, "acc"},
+            {"logits", 128256, 4096, "norm"}};
+  if (model == "llama3-1b")
+    return {{"qkv", 3072, 2048, "norm"},
+            {"o", 2048, 2048, "acc"},
+            {"gate_up", 16384, 2048, "norm_swiglu"},
+            {"down", 2048, 8192, "acc"},
+            {"logits", 128256, 2048, "norm"}};
+  throw InputError("sweep-matvec: --model is llama3-8b or llama3-1b");
+}
+
+std::vector<uint32_t> parse_list(const std::string& s) {
+  std::vector<uint32_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  return out;
+}
+
+}  // namespace
+
+void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options) {
+  vk::ContextOptions co;
+  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
+  vk::Context ctx(co);
+  const kernels::Kernels k(ctx, kernels::Prewarm::No);
+  const vk::Device& dev = ctx.device();
+  const std::vector<uint32_t> token_counts = parse_list(options.tokens);
+  const std::vector<uint32_t> rows_per_lane = parse_list(options.rows_per_lane);
+  const std::vector<uint32_t> threads_per_row = parse_list(options.threads_per_row);
+  std::mt19937_64 rng(7);
+
+  for (const std::string& type_name :
+       {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
+    if (options.types.find(type_name) == std::string::npos) continue;
+    const TensorType file_type = *tensor_type_from_name(type_name);
+    for (const Shape& shape : shapes_of(options.model)) {
+      const TensorType format = kernels::device_format(file_type, shape.cols);
+      const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
+      // Copies of random weights (scales kept finite: bytes below 0x40) in the device format, side by side
+      // in one large buffer as the engine's weight blocks are (a first version with one allocation per
+      // copy measured every kernel 3-5x slower on an H100 than the same kernel inside a forward pass).
+      const auto copies =
+          static_cast<uint32_t>(std::clamp<uint64_t>((options.rotate_mib << 20) / bytes + 1, 2, 64));
+      const uint64_t stride = (bytes + 255) / 256 * 256;
+      vk::Buffer all(dev, stride * copies + 16, vk::MemoryKind::DeviceLocal);
+      std::vector<uint8_t> host(bytes);
+      for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
+      {
+        vk::Uploader up(ctx);
+        for (uint32_t c = 0; c < copies; ++c) up.upload(all, c * stride, std::as_bytes(std::span(host)));
+        up.finish();
+        vk::CommandRecorder rec(ctx);
+        rec.begin();
+        for (uint32_t c = 0; c < copies; ++c)
+          kernels::repack_to_device_format(rec, k, all.view(c * stride, bytes), file_type, shape.rows,
+                                           shape.cols);
+        rec.end();
+        rec.submit_and_wait();
+      }
+      const uint32_t max_tokens = *std::max_element(token_counts.begin(), token_counts.end());
+      std::vector<float> xs(uint64_t{max_tokens} * shape.cols);
+      for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+      vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
+      std::vector<float> ones(shape.cols, 1.0f);
+      vk::Buffer norm = vk::make_buffer(ctx, std::span<const float>(ones), vk::MemoryKind::DeviceLocal);
+      vk::Buffer y(dev, uint64_t{max_tokens} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+
+      auto time_us = [&](auto&& record_one) {
+        vk::CommandRecorder rec(ctx);
+        rec.begin();
+        for (uint32_t i = 0; i < options.dispatches; ++i)
+          record_one(rec, all.view((i % copies) * stride, bytes));
+        rec.end();
+        std::vector<double> s;
+        for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          rec.submit_and_wait();
+          if (i >= common.warmup) s.push_back(seconds_since(start));
+        }
+        return median(s) / options.dispatches * 1e6;
+      };
+      auto emit = [&](uint32_t tokens, const std::string& variant, double us, double legacy_us) {
+        Row("sweep_matvec")
+            .text("device", dev.info().name)
+            .text("model", options.model)
+            .text("type", type_name)
+            .text("format", kernels::type_variant(format))
+            .text("shape", shape.name)
+            .integer("rows", shape.rows)
+            .integer("cols", shape.cols)
+            .integer("tokens", tokens)
+            .text("variant", variant)
+            .num("us", us)
+            .num("weight_gbs", static_cast<double>(bytes) / us / 1e3)
+            .num("speedup_vs_legacy", legacy_us / us)
+            .emit();
+      };
+      for (uint32_t tokens : token_counts) {
+        const kernels::WeightMatrix base{{}, format, shape.rows, shape.cols};
+        // The legacy product (no folds: what it costs alone).
+        const double legacy = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+          kernels::WeightMatrix m = base;
+          m.data = wb;
+          const kernels::MatmulArgs a{m, x.view(), y.view(), tokens};
+          if (tokens == 1)
+            kernels::matvec_single_token(rec, k, a);
+          else
+            kernels::matvec(rec, k, a);
+        });
+        emit(tokens, "legacy", legacy, legacy);
+        if (!kernels::matvec_q8_supported(format, shape.cols)) continue;
+        const bool want_portable = options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");
+        const uint32_t group = tokens == 1 ? 1 : 8;
+        for (const bool int_dot : {false, true}) {
+          const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + shape.mode + "_" +
+                                      kernels::type_variant(format);
+          if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
+          if (!int_dot && !want_portable) continue;
+          for (uint32_t rpl : rows_per_lane)
+          for (uint32_t tpr : threads_per_row) {
+            kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.cols);
+            s.rows_per_lane = rpl;
+            if (tpr != 0) {
+              if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup) continue;
+              s.threads_per_row = tpr;
+            }
+            const vk::ComputePipeline& p = ctx.pipelines().get(
+                variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+            const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+              kernels::MatvecQ8Args a;
+              a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
+              const std::string_view mode = shape.mode;
+              if (mode == "norm" || mode == "norm_swiglu") a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
+              a.accumulate = mode == "acc";
+              a.swiglu = mode == "norm_swiglu";
+              kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
+            });
+            emit(tokens,
+                 std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
+                     std::to_string(s.threads_per_row),
+                 us, legacy);
+          }
+        }
+      }
+    }
+  }
+}
+
+void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options) {
+  vk::ContextOptions co;
+  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
+  vk::Context ctx(co);
+  const kernels::Kernels k(ctx, kernels::Prewarm::No);
+  const vk::Device& dev = ctx.device();
+  KVTRIE_CHECK(kernels::coopmat_supported(dev), "sweep-matmul: the device has no cooperative matrices");
+  std::vector<kernels::CoopmatTile> tiles;
+  {
+    std::stringstream in(options.tiles);
+    for (std::string item; std::getline(in, item, ',');) {
+      kernels::CoopmatTile t;
+      KVTRIE_CHECK(std::sscanf(item.c_str(), "%ux%ux%ux%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn) == 4,
+                   "sweep-matmul: a tile is SGMxSGNxTMxTN, e.g. 4x2x2x4");
+      tiles.push_back(t);
+    }
+  }
+  std::mt19937_64 rng(11);
+  for (const uint32_t T : parse_list(options.tokens))
+  for (const std::string& type_name :
+       {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
+    if (options.types.find(type_name) == std::string::npos) continue;
+    const TensorType file_type = *tensor_type_from_name(type_name);
+    for (const Shape& shape : shapes_of(options.model)) {
+      if (std::string_view(shape.name) == "logits") continue;  // prefill reads logits of one token
+      const TensorType format = kernels::device_format(file_type, shape.cols);
+      const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
+      vk::Buffer w(dev, bytes + 16, vk::MemoryKind::DeviceLocal);
+      std::vector<uint8_t> host(bytes);
+      for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
+      vk::upload(ctx, w, 0, std::as_bytes(std::span(host)));
+      {
+        vk::CommandRecorder rec(ctx);
+        rec.begin();
+        kernels::repack_to_device_format(rec, k, w.view(0, bytes), file_type, shape.rows, shape.cols);
+        rec.end();
+        rec.submit_and_wait();
+      }
+      std::vector<float> xs(uint64_t{T} * shape.cols);
+      for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+      vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
+      vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+      const kernels::MatmulArgs args{
+          {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
+      for (const std::string ext : {"NV", "KHR", "KHR-noload", "KHR-nomul"}) {
+        if (options.extensions.find(ext + ",") == std::string::npos && !options.extensions.ends_with(ext)) continue;
+        const bool khr = ext != "NV";
+        const std::string probe = ext == "KHR-noload" ? "noload_" : ext == "KHR-nomul" ? "nomul_" : "";
+        const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + probe +
+                                   kernels::type_variant(format);
+        if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
+        for (const kernels::CoopmatTile& t : tiles) {
+          const vk::ComputePipeline& p =
+              ctx.pipelines().get(shader, {t.sg_m, t.sg_n, t.tm, t.tn, t.threads()});
+          vk::CommandRecorder rec(ctx);
+          rec.begin();
+          for (uint32_t i = 0; i < options.dispatches; ++i)
+            kernels::dispatch_matmul_coopmat(rec, k, args, p, t);
+          rec.end();
+          std::vector<double> sec;
+          for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+            const auto start = std::chrono::steady_clock::now();
+            rec.submit_and_wait();
+            if (i >= common.warmup) sec.push_back(seconds_since(start));
+          }
+          const double us = median(sec) / options.dispatches * 1e6;
+          Row("sweep_matmul")
+              .text("device", dev.info().name)
+              .text("model", options.model)
+              .text("type", type_name)
+              .text("shape", shape.name)
+              .integer("rows", shape.rows)
+              .integer("cols", shape.cols)
+              .integer("tokens", T)
+              .text("extension", ext)
+              .text("tile", std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" +
+                                std::to_string(t.tm) + "x" + std::to_string(t.tn))
+              .num("us", us)
+              .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
+              .emit();
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kvtrie::bench

@@ -1,0 +1,151 @@
+#include "kernels/ops/matvec_q8.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <string_view>
+#include <vector>
+
+#include "kernels/error.h"
+#include "kernels/ops/op_util.h"
+#include "kernels/ops/ops.h"
+
+namespace kvtrie::kernels {
+
+namespace {
+// Tokens per work group of the batched build (the decode step uses 1).
+constexpr uint32_t kBatchTokens = 8;
+constexpr uint32_t kRowsPerLane = 4;
+
+// The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
+std::string_view mode(const MatvecQ8Args& a) {
+  if (a.quantized) {
+    if (a.swiglu) return "pq_norm_swiglu";
+    if (!a.norm_weight.empty()) return "pq_norm";
+    return a.accumulate ? "pq_acc" : "pq_store";
+  }
+  if (a.swiglu) return "norm_swiglu";
+  if (!a.norm_weight.empty()) return "norm";
+  return a.accumulate ? "acc" : "store";
+}
+}  // namespace
+
+bool matvec_q8_uses_int_dot(const vk::Device& device) {
+  return device.int_dot_enabled();
+}
+
+bool matvec_q8_supported(TensorType type, uint64_t cols) {
+  const bool format = type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 ||
+                      type == TensorType::Q6_Kx8 || type == TensorType::Q4_K || type == TensorType::Q5_K;
+  return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
+}
+
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t cols) {
+  const uint32_t wg = matvec_workgroup_size(device);
+  const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
+  // A lane's threads take the row's 32-value units in turn: as many threads as units (a power of two, whole
+  // subgroups), the rest of the work group as further lanes over other rows.
+  const auto units = static_cast<uint32_t>(cols / 32);
+  uint32_t tpr = std::bit_floor(std::max(std::min(wg, units), sg));
+  tpr = std::max(tpr, std::min(sg, wg));
+  return {wg, tpr, kRowsPerLane};
+}
+
+void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
+                        const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
+                        uint32_t tokens_per_group) {
+  const MatmulArgs& p = args.product;
+  const WeightMatrix& w = p.w;
+  KVTRIE_CHECK(matvec_q8_supported(w.type, w.cols), "matvec_q8: unsupported weight type or row length");
+  KVTRIE_CHECK(!args.swiglu || (!args.norm_weight.empty() && w.rows % 2 == 0 && !args.accumulate),
+               "matvec_q8: swiglu needs a norm and an even row count, and does not accumulate");
+  KVTRIE_CHECK(args.norm_weight.empty() || !args.accumulate, "matvec_q8: norm and accumulate do not combine");
+  const uint32_t x_stride = args.quantized ? args.quantized->stride : p.x_stride ? p.x_stride : w.cols;
+  KVTRIE_CHECK(x_stride % (args.quantized ? 16 : 4) == 0,
+               "matvec_q8: x_stride must be a multiple of 4 floats");
+  KVTRIE_CHECK(args.quantized || args.norm_weight.empty() || args.norm_weight.range >= uint64_t{w.cols} * 4,
+               "matvec_q8: norm weight shorter than a row");
+  const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
+  if (out_rows == 0 || p.tokens == 0) return;
+  const uint32_t y_stride = p.y_stride ? p.y_stride : out_rows;
+  const uint64_t rb = row_bytes(w.type, w.cols);
+  KVTRIE_CHECK(w.data.range >= rb * w.rows, "matvec_q8: weight view is smaller than the matrix");
+  const vk::PhysicalDeviceInfo& dev = k.device().info();
+  const uint32_t gz = div_up(p.tokens, tokens_per_group);
+  KVTRIE_CHECK(gz <= 65535, "matvec_q8: too many tokens for one dispatch");
+  const uint32_t lanes = shape.workgroup / shape.threads_per_row;
+  // [gate; up] must be one binding: the shader finds a gate row's up row out_rows rows further.
+  const std::vector<RowChunk> chunks =
+      args.swiglu ? std::vector<RowChunk>{{0, out_rows}}
+                  : split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment);
+  for (const RowChunk& chunk : chunks) {
+    const uint64_t bound_rows = args.swiglu ? w.rows : chunk.rows;
+    const AlignedBinding wb = align_binding(k.device(), w.data.sub(chunk.first_row * rb, bound_rows * rb));
+    KVTRIE_CHECK(wb.byte_offset % 16 == 0, "matvec_q8: weight rows must start 16-byte aligned");
+    struct Push {
+      uint32_t rows, k, ntok, row_words, x_stride, y_stride, y_row0, w_offset, up_row, tpr;
+      float eps;
+    } push{chunk.rows,
+           w.cols,
+           p.tokens,
+           static_cast<uint32_t>(rb / 16),
+           x_stride,
+           y_stride,
+           chunk.first_row,
+           wb.byte_offset / 16,
+           args.swiglu ? out_rows : 0,
+           shape.threads_per_row,
+           args.norm_eps};
+    const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
+    const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
+    if (const std::optional<QuantizedX>& q = args.quantized) {
+      if (args.norm_weight.empty())
+        rec.dispatch(pipeline, {vk::read(wb.view), vk::read(q->bytes), y, vk::read(q->scales)}, push, grid.x,
+                     grid.y, gz);
+      else
+        rec.dispatch(pipeline,
+                     {vk::read(wb.view), vk::read(q->bytes), y, vk::read(q->scales), vk::read(q->inv_rms)},
+                     push, grid.x, grid.y, gz);
+    } else if (args.norm_weight.empty()) {
+      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(p.x), y}, push, grid.x, grid.y, gz);
+    } else {
+      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(p.x), y, vk::read(args.norm_weight)}, push, grid.x,
+                   grid.y, gz);
+    }
+  }
+}
+
+void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args) {
+  const bool one = args.product.tokens == 1;
+  char variant[48];  // "<mode>_<type>", built without allocating
+  const int n = std::snprintf(variant, sizeof variant, "%.*s_%s", static_cast<int>(mode(args).size()),
+                              mode(args).data(), type_variant(args.product.w.type));
+  const bool int_dot = matvec_q8_uses_int_dot(k.device());
+  const std::string_view op = int_dot ? (one ? "matvec_q8i_t1" : "matvec_q8i_t8") : (one ? "matvec_q8_t1" : "matvec_q8_t8");
+  const vk::ComputePipeline& pipeline = k.pipeline(op, std::string_view(variant, static_cast<size_t>(n)));
+  dispatch_matvec_q8(rec, k, args, pipeline, matvec_q8_shape(k.device(), args.product.w.cols),
+                     one ? 1 : kBatchTokens);
+}
+
+void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& a) {
+  const uint32_t x_stride = a.x_stride ? a.x_stride : a.cols;
+  KVTRIE_CHECK(a.cols % 16 == 0 && x_stride % 4 == 0 && a.out.stride % 16 == 0 && a.out.stride >= a.cols,
+               "quantize_q8: rows must be whole groups of 16 and strides aligned");
+  KVTRIE_CHECK(a.norm_weight.empty() || !a.out.inv_rms.empty(), "quantize_q8: a norm writes inv_rms");
+  if (a.tokens == 0) return;
+  KVTRIE_CHECK(a.tokens <= 65535, "quantize_q8: too many tokens for one dispatch");
+  struct Push {
+    uint32_t k, x_stride, out_stride;
+    float eps;
+  } push{a.cols, x_stride, a.out.stride, a.norm_eps};
+  if (a.norm_weight.empty())
+    rec.dispatch(k.pipeline("quantize_q8", "f32"),
+                 {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales)}, push, a.tokens);
+  else
+    rec.dispatch(k.pipeline("quantize_q8", "norm_f32"),
+                 {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales), vk::read(a.norm_weight),
+                  vk::write(a.out.inv_rms)},
+                 push, a.tokens);
+}
+
+}  // namespace kvtrie::kernels

@@ -1,0 +1,58 @@
+#include "kernels/ops/weight_format.h"
+
+#include "kernels/error.h"
+#include "kernels/ops/op_util.h"
+#include "kernels/ops/ops.h"
+
+namespace kvtrie::kernels {
+
+namespace {
+// Groups each repack work group handles (GROUPS_PER_WG in repack.comp).
+uint32_t groups_per_workgroup(TensorType format) {
+  return format == TensorType::Q4_0x8 ? 16 : format == TensorType::Q8_0x8 ? 8 : 1;
+}
+}  // namespace
+
+TensorType device_format(TensorType file_type, uint64_t cols) {
+  TensorType format = file_type;
+  if (file_type == TensorType::Q4_0) format = TensorType::Q4_0x8;
+  if (file_type == TensorType::Q8_0) format = TensorType::Q8_0x8;
+  if (file_type == TensorType::Q6_K) format = TensorType::Q6_Kx8;
+  return cols % tensor_type_info(format).block_elements == 0 ? format : file_type;
+}
+
+bool is_device_format(TensorType type) {
+  return type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 || type == TensorType::Q6_Kx8;
+}
+
+TensorType file_type_of(TensorType type) {
+  switch (type) {
+    case TensorType::Q4_0x8:
+      return TensorType::Q4_0;
+    case TensorType::Q8_0x8:
+      return TensorType::Q8_0;
+    case TensorType::Q6_Kx8:
+      return TensorType::Q6_K;
+    default:
+      return type;
+  }
+}
+
+void repack_to_device_format(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView data,
+                             TensorType file_type, uint32_t rows, uint32_t cols) {
+  const TensorType format = device_format(file_type, cols);
+  if (format == file_type || rows == 0) return;
+  const uint64_t bytes = row_bytes(file_type, cols) * rows;
+  KVTRIE_CHECK(data.range >= bytes, "repack: view smaller than the tensor");
+  const AlignedBinding b = align_binding(k.device(), data.sub(0, bytes));
+  KVTRIE_CHECK(b.byte_offset % 4 == 0, "repack: tensor not 4-byte aligned");
+  const uint64_t groups = bytes / tensor_type_info(format).block_bytes;
+  KVTRIE_CHECK(groups < (1ull << 32), "repack: tensor too large");
+  struct Push {
+    uint32_t groups, word_offset;
+  } push{static_cast<uint32_t>(groups), b.byte_offset / 4};
+  const Grid grid = grid_1d(div_up(groups, groups_per_workgroup(format)));
+  rec.dispatch(k.pipeline("repack", type_variant(format)), {vk::read_write(b.view)}, push, grid.x, grid.y);
+}
+
+}  // namespace kvtrie::kernels

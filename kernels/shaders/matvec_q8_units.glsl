@@ -1,0 +1,140 @@
+// Weight units and quantized activations of matvec_q8.comp. A unit is 32 weights of one row that one
+// 16-byte load of quants (two for Q8_0) holds; it pairs with two groups of 16 x values (A and B, UNIT_X_GAP
+// apart), each quantized to bytes with its own scale. A unit decodes to two vectors of 16 small integers
+// (`a`, `b`, one byte each) and four floats `f`, so that for every type
+//   sum(w * x) = A.d * (f.x * dot(a, A.q) - f.z * sum(A.q)) + B.d * (f.y * dot(b, B.q) - f.w * sum(B.q)).
+// The includer declares `readonly buffer { uvec4 w4[]; }` (rows of the device format, kernels/ops/
+// weight_format.h, 16-byte aligned), defines WTYPE and includes q8_activations.glsl first.
+
+#define T_Q4_K 12
+#define T_Q5_K 13
+#define T_Q4_0X8 102
+#define T_Q8_0X8 108
+#define T_Q6_KX8 114
+
+struct WUnit {
+  uvec4 a, b;  // the 16 + 16 integer weights, one byte each (0..63 except Q8_0's signed bytes)
+  vec4 f;      // scales of a and b, and the offsets times sum(q) that turn them into weights
+};
+
+#ifdef INT_DOT
+int dot4_acc(uint a, uint b, int acc) { return dotPacked4x8AccSatEXT(int(a), int(b), acc); }
+#else
+int dot4_acc(uint a, uint b, int acc) {
+  ivec4 va = ivec4(bitfieldExtract(int(a), 0, 8), bitfieldExtract(int(a), 8, 8), bitfieldExtract(int(a), 16, 8),
+                   bitfieldExtract(int(a), 24, 8));
+  ivec4 vb = ivec4(bitfieldExtract(int(b), 0, 8), bitfieldExtract(int(b), 8, 8), bitfieldExtract(int(b), 16, 8),
+                   bitfieldExtract(int(b), 24, 8));
+  return acc + va.x * vb.x + va.y * vb.y + va.z * vb.z + va.w * vb.w;
+}
+#endif
+
+float unit_dot(WUnit w, XGroup A, XGroup B) {
+  int ia = dot4_acc(w.a.x, A.q.x, 0);
+  ia = dot4_acc(w.a.y, A.q.y, ia);
+  ia = dot4_acc(w.a.z, A.q.z, ia);
+  ia = dot4_acc(w.a.w, A.q.w, ia);
+  int ib = dot4_acc(w.b.x, B.q.x, 0);
+  ib = dot4_acc(w.b.y, B.q.y, ib);
+  ib = dot4_acc(w.b.z, B.q.z, ib);
+  ib = dot4_acc(w.b.w, B.q.w, ib);
+  precise float sa = fma(w.f.x, float(ia), -w.f.z * float(A.s));
+  precise float sb = fma(w.f.y, float(ib), -w.f.w * float(B.s));
+  return fma(A.d, sa, B.d * sb);
+}
+
+// Half i (0..7) of the f16 pairs in word o of w4 (the scale arrays of the x8 formats).
+float half_at(uvec4 v, uint i) {
+  uint word = v[i >> 1];
+  return unpackHalf2x16((i & 1u) != 0u ? word >> 16 : word).x;
+}
+
+#if WTYPE == T_Q4_K || WTYPE == T_Q5_K
+// K-quant 6-bit scale and min of sub-block j from the 12 scale bytes in words s (bytes 0-3, 4-7, 8-11).
+uint kq_byte(uvec3 s, uint i) { return (s[i >> 2] >> ((i & 3u) * 8u)) & 0xFFu; }
+vec2 kq_scale_min(uvec3 s, uint j) {
+  if (j < 4u) return vec2(float(kq_byte(s, j) & 63u), float(kq_byte(s, j + 4u) & 63u));
+  uint b = kq_byte(s, j + 4u);
+  return vec2(float((b & 0xFu) | ((kq_byte(s, j - 4u) >> 6) << 4)),
+              float((b >> 4) | ((kq_byte(s, j) >> 6) << 4)));
+}
+#endif
+
+#if WTYPE == T_Q4_0X8 || WTYPE == T_Q8_0X8
+// Unit = one block of 32: x values 32u .. 32u + 31.
+#define UNIT_X_GAP 16u
+uint unit_x_first(uint u) { return 32u * u; }
+#elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
+// Unit u = superblock u / 8, sub-block pair p, half h: bytes 16h.. of the pair's 32 quant bytes hold
+// values 16h.. of sub-block 2p (low nibbles) and of sub-block 2p + 1 (high nibbles).
+#define UNIT_X_GAP 32u
+uint unit_x_first(uint u) { return 256u * (u >> 3) + 64u * ((u & 7u) >> 1) + 16u * (u & 1u); }
+#elif WTYPE == T_Q6_KX8
+// Unit u = superblock u / 8, half n, quarter a (0, 1), part b: the 16 ql bytes at 64n + 32a + 16b hold
+// quarter a (low nibbles) and quarter a + 2 (high nibbles) of values 16b..16b+15, each with its qh bits.
+#define UNIT_X_GAP 64u
+uint unit_x_first(uint u) {
+  uint s = u >> 3, n = (u >> 2) & 1u, a = (u >> 1) & 1u, b = u & 1u;
+  return 256u * s + 128u * n + 32u * a + 16u * b;
+}
+#else
+#error "matvec_q8: WTYPE is not a supported device format"
+#endif
+
+// Unit u of the row whose first word is `row`.
+WUnit load_unit(uint row, uint u) {
+  WUnit w;
+#if WTYPE == T_Q4_0X8
+  // Groups of 8 blocks: 8 x 16 quant bytes, then 8 f16 scales (9 words).
+  uint base = row + (u >> 3) * 9u;
+  uvec4 q = w4[base + (u & 7u)];
+  float d = half_at(w4[base + 8u], u & 7u);
+  w.a = q & 0x0F0F0F0Fu;
+  w.b = (q >> 4) & 0x0F0F0F0Fu;
+  w.f = vec4(d, d, 8.0 * d, 8.0 * d);
+#elif WTYPE == T_Q8_0X8
+  // Groups of 8 blocks: 8 x 32 quant bytes, then 8 f16 scales (17 words).
+  uint base = row + (u >> 3) * 17u;
+  w.a = w4[base + 2u * (u & 7u)];
+  w.b = w4[base + 2u * (u & 7u) + 1u];
+  float d = half_at(w4[base + 16u], u & 7u);
+  w.f = vec4(d, d, 0.0, 0.0);
+#elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
+  // Superblocks of 256: d, dmin, 12 scale bytes (word 0), (Q5_K: 32 high-bit bytes), 128 quant bytes.
+#if WTYPE == T_Q4_K
+  const uint SB = 9u, QS = 1u;
+#else
+  const uint SB = 11u, QS = 3u;
+#endif
+  uint base = row + (u >> 3) * SB;
+  uint p = (u & 7u) >> 1, h = u & 1u;
+  uvec4 head = w4[base];
+  uvec4 q = w4[base + QS + 2u * p + h];
+  vec2 dm = unpackHalf2x16(head.x);
+  vec2 sm_a = kq_scale_min(head.yzw, 2u * p), sm_b = kq_scale_min(head.yzw, 2u * p + 1u);
+  w.a = q & 0x0F0F0F0Fu;
+  w.b = (q >> 4) & 0x0F0F0F0Fu;
+#if WTYPE == T_Q5_K
+  uvec4 qh = w4[base + 1u + h];  // high bit of value 16h + i of sub-block j: bit j of byte i
+  w.a |= ((qh >> (2u * p)) & 0x01010101u) << 4;
+  w.b |= ((qh >> (2u * p + 1u)) & 0x01010101u) << 4;
+#endif
+  w.f = vec4(dm.x * sm_a.x, dm.x * sm_b.x, dm.y * sm_a.y, dm.y * sm_b.y);
+#elif WTYPE == T_Q6_KX8
+  // Groups of 8 superblocks: 8 x (128 ql, 64 qh, 16 int8 scales) (13 words each), then 8 f16 d (1 word).
+  uint s = u >> 3, n = (u >> 2) & 1u, a = (u >> 1) & 1u, b = u & 1u;
+  uint gbase = row + (s >> 3) * 105u;
+  uint sb = gbase + 13u * (s & 7u);
+  uvec4 ql = w4[sb + 4u * n + 2u * a + b];
+  uvec4 qh = w4[sb + 8u + 2u * n + b];
+  uvec4 sc = w4[sb + 12u];
+  float d = half_at(w4[gbase + 104u], s & 7u);
+  uint ia = 8u * n + 2u * a + b, ib = ia + 4u;
+  float sa = float(bitfieldExtract(int(sc[ia >> 2]), int((ia & 3u) * 8u), 8));
+  float sb_ = float(bitfieldExtract(int(sc[ib >> 2]), int((ib & 3u) * 8u), 8));
+  w.a = (ql & 0x0F0F0F0Fu) | (((qh >> (2u * a)) & 0x03030303u) << 4);
+  w.b = ((ql >> 4) & 0x0F0F0F0Fu) | (((qh >> (2u * a + 4u)) & 0x03030303u) << 4);
+  w.f = vec4(d * sa, d * sb_, 32.0 * d * sa, 32.0 * d * sb_);
+#endif
+  return w;
+}

@@ -1,0 +1,271 @@
+// matvec_q8 against a plain C++ reference for every weight type it takes and every fold (norm, residual
+// accumulate, SwiGLU), on random inputs with row counts that do not fill a work group, row lengths that
+// give one, several and fractional units per thread, and token counts around the batch size; plus the
+// batch-invariance contract (a token alone and in a batch give bit-identical results).
+//
+// Weights are uploaded in their file layout and converted on the device (repack_to_device_format), as the
+// engine does. Two references:
+//   quantized: x rounded to bytes per 16 values exactly as the shader does (scale max|x| / 127, ties to
+//     even), times the exactly dequantized weights, in double. Left: f32 rounding (1e-5 of sum |w x|), and
+//     values within 1e-3 of a rounding tie, which f32 arithmetic may round the other way (|w| * d each).
+//   float: x unrounded. The difference is bounded by the rounding of x: sum |w| * d / 2 over the row.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/ops/matvec_q8.h"
+#include "kernels/ops/weight_format.h"
+#include "kernels/vk/command_recorder.h"
+#include "kernels/vk/staging.h"
+#include "runner/model/quantization.h"
+#include "tests/support/vk_fixture.h"
+
+namespace kvtrie::kernels {
+namespace {
+
+enum class Fold { Store, Norm, Accumulate, NormSwiglu };
+const char* fold_name(Fold f) {
+  return f == Fold::Store        ? "store"
+         : f == Fold::Norm       ? "norm"
+         : f == Fold::Accumulate ? "acc"
+                                 : "norm_swiglu";
+}
+constexpr Fold kFolds[] = {Fold::Store, Fold::Norm, Fold::Accumulate, Fold::NormSwiglu};
+constexpr float kEps = 1e-5f;
+
+struct HostMatrix {
+  std::vector<uint8_t> bytes;  // file rows
+  std::vector<float> values;   // dequantized
+};
+
+HostMatrix random_matrix(TensorType type, uint32_t rows, uint32_t cols, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const uint64_t rb = row_bytes(type, cols);
+  HostMatrix m{std::vector<uint8_t>(rb * rows), std::vector<float>(uint64_t{rows} * cols)};
+  std::vector<float> src(cols);
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (float& v : src) v = dist(rng);
+    quantize_row(type, src.data(), m.bytes.data() + r * rb, cols);
+    dequantize_row(type, m.bytes.data() + r * rb, m.values.data() + uint64_t{r} * cols, cols);
+  }
+  return m;
+}
+
+// x as the shader rounds it: per 16 values, q = round_even(x * 127 / max|x|), value d * q.
+struct RoundedX {
+  std::vector<double> value, d;  // per element: the rounded value and its group's scale
+  std::vector<bool> near_tie;    // x * 127 / max|x| within 1e-3 of a half-integer
+};
+RoundedX round_like_shader(const std::vector<float>& x) {
+  RoundedX r{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<bool>(x.size())};
+  for (size_t g = 0; g < x.size(); g += 16) {
+    float amax = 0;
+    for (size_t i = g; i < g + 16; ++i) amax = std::max(amax, std::abs(x[i]));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+    for (size_t i = g; i < g + 16; ++i) {
+      r.value[i] = double{d} * std::nearbyint(x[i] * id);
+      r.d[i] = d;
+      const double scaled = double{x[i]} * id;
+      r.near_tie[i] = std::abs(std::abs(scaled - std::floor(scaled)) - 0.5) < 1e-3;
+    }
+  }
+  return r;
+}
+
+// One output of the reference product of row `row` with token vector x (already normed where the fold
+// says): the quantized and float sums, and the tolerances that go with them.
+struct RefDot {
+  double quantized, exact, quant_tol, float_tol;
+};
+RefDot ref_dot(const HostMatrix& w, uint32_t cols, uint32_t row, const std::vector<float>& x) {
+  const RoundedX xr = round_like_shader(x);
+  RefDot r{};
+  double abs_sum = 0, tie = 0;
+  for (uint32_t k = 0; k < cols; ++k) {
+    const double wk = w.values[uint64_t{row} * cols + k];
+    r.quantized += wk * xr.value[k];
+    r.exact += wk * x[k];
+    abs_sum += std::abs(wk * x[k]);
+    r.float_tol += std::abs(wk) * xr.d[k] * 0.5;
+    if (xr.near_tie[k]) tie += std::abs(wk) * xr.d[k];
+  }
+  r.quant_tol = 1e-5 * abs_sum + tie * 1.01 + 1e-7;
+  r.float_tol = r.float_tol * 1.01 + 1e-5 * abs_sum + 1e-7;
+  return r;
+}
+
+class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {
+ protected:
+  // Uploads file rows and converts them to the device format, as the engine's load does.
+  vk::Buffer device_weights(const HostMatrix& m, TensorType file_type, uint32_t rows, uint32_t cols) {
+    vk::Buffer w = device_buffer(m.bytes);
+    Kernels k(context(), Prewarm::No);
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    repack_to_device_format(rec, k, w.view(0, m.bytes.size()), file_type, rows, cols);
+    rec.end();
+    rec.submit_and_wait();
+    return w;
+  }
+
+  // Runs matvec_q8 with `fold` for `tokens` vectors; y starts as y0 (read by Accumulate). With `prequant`
+  // x is quantized first by quantize_q8 (the batch path), else inside the product.
+  std::vector<float> run(const vk::Buffer& w, TensorType format, uint32_t w_rows, uint32_t cols, Fold fold,
+                         const std::vector<float>& x, const std::vector<float>& norm,
+                         const std::vector<float>& y0, uint32_t tokens, bool prequant = false) {
+    Kernels k(context(), Prewarm::No);
+    vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), yb = device_buffer(y0);
+    const vk::Device& dev = context().device();
+    vk::Buffer qb(dev, uint64_t{tokens} * cols + 16, vk::MemoryKind::DeviceLocal);
+    vk::Buffer sb(dev, uint64_t{tokens} * cols / 2 + 16, vk::MemoryKind::DeviceLocal);
+    vk::Buffer rb(dev, uint64_t{tokens} * 4 + 16, vk::MemoryKind::DeviceLocal);
+    const bool norm_fold = fold == Fold::Norm || fold == Fold::NormSwiglu;
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    MatvecQ8Args a;
+    a.product = {
+        {w.view(0, row_bytes(format, cols) * w_rows), format, w_rows, cols}, xb.view(), yb.view(), tokens};
+    if (norm_fold) a.norm_weight = nb.view(0, uint64_t{cols} * 4);
+    a.norm_eps = kEps;
+    a.accumulate = fold == Fold::Accumulate;
+    a.swiglu = fold == Fold::NormSwiglu;
+    if (prequant) {
+      QuantizeQ8Args q;
+      q.x = xb.view();
+      q.tokens = tokens;
+      q.cols = cols;
+      if (norm_fold) q.norm_weight = a.norm_weight;
+      q.norm_eps = kEps;
+      q.out = {qb.view(), sb.view(), rb.view(), cols};
+      quantize_q8(rec, k, q);
+      a.quantized = q.out;
+    }
+    matvec_q8(rec, k, a);
+    rec.end();
+    rec.submit_and_wait();
+    return read_back<float>(yb, y0.size());
+  }
+
+  // Checks one fold for `tokens` tokens against both references.
+  void check(TensorType type, uint32_t out_rows, uint32_t cols, Fold fold, uint32_t tokens, bool prequant) {
+    SCOPED_TRACE(std::string(fold_name(fold)) + (prequant ? " quantized first" : "") + " rows " +
+                 std::to_string(out_rows) + " cols " + std::to_string(cols) + " tokens " +
+                 std::to_string(tokens));
+    const TensorType format = device_format(type, cols);
+    const uint32_t w_rows = fold == Fold::NormSwiglu ? 2 * out_rows : out_rows;
+    const HostMatrix m = random_matrix(type, w_rows, cols, rng());
+    const vk::Buffer w = device_weights(m, type, w_rows, cols);
+    std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
+    const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f);
+    const std::vector<float> y0 = random_floats(uint64_t{tokens} * out_rows);
+    const std::vector<float> y = run(w, format, w_rows, cols, fold, x, norm, y0, tokens, prequant);
+    int bad = 0;
+    for (uint32_t t = 0; t < tokens && bad < 5; ++t) {
+      std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
+      double inv_rms = 1;
+      if (fold == Fold::Norm || fold == Fold::NormSwiglu) {
+        double ss = 0;
+        for (float v : xt) ss += double{v} * v;
+        inv_rms = 1 / std::sqrt(ss / cols + kEps);
+        for (uint32_t i = 0; i < cols; ++i)
+          xt[i] *= norm[i];  // the shader rounds x * weight; rms comes after
+      }
+      for (uint32_t r = 0; r < out_rows && bad < 5; ++r) {
+        const RefDot a = ref_dot(m, cols, r, xt);
+        double want = a.quantized * inv_rms, want_f = a.exact * inv_rms;
+        double tol = a.quant_tol * inv_rms, tol_f = a.float_tol * inv_rms;
+        if (fold == Fold::NormSwiglu) {
+          const RefDot u = ref_dot(m, cols, out_rows + r, xt);
+          const double g = want, up = u.quantized * inv_rms, silu = g / (1 + std::exp(-g));
+          const double gf = want_f, upf = u.exact * inv_rms;
+          want = silu * up;
+          want_f = gf / (1 + std::exp(-gf)) * upf;
+          tol = 1.1 * std::abs(up) * tol + std::abs(silu) * u.quant_tol * inv_rms + 1e-6;
+          tol_f =
+              1.1 * (std::abs(upf) + tol_f) * tol_f + (std::abs(silu) + tol_f) * u.float_tol * inv_rms + 1e-6;
+        }
+        if (fold == Fold::Accumulate) {
+          want += y0[uint64_t{t} * out_rows + r];
+          want_f += y0[uint64_t{t} * out_rows + r];
+        }
+        const float got = y[uint64_t{t} * out_rows + r];
+        if (!(std::abs(got - want) <= tol) || !(std::abs(got - want_f) <= tol_f)) {
+          ADD_FAILURE() << "y[" << t << "][" << r << "] = " << got << ", quantized reference " << want
+                        << " (tol " << tol << "), float reference " << want_f << " (tol " << tol_f << ")";
+          ++bad;
+        }
+      }
+    }
+  }
+};
+
+// Row lengths: one unit per thread or fewer (several row lanes per work group), and many units per thread
+// with a remainder. Q6_K's device format takes rows of whole 2048-value groups.
+std::vector<uint32_t> test_cols(TensorType type) {
+  if (type == TensorType::Q6_K) return {2048, 6144};
+  return {256, 512, 9 * 256};
+}
+
+TEST_P(MatvecQ8Test, EveryFoldMatchesReference) {
+  const TensorType type = GetParam();
+  for (uint32_t cols : test_cols(type))
+    for (Fold fold : kFolds)
+      for (uint32_t tokens : {1u, 3u, 8u, 11u})
+        check(type, fold == Fold::NormSwiglu ? 19 : 37, cols, fold, tokens, false);
+}
+
+TEST_P(MatvecQ8Test, EveryFoldOnQuantizedInputMatchesReference) {
+  const TensorType type = GetParam();
+  for (Fold fold : kFolds)
+    for (uint32_t tokens : {1u, 11u}) check(type, 19, test_cols(type).back(), fold, tokens, true);
+}
+
+TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
+  const TensorType type = GetParam();
+  const uint32_t cols = test_cols(type).back(), rows = 23, tokens = 11;
+  for (Fold fold : kFolds) {
+    SCOPED_TRACE(fold_name(fold));
+    const TensorType format = device_format(type, cols);
+    const uint32_t w_rows = fold == Fold::NormSwiglu ? 2 * rows : rows;
+    const HostMatrix m = random_matrix(type, w_rows, cols, rng());
+    const vk::Buffer w = device_weights(m, type, w_rows, cols);
+    const std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
+    const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f);
+    const std::vector<float> y0 = random_floats(uint64_t{tokens} * rows);
+    const std::vector<float> batch = run(w, format, w_rows, cols, fold, x, norm, y0, tokens);
+    // The batch path of the engine: x quantized once, then the product.
+    const std::vector<float> quantized_batch = run(w, format, w_rows, cols, fold, x, norm, y0, tokens, true);
+    // Token 5 sits in the first group of 8 at slot 5, token 9 in the second group at slot 1.
+    for (uint32_t t : {0u, 5u, 9u}) {
+      const std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
+      const std::vector<float> y0t(y0.begin() + uint64_t{t} * rows, y0.begin() + uint64_t{t + 1} * rows);
+      const std::vector<float> alone = run(w, format, w_rows, cols, fold, xt, norm, y0t, 1);
+      EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
+          << "token " << t << " differs alone vs in a batch of " << tokens;
+      EXPECT_EQ(std::memcmp(alone.data(), quantized_batch.data() + uint64_t{t} * rows, rows * sizeof(float)),
+                0)
+          << "token " << t << " differs alone vs in a batch of " << tokens << " quantized ahead";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatvecQ8Test,
+                         ::testing::Values(TensorType::Q4_0, TensorType::Q8_0, TensorType::Q6_K,
+                                           TensorType::Q4_K, TensorType::Q5_K),
+                         [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
+
+TEST(MatvecQ8Support, DeviceFormatsAndKQuantsWithWholeGroups) {
+  EXPECT_TRUE(matvec_q8_supported(TensorType::Q4_0x8, 4096));
+  EXPECT_TRUE(matvec_q8_supported(TensorType::Q4_K, 14336));
+  EXPECT_TRUE(matvec_q8_supported(TensorType::Q6_Kx8, 2048));
+  EXPECT_FALSE(matvec_q8_supported(TensorType::Q4_0, 4096)) << "file layout: blocks are not 16-byte aligned";
+  EXPECT_FALSE(matvec_q8_supported(TensorType::F16, 4096));
+  EXPECT_FALSE(matvec_q8_supported(TensorType::Q6_Kx8, 1024)) << "not whole 2048-value groups";
+}
+
+}  // namespace
+}  // namespace kvtrie::kernels
