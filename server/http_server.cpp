@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -89,6 +90,13 @@ void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bo
 // PAYLOAD_MAX_LENGTH, compiled into the library). Here every Content-Type arrives as the same raw bytes, and
 // the one limit is max_bytes: the library refuses a Content-Length over it (res.status 413, the body skipped)
 // and our receiver refuses a chunked or unsized body that grows past it.
+//
+// A refused chunked body is still read to its end (up to kDrainBytes more) and thrown away: closing the
+// socket with the client's unread bytes in its receive queue makes the kernel send a reset, and the reset
+// reached the client before it had read our 413 (seen as a missing response under load, about one time in
+// fifty). Past kDrainBytes the connection is closed anyway; the 413 then arrives only by luck.
+constexpr size_t kDrainBytes = size_t{16} << 20;
+
 BodyProblem read_body(const httplib::Request& req, httplib::Response& res,
                       const httplib::ContentReader& reader, size_t max_bytes, std::string& body) {
   // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112, 6.3). The library
@@ -106,15 +114,20 @@ BodyProblem read_body(const httplib::Request& req, httplib::Response& res,
                            [&](const char*, size_t n) {
                              total += n;
                              over_limit = total > max_bytes;
-                             return !over_limit;
+                             return total - std::min(total, max_bytes) <= kDrainBytes;
                            });
     if (over_limit || res.status == 413) return BodyProblem::TooLarge;
     return ok ? BodyProblem::Multipart : BodyProblem::Unreadable;
   }
+  size_t drained = 0;
   const bool ok = reader([&](const char* data, size_t n) {
-    if (body.size() + n > max_bytes) {
+    if (!over_limit && body.size() + n > max_bytes) {
       over_limit = true;
-      return false;
+      std::string().swap(body);
+    }
+    if (over_limit) {
+      drained += n;
+      return drained <= kDrainBytes;
     }
     body.append(data, n);
     return true;
