@@ -1,5 +1,6 @@
 #include "server/api_llama.h"
 
+#include "server/api_openai.h"
 #include "server/api_tokenize.h"
 #include "server/generate_common.h"
 #include "server/http_server.h"
@@ -118,12 +119,18 @@ HttpResponse health(ModelHost& host) {
   return HttpResponse::json({{"status", "ok"}});
 }
 
+HttpResponse apply_template(ModelHost& host, const HttpRequest& http) {
+  LoadedModel& model = host.require();
+  return HttpResponse::json({{"prompt", chat_prompt(model, parse_object(http.body))}});
+}
+
 HttpResponse props(ModelHost& host) {
   LoadedModel& model = host.require();
   const auto& info = model.engine->info();
   return HttpResponse::json({{"total_slots", info.parallel},
                              {"model_path", host.options().model},
                              {"chat_template", model.chat_template},
+                             {"chat_format", chat_template_name(model.chat_format.family)},
                              {"default_generation_settings", {{"n_ctx", info.n_ctx}}},
                              {"build_info", std::string("kvtrie ") + KVTRIE_VERSION}});
 }
@@ -136,7 +143,7 @@ void register_llama_api(HttpServer& server, ModelHost& host) {
   server.route("POST", "/completions", [&host](const HttpRequest& r) { return completion(host, r); });
   register_tokenize_api(server, host);
   server.route("GET", "/props", [&host](const HttpRequest&) { return props(host); });
-  register_chat_api(server, host);
+  server.route("POST", "/apply-template", [&host](const HttpRequest& r) { return apply_template(host, r); });
 }
 
 }  // namespace kvtrie::server

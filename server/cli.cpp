@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "server/chat_template.h"
 #include "server/config_file.h"
 #include "server/daemon.h"
 #include "server/devices.h"
@@ -88,8 +89,19 @@ int run_cli(int argc, char** argv) {
 
   ServeOptions serve_opts;
   std::string config_unused;
-  CLI::App* serve = app.add_subcommand("serve", "run the daemon (native HTTP API)");
+  CLI::App* serve = app.add_subcommand("serve", "run the daemon (native and OpenAI-compatible HTTP APIs)");
   add_serve_options(*serve, serve_opts);
+  serve
+      ->add_option("--chat-template", serve_opts.chat_template,
+                   "chat format of /v1/chat/completions instead of the one recognised in the model (" +
+                       chat_template_names() + ")")
+      ->envname(env_name("chat-template"))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->check([](const std::string& name) {
+        return chat_template_from_name(name)
+                   ? std::string()
+                   : "unknown chat template \"" + name + "\" (built in: " + chat_template_names() + ")";
+      });
   serve->add_option("--config", config_unused, std::string("config file of key = value lines (default ") +
                                                     kDefaultConfigPath + " when it exists; env KVTRIE_CONFIG)");
 

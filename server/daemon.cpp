@@ -12,6 +12,7 @@
 #include "server/api_llama.h"
 #include "server/api_native.h"
 #include "server/api_ollama_runner.h"
+#include "server/api_openai.h"
 #include "server/devices.h"
 #include "server/http_server.h"
 #include "server/model_host.h"
@@ -36,7 +37,7 @@ sigset_t shutdown_signals() {
 
 const char* mode_name(ApiMode mode) {
   switch (mode) {
-    case ApiMode::Native: return "native";
+    case ApiMode::Native: return "native and OpenAI-compatible";
     case ApiMode::LlamaServer: return "llama-server compatible";
     case ApiMode::OllamaRunner: return "Ollama runner (legacy)";
   }
@@ -70,8 +71,14 @@ int run_daemon(const ServeOptions& options) {
   http.max_body_bytes = size_t{options.max_body_mb} << 20;
   HttpServer server(http);
   switch (options.mode) {
-    case ApiMode::Native: register_native_api(server, host); break;
-    case ApiMode::LlamaServer: register_llama_api(server, host); break;
+    case ApiMode::Native:
+      register_native_api(server, host);
+      register_openai_api(server, host);
+      break;
+    case ApiMode::LlamaServer:
+      register_llama_api(server, host);
+      register_openai_api(server, host);
+      break;
     case ApiMode::OllamaRunner: register_ollama_runner_api(server, host); break;
   }
   register_admin_api(server, host);

@@ -22,6 +22,7 @@ constexpr ErrorRow kErrorTable[] = {
     {ErrorType::NotFound, 404, "not_found_error"},
     {ErrorType::MethodNotAllowed, 405, "method_not_allowed_error"},
     {ErrorType::PayloadTooLarge, 413, "payload_too_large_error"},
+    {ErrorType::UnsupportedMediaType, 415, "unsupported_media_type_error"},
     {ErrorType::Unavailable, 503, "unavailable_error"},
     {ErrorType::Overloaded, 503, "overloaded_error"},
     {ErrorType::NotImplemented, 501, "not_supported_error"},

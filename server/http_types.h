@@ -20,14 +20,15 @@
 namespace kvtrie::server {
 
 enum class ErrorType {
-  InvalidRequest,    // 400: malformed JSON, wrong types, out-of-range values, bad prompts
-  NotFound,          // 404: unknown endpoint
-  MethodNotAllowed,  // 405
-  PayloadTooLarge,   // 413
-  Unavailable,       // 503: model still loading, shutting down
-  Overloaded,        // 503 + Retry-After: every slot and the queue busy
-  NotImplemented,    // 501
-  Internal,          // 500: a bug or a driver failure
+  InvalidRequest,        // 400: malformed JSON, wrong types, out-of-range values, bad prompts
+  NotFound,              // 404: unknown endpoint
+  MethodNotAllowed,      // 405
+  PayloadTooLarge,       // 413
+  UnsupportedMediaType,  // 415: a multipart body where JSON is expected
+  Unavailable,           // 503: model still loading, shutting down
+  Overloaded,            // 503 + Retry-After: every slot and the queue busy
+  NotImplemented,        // 501
+  Internal,              // 500: a bug or a driver failure
 };
 
 int status_of(ErrorType type);

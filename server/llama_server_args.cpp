@@ -16,7 +16,7 @@ namespace kvtrie::server {
 namespace {
 
 enum class Arg { Model, Port, Host, Ctx, Parallel, Verbosity, ChatTemplate, Verbose, ListDevices, NoLogPrefix,
-                 NoLogTimestamps, Help, Version, IgnoredValue, IgnoredFlag, FlashAttn };
+                 NoLogTimestamps, Help, Version, IgnoredValue, IgnoredFlag, FlashAttn, MaxBodyMb };
 
 struct Spec {
   Arg arg;
@@ -33,6 +33,7 @@ const std::map<std::string, Spec>& specs() {
       {"--parallel", {Arg::Parallel, true}}, {"-np", {Arg::Parallel, true}},
       {"--log-verbosity", {Arg::Verbosity, true}}, {"-lv", {Arg::Verbosity, true}},
       {"--chat-template", {Arg::ChatTemplate, true}},
+      {"--max-body-mb", {Arg::MaxBodyMb, true}},  // kvtrie's own: the body limit, as in `kvtrie serve`
       {"--verbose", {Arg::Verbose, false}}, {"-v", {Arg::Verbose, false}},
       {"--list-devices", {Arg::ListDevices, false}},
       {"--no-log-prefix", {Arg::NoLogPrefix, false}}, {"--no-log-timestamps", {Arg::NoLogTimestamps, false}},
@@ -116,6 +117,11 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
         break;
       }
       case Arg::ChatTemplate: out.options.chat_template = v; break;
+      case Arg::MaxBodyMb:
+        if (!to_uint(v, out.options.max_body_mb) || out.options.max_body_mb == 0 ||
+            out.options.max_body_mb > 1024)
+          return bad();
+        break;
       case Arg::Verbose: out.options.verbose = true; break;
       case Arg::ListDevices: out.list_devices = true; break;
       case Arg::NoLogPrefix:
@@ -144,6 +150,7 @@ int run_llama_server(int argc, char** argv) {
   if (a.help) {
     std::cout << "llama-server (kvtrie " << KVTRIE_VERSION << " compatibility mode)\n"
               << "usage: llama-server --model PATH [--port N] [--host H] [-c CTX] [-np N] [--chat-template NAME]\n"
+              << "       [--max-body-mb N (1-1024, default 8: the largest request body)]\n"
               << "       [--list-devices] [--verbose]; llama.cpp tuning flags Ollama passes are accepted and ignored.\n";
     return 0;
   }

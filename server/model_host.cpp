@@ -45,6 +45,33 @@ void log_memory_accounting(const LoadedModel& m) {
 
 }  // namespace
 
+ChatFormat choose_chat_format(const std::string& forced, const std::string& jinja_source) {
+  if (!forced.empty()) {
+    if (auto family = chat_template_from_name(forced)) {
+      spdlog::info("chat template: {} (--chat-template)", chat_template_name(*family));
+      return {*family, {}};
+    }
+    spdlog::warn("--chat-template {}: not a built-in template ({}); using the model's", forced,
+                 chat_template_names());
+  }
+  if (jinja_source.empty()) {
+    spdlog::info("chat template: chatml (the model has no tokenizer.chat_template)");
+    return {};
+  }
+  if (auto format = detect_chat_format(jinja_source)) {
+    spdlog::info(
+        "chat template: {} (recognised in the model's tokenizer.chat_template){}",
+        chat_template_name(format->family),
+        format->default_system.empty() ? "" : "; default system message \"" + format->default_system + "\"");
+    return *format;
+  }
+  spdlog::warn(
+      "chat template: chatml (the model's tokenizer.chat_template is none of the built-in families: {}; "
+      "--chat-template NAME picks one)",
+      chat_template_names());
+  return {};
+}
+
 std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model) {
   if (options.cpu_reference) {
     engine::ReferenceEngineConfig config;
@@ -75,6 +102,8 @@ bool ModelHost::load() {
     progress_ = 0.4f;
     m->name = m->config.model_name.empty() ? m->file.path().filename().string() : m->config.model_name;
     if (auto tmpl = m->file.get_string("tokenizer.chat_template")) m->chat_template = std::string(*tmpl);
+    if (options_.mode != ApiMode::OllamaRunner)  // the legacy runner protocol has no chat endpoint
+      m->chat_format = choose_chat_format(options_.chat_template, m->chat_template);
     spdlog::info("model: {} arch={} layers={} width={} heads={}/{} vocab={} ctx_train={}", m->name,
                  m->config.arch_name, m->config.n_layers, m->config.n_embd, m->config.n_heads,
                  m->config.n_kv_heads, m->config.n_vocab, m->config.n_ctx_train);

@@ -14,6 +14,7 @@
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
 #include "runner/tokenizer/tokenizer.h"
+#include "server/chat_template.h"
 #include "server/options.h"
 
 namespace kvtrie::server {
@@ -27,7 +28,12 @@ struct LoadedModel {
   std::unique_ptr<engine::Engine> engine;  // declared last: destroyed first, it uses the tokenizer and context
   std::string name;           // general.name, else the file name
   std::string chat_template;  // tokenizer.chat_template metadata ("" when absent)
+  ChatFormat chat_format;     // what chat requests are rendered with (choose_chat_format)
 };
+
+// The chat format for a model: the --chat-template name when given (`forced`; an unknown one is logged and
+// ignored), else the family recognised in the model's Jinja template, else ChatML; logs which and why.
+ChatFormat choose_chat_format(const std::string& forced, const std::string& jinja_source);
 
 // Chooses and builds the engine for these options; throws InputError when the model cannot be served.
 // Creates model.context for the Vulkan engine.

@@ -31,7 +31,7 @@ struct ServeOptions {
   std::string log_level = "info";
   uint32_t shutdown_grace_ms = 5000;
   uint32_t max_body_mb = 8;
-  std::string chat_template;      // llama-server: built-in template name forced by --chat-template
+  std::string chat_template;      // built-in chat template name forced by --chat-template ("": the model's)
   bool verbose = false;
 };
 

@@ -75,7 +75,7 @@ RunTotals run_conversations(Engine& eng, const MultiturnOptions& o, uint32_t voc
   RunTotals t;
   uint64_t request_id = 0;
   // Without sharing every request gets its own namespace, so no request ever hits another's prefix.
-  auto ns = [&] { return shared ? std::string() : "r" + std::to_string(request_id++); };
+  auto ns = [&] { return shared ? std::string() : std::string("r").append(std::to_string(request_id++)); };
   {
     // One short request in its own namespace first: first-dispatch costs must not count as the cold TTFT.
     GenerationStream warm = submit(eng, pseudo_random_tokens(32, 5, vocab), 4, "warmup");

@@ -187,6 +187,7 @@ GgufWriter make_writer(const SynthOptions& o) {
   } else {
     add_builtin_vocab(w, s.n_vocab);
   }
+  if (o.chat_template) w.set_string("tokenizer.chat_template", *o.chat_template);
   const uint32_t hd = s.head_dim_or_default();
   w.set_u32(a + ".block_count", s.n_layers);
   w.set_u32(a + ".context_length", s.n_ctx);

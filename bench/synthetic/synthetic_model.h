@@ -49,6 +49,7 @@ struct SynthOptions {
   TensorType type = TensorType::F32;  // the matrices and token_embd; norms, biases and rope factors stay F32
   uint64_t seed = 1;
   std::optional<std::filesystem::path> vocab_from;  // copy every tokenizer.* key from this GGUF
+  std::optional<std::string> chat_template;         // written as tokenizer.chat_template (a Jinja source)
   unsigned threads = 0;                             // 0: hardware concurrency
   bool skeleton =
       false;  // leave every tensor as zeros in a sparse file: checks shapes without writing gigabytes

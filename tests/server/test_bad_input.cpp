@@ -25,7 +25,11 @@ void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
 
 std::string tokens_json(int count, int id) {
   std::string s = "{\"tokens\": [";
-  for (int i = 0; i < count; ++i) s += (i ? "," : "") + std::to_string(id);
+  for (int i = 0; i < count; ++i) {
+    // Appended piece by piece: GCC 12 at -O3 reports a bogus -Wrestrict for const char* + std::string&&.
+    if (i) s += ',';
+    s += std::to_string(id);
+  }
   return s + "]}";
 }
 
@@ -75,7 +79,8 @@ std::vector<BadCase> cases() {
       {"StopNumbers", "POST", "/generate", R"({"prompt": "a", "stop": [1, 2]})", 400},
       {"StopEmptyString", "POST", "/generate", R"({"prompt": "a", "stop": [""]})", 400},
       {"TooManyStops", "POST", "/generate",
-       R"({"prompt": "a", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})", 400},
+       R"({"prompt": "a", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
+       400},
       {"TokenizeMissingContent", "POST", "/tokenize", "{}", 400},
       {"TokenizeContentNumber", "POST", "/tokenize", R"({"content": 3})", 400},
       {"TokenizeInvalidUtf8", "POST", "/tokenize", "{\"content\": \"\xc3\x28\"}", 400},
@@ -86,8 +91,38 @@ std::vector<BadCase> cases() {
       {"GetOnCacheFlush", "GET", "/cache/flush", "", 405},
       {"PostOnHealth", "POST", "/health", "{}", 405},
       {"UnknownEndpoint", "GET", "/nope", "", 404},
-      {"OtherApiEndpoint", "POST", "/v1/chat/completions", R"({"messages": []})", 404},
+      {"OtherApiEndpoint", "POST", "/completion", R"({"prompt": "a"})", 404},
+      {"ChatNoMessages", "POST", "/v1/chat/completions", "{}", 400},
+      {"ChatEmptyMessages", "POST", "/v1/chat/completions", R"({"messages": []})", 400},
+      {"ChatMessageNotObject", "POST", "/v1/chat/completions", R"({"messages": ["hi"]})", 400},
+      {"ChatMessageNoRole", "POST", "/v1/chat/completions", R"({"messages": [{"content": "hi"}]})", 400},
+      {"ChatContentNumber", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": 5}]})", 400},
+      {"ChatImagePart", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+       400},
+      {"ChatTwoChoices", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "a"}], "n": 2})", 400},
+      {"ChatTools", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function"}]})", 400},
+      {"ChatJsonSchema", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema"}})",
+       400},
+      {"ChatMaxTokensZero", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 0})", 400},
+      {"ChatStreamOptionsWithoutStream", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "a"}], "stream_options": {"include_usage": true}})", 400},
+      {"ChatTopLogprobsWithoutLogprobs", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2})", 400},
+      {"CompletionNoPrompt", "POST", "/v1/completions", "{}", 400},
+      {"CompletionTwoPrompts", "POST", "/v1/completions", R"({"prompt": ["a", "b"]})", 400},
+      {"CompletionSuffix", "POST", "/v1/completions", R"({"prompt": "a", "suffix": "b"})", 400},
+      {"CompletionTemperatureString", "POST", "/v1/completions", R"({"prompt": "a", "temperature": "x"})",
+       400},
+      {"PostOnModels", "POST", "/v1/models", "{}", 405},
       {"OversizedBody", "POST", "/generate", "{\"prompt\": \"" + std::string(1536 * 1024, 'a') + "\"}", 413},
+      {"OversizedChat", "POST", "/v1/chat/completions",
+       "{\"messages\": \"" + std::string(1536 * 1024, 'a') + "\"}", 413},
   };
 }
 
