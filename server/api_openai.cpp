@@ -39,6 +39,14 @@ Json usage_json(const GenerationStats& s) {
           {"prompt_tokens_details", {{"cached_tokens", s.cached_tokens}}}};
 }
 
+// The last streamed event under stream_options.include_usage, as OpenAI sends it: the stream's envelope with
+// no choices and the request's usage.
+std::string usage_event(Json envelope, const GenerationStats& s) {
+  envelope["choices"] = Json::array();
+  envelope["usage"] = usage_json(s);
+  return sse(envelope);
+}
+
 std::vector<ChatMessage> read_messages(const Json& body) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array())
@@ -226,13 +234,7 @@ HttpResponse chat_completions(ModelHost& host, const HttpRequest& http) {
           chunk({{"content", c.text}}, nullptr, logprobs ? chat_logprobs(*m->tokenizer, c.logprobs) : Json());
     if (last) {
       out += chunk(Json::object(), finish_reason(c.final->stop_kind));
-      if (so.include_usage) {
-        // As OpenAI sends it: one more event with no choices and the request's usage.
-        Json u = envelope("chat.completion.chunk");
-        u["choices"] = Json::array();
-        u["usage"] = usage_json(*c.final);
-        out += sse(u);
-      }
+      if (so.include_usage) out += usage_event(envelope("chat.completion.chunk"), *c.final);
     }
     return out;
   };
@@ -312,12 +314,7 @@ HttpResponse completions(ModelHost& host, const HttpRequest& http) {
     }
     if (last) {
       out += event("", Json(), finish_reason(c.final->stop_kind));
-      if (so.include_usage) {
-        Json u = envelope();
-        u["choices"] = Json::array();
-        u["usage"] = usage_json(*c.final);
-        out += sse(u);
-      }
+      if (so.include_usage) out += usage_event(envelope(), *c.final);
     }
     return out;
   };
