@@ -114,7 +114,9 @@ int main(int argc, char** argv) {
   sweep_mm_cmd->add_option("--types", sweep_mm.types, "weight types, comma-separated")->capture_default_str();
   sweep_mm_cmd->add_option("--tokens", sweep_mm.tokens, "prompt tokens per product, comma-separated")
       ->capture_default_str();
-  sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, KHR-noload, KHR-nomul")
+  sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, CM2, KHR-noload, KHR-nomul")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--cm2-tiles", sweep_mm.cm2_tiles, "CM2 tiles THREADSxROWSxTOKENSkBK, comma-separated")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
       ->capture_default_str();

@@ -12,7 +12,8 @@
 //
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
-// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices.
+// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices, and
+// on matmul_cm2 (VK_NV_cooperative_matrix2, extension CM2) built with each tile of --cm2-tiles.
 // One row per (type, shape, extension, tile): microseconds per product and TFLOP/s.
 #include <algorithm>
 #include <cstdio>
@@ -199,6 +200,16 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
   }
 }
 
+namespace {
+// Whether `name` is an item of the comma-separated `list`.
+bool listed(const std::string& list, const std::string& name) {
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (item == name) return true;
+  return false;
+}
+}  // namespace
+
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options) {
   vk::ContextOptions co;
   if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
@@ -215,6 +226,16 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       KVTRIE_CHECK((n == 4 || n == 5 || n == 6) && t.bk % 32 == 0 && (t.buffers == 1 || t.buffers == 2),
                    "sweep-matmul: a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1");
       tiles.push_back(t);
+    }
+  }
+  std::vector<kernels::Cm2Tile> cm2_tiles;
+  {
+    std::stringstream in(options.cm2_tiles);
+    for (std::string item; std::getline(in, item, ',');) {
+      kernels::Cm2Tile t;
+      const int n = std::sscanf(item.c_str(), "%ux%ux%uk%u", &t.threads, &t.rows, &t.tokens, &t.bk);
+      KVTRIE_CHECK(n == 4 && 256 % t.bk == 0, "sweep-matmul: a CM2 tile is THREADSxROWSxTOKENSkBK, e.g. 256x128x128k32");
+      cm2_tiles.push_back(t);
     }
   }
   std::mt19937_64 rng(11);
@@ -244,43 +265,56 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
       const kernels::MatmulArgs args{
           {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
+      // Times --dispatches products recorded by `record` in one recording and emits the row.
+      const auto measure = [&](const std::string& ext, const std::string& tile, auto record) {
+        vk::CommandRecorder rec(ctx);
+        rec.begin();
+        for (uint32_t i = 0; i < options.dispatches; ++i) record(rec);
+        rec.end();
+        std::vector<double> sec;
+        for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          rec.submit_and_wait();
+          if (i >= common.warmup) sec.push_back(seconds_since(start));
+        }
+        const double us = median(sec) / options.dispatches * 1e6;
+        Row("sweep_matmul")
+            .text("device", dev.info().name)
+            .text("model", options.model)
+            .text("type", type_name)
+            .text("shape", shape.name)
+            .integer("rows", shape.rows)
+            .integer("cols", shape.cols)
+            .integer("tokens", T)
+            .text("extension", ext)
+            .text("tile", tile)
+            .num("us", us)
+            .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
+            .emit();
+      };
       for (const std::string ext : {"NV", "KHR", "KHR-noload", "KHR-nomul"}) {
-        if (options.extensions.find(ext + ",") == std::string::npos && !options.extensions.ends_with(ext)) continue;
+        if (!listed(options.extensions, ext)) continue;
         const bool khr = ext != "NV";
         const std::string probe = ext == "KHR-noload" ? "noload_" : ext == "KHR-nomul" ? "nomul_" : "";
         const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + probe +
                                    kernels::type_variant(format);
         if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
         for (const kernels::CoopmatTile& t : tiles) {
+          const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
+          measure(ext,
+                  std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
+                      std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers),
+                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, args, p, t); });
+        }
+      }
+      if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {
+        for (const kernels::Cm2Tile& t : cm2_tiles) {
           const vk::ComputePipeline& p =
-              ctx.pipelines().get(shader, t.spec());
-          vk::CommandRecorder rec(ctx);
-          rec.begin();
-          for (uint32_t i = 0; i < options.dispatches; ++i)
-            kernels::dispatch_matmul_coopmat(rec, k, args, p, t);
-          rec.end();
-          std::vector<double> sec;
-          for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
-            const auto start = std::chrono::steady_clock::now();
-            rec.submit_and_wait();
-            if (i >= common.warmup) sec.push_back(seconds_since(start));
-          }
-          const double us = median(sec) / options.dispatches * 1e6;
-          Row("sweep_matmul")
-              .text("device", dev.info().name)
-              .text("model", options.model)
-              .text("type", type_name)
-              .text("shape", shape.name)
-              .integer("rows", shape.rows)
-              .integer("cols", shape.cols)
-              .integer("tokens", T)
-              .text("extension", ext)
-              .text("tile", std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" +
-                                std::to_string(t.tm) + "x" + std::to_string(t.tn) + "k" +
-                                std::to_string(t.bk) + "b" + std::to_string(t.buffers))
-              .num("us", us)
-              .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
-              .emit();
+              ctx.pipelines().get("matmul_cm2_" + std::string(kernels::type_variant(format)), t.spec());
+          measure("CM2",
+                  std::to_string(t.threads) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tokens) + "k" +
+                      std::to_string(t.bk),
+                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_cm2(rec, k, args, p, t); });
         }
       }
     }

@@ -28,7 +28,21 @@ bool coopmat_supported(const vk::Device& device) {
          device.subgroup_size() == 32 && device.info().max_shared_memory >= 48 * 1024;
 }
 
-MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride) {
+bool coopmat2_takes(const vk::Device& device, TensorType type) {
+  switch (type) {
+    case TensorType::Q4_0x8:
+    case TensorType::Q8_0x8:
+    case TensorType::Q6_Kx8:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+      return device.nv_coopmat2_enabled();  // enabled only where the shaders were built
+    default:
+      return false;
+  }
+}
+
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride,
+                               TensorType type) {
   switch (requested) {
     case MatmulPath::Deterministic:
     case MatmulPath::Tiled:
@@ -36,16 +50,22 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
     case MatmulPath::CoopMat:
       KVTRIE_CHECK(coopmat_supported(device), "matmul: cooperative matrices are not available on this device");
       return requested;
+    case MatmulPath::CoopMat2:
+      KVTRIE_CHECK(coopmat2_takes(device, type),
+                   "matmul: VK_NV_cooperative_matrix2 is not available on this device for this weight type");
+      return requested;
     case MatmulPath::Auto:
       break;
   }
   const bool coopmat = coopmat_supported(device) && x_stride % 4 == 0;
   if (tokens <= kMatvecTokens && !(coopmat && tokens > kCoopmatMinTokens)) return MatmulPath::Deterministic;
+  if (coopmat && tokens > kSmallTile.tokens() && coopmat2_takes(device, type)) return MatmulPath::CoopMat2;
   return coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {
-  switch (resolve_matmul_path(k.device(), path, args.tokens, args.x_stride ? args.x_stride : args.w.cols)) {
+  switch (resolve_matmul_path(k.device(), path, args.tokens, args.x_stride ? args.x_stride : args.w.cols,
+                              args.w.type)) {
     case MatmulPath::Deterministic:
       if (path == MatmulPath::Auto && args.tokens == 1)
         matvec_single_token(rec, k, args);  // decode without the batch-invariance promise
@@ -61,6 +81,9 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       dispatch_matmul_coopmat(rec, k, args, k.pipeline(op, type_variant(args.w.type)), few ? kSmallTile : CoopmatTile{});
       return;
     }
+    case MatmulPath::CoopMat2:
+      dispatch_matmul_cm2(rec, k, args, k.pipeline("matmul_cm2", type_variant(args.w.type)), Cm2Tile{});
+      return;
     case MatmulPath::Tiled:
     case MatmulPath::Auto:
       break;
@@ -75,6 +98,13 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
   KVTRIE_CHECK(tile.shared_bytes() <= k.device().info().max_shared_memory,
                "matmul_coopmat: the tile needs more shared memory than the device gives a work group");
   dispatch_matmul_variant(rec, k, args, pipeline, tile.rows(), tile.tokens());
+}
+
+void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
+                         const vk::ComputePipeline& pipeline, const Cm2Tile& tile) {
+  KVTRIE_CHECK(coopmat2_takes(k.device(), args.w.type), "matmul_cm2: the weight type or the device is not supported");
+  KVTRIE_CHECK(256 % tile.bk == 0 && args.w.cols % 256 == 0, "matmul_cm2: k steps must divide the 256-value blocks");
+  dispatch_matmul_variant(rec, k, args, pipeline, tile.rows, tile.tokens);
 }
 
 }  // namespace kvtrie::kernels

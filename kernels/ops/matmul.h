@@ -7,8 +7,12 @@
 //   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16 inputs, f32
 //                  accumulate), only where the device has one; tiles of CoopmatTile (default 128 rows x 128
 //                  tokens, 8 subgroups).
+//   CoopMat2:      the same products through VK_NV_cooperative_matrix2's workgroup-scope matrices (the driver
+//                  stages and pipelines the tiles; Cm2Tile), for the 16-byte aligned weight formats
+//                  (coopmat2_takes): the same f16 values, so the same tolerance as CoopMat.
 // Auto picks matvec for up to 16 tokens, CoopMat above that where the device has it (a 32-token tile up to
-// 32 tokens), else matvec up to 32 tokens and Tiled above.
+// 32 tokens; CoopMat2 above 32 tokens where it takes the weights), else matvec up to 32 tokens and Tiled
+// above.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>
@@ -17,7 +21,7 @@
 
 namespace kvtrie::kernels {
 
-enum class MatmulPath { Auto, Deterministic, Tiled, CoopMat };
+enum class MatmulPath { Auto, Deterministic, Tiled, CoopMat, CoopMat2 };
 
 // True when the device can run the CoopMat path (VK_NV_cooperative_matrix or VK_KHR_cooperative_matrix
 // with 16x16x16 f16 products, f16 arithmetic, subgroups of 32, 48 KiB of shared memory).
@@ -25,9 +29,15 @@ bool coopmat_supported(const vk::Device& device);
 // Whether the CoopMat path is the VK_KHR_cooperative_matrix build (preferred where the device has it).
 bool coopmat_uses_khr(const vk::Device& device);
 
-// The path `requested` resolves to on this device for `tokens` tokens of x_stride floats apart (throws
-// kvtrie::Error when CoopMat is requested on a device without it). CoopMat needs x_stride % 4 == 0.
-MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride);
+// Whether the CoopMat2 path runs on this device (VK_NV_cooperative_matrix2 enabled, shaders built) for
+// weights of this type (Q4_0x8, Q8_0x8, Q6_Kx8, Q4_K, Q5_K).
+bool coopmat2_takes(const vk::Device& device, TensorType type);
+
+// The path `requested` resolves to on this device for `tokens` tokens of x_stride floats apart times
+// weights of `type` (throws kvtrie::Error when CoopMat or CoopMat2 is requested where it cannot run).
+// CoopMat needs x_stride % 4 == 0.
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride,
+                               TensorType type);
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
 
@@ -52,5 +62,17 @@ inline constexpr CoopmatTile kSmallTile{4, 1, 1, 2};
 // default tile).
 void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                              const vk::ComputePipeline& pipeline, const CoopmatTile& tile);
+
+// The CoopMat2 tile: a work group of `threads` invocations computes rows x tokens outputs, k steps of bk
+// (a divisor of 256). Its specialization constants are {threads, rows, tokens, bk} (matmul_cm2.comp).
+struct Cm2Tile {
+  uint32_t threads = 256, rows = 128, tokens = 128, bk = 32;
+  vk::SpecConstants spec() const { return {threads, rows, tokens, bk}; }
+};
+
+// Records the CoopMat2 product with a pipeline of matmul_cm2_<type> built for `tile` (the tuning harness;
+// matmul() uses the default tile).
+void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
+                         const vk::ComputePipeline& pipeline, const Cm2Tile& tile);
 
 }  // namespace kvtrie::kernels

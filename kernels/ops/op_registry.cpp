@@ -72,6 +72,12 @@ vk::SpecConstants spec_coopmat(const vk::Device&) {
 vk::SpecConstants spec_coopmat_small(const vk::Device&) {
   return kSmallTile.spec();
 }
+bool coopmat2_path(const vk::Device& d) {
+  return d.nv_coopmat2_enabled();
+}
+vk::SpecConstants spec_cm2(const vk::Device&) {
+  return Cm2Tile{}.spec();
+}
 vk::SpecConstants spec_none(const vk::Device&) {
   return {};
 }
@@ -85,6 +91,7 @@ constexpr std::array kAttention = {"paged"sv, "combine"sv};
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 
+constexpr std::array kCm2Types = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv, "q4_k"sv, "q5_k"sv};
 constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 // matvec_q8 builds: <mode>_<type> (matvec_q8.h), every fold for every format it takes.
 std::span<const std::string_view> matvec_q8_variants() {
@@ -119,6 +126,7 @@ const OpRegistration kOps[] = {
     {"matmul_coopmat_khr", kAllTypes, spec_coopmat, khr_coopmat_path},
     {"matmul_coopmat_t32", kAllTypes, spec_coopmat_small, nv_coopmat_path, "matmul_coopmat"},
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
+    {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},
     {"attention", kAttention, spec_attention},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},

@@ -35,16 +35,12 @@ float w_f16(uint o) { return unpackHalf2x16(w_u16(o)).x; }
 // instruction on many GPUs; this one is full rate). Gives the same float as float(int(n) - bias).
 float small_int(uint n, float bias) { return uintBitsToFloat(0x4B000000u | n) - (8388608.0 + bias); }
 
-// K-quant 6-bit scale and min number j (0..7) from the 12 packed bytes at `o`.
+#include "kquant_scales.glsl"
+// K-quant 6-bit scale and min number j (0..7) from the 12 packed bytes at `o` (an even offset).
 void kq_scale_min(uint o, uint j, out float sc, out float mn) {
-  if (j < 4u) {
-    sc = float(w_u8(o + j) & 63u);
-    mn = float(w_u8(o + j + 4u) & 63u);
-  } else {
-    uint b = w_u8(o + j + 4u);
-    sc = float((b & 0xFu) | ((w_u8(o + j - 4u) >> 6) << 4));
-    mn = float((b >> 4) | ((w_u8(o + j) >> 6) << 4));
-  }
+  vec2 r = kq_scale_min(uvec3(w_u32(o), w_u32(o + 4u), w_u32(o + 8u)), j);
+  sc = r.x;
+  mn = r.y;
 }
 
 // Types whose values are a * q + b with b != 0 (a block minimum).

@@ -50,14 +50,7 @@ float half_at(uvec4 v, uint i) {
 }
 
 #if WTYPE == T_Q4_K || WTYPE == T_Q5_K
-// K-quant 6-bit scale and min of sub-block j from the 12 scale bytes in words s (bytes 0-3, 4-7, 8-11).
-uint kq_byte(uvec3 s, uint i) { return (s[i >> 2] >> ((i & 3u) * 8u)) & 0xFFu; }
-vec2 kq_scale_min(uvec3 s, uint j) {
-  if (j < 4u) return vec2(float(kq_byte(s, j) & 63u), float(kq_byte(s, j + 4u) & 63u));
-  uint b = kq_byte(s, j + 4u);
-  return vec2(float((b & 0xFu) | ((kq_byte(s, j - 4u) >> 6) << 4)),
-              float((b >> 4) | ((kq_byte(s, j) >> 6) << 4)));
-}
+#include "kquant_scales.glsl"
 #endif
 
 #if WTYPE == T_Q4_0X8 || WTYPE == T_Q8_0X8

@@ -26,13 +26,7 @@ void bytes_to_pairs_f32(uvec4 b, float16_t bias, float scale, float add, out f16
 }
 
 #if WTYPE == 12 || WTYPE == 13
-// K-quant 6-bit scale and min of sub-block j from the 12 scale bytes in words s.
-uint kq_byte16(uvec3 s, uint i) { return (s[i >> 2] >> ((i & 3u) * 8u)) & 0xFFu; }
-vec2 kq_scale_min16(uvec3 s, uint j) {
-  if (j < 4u) return vec2(float(kq_byte16(s, j) & 63u), float(kq_byte16(s, j + 4u) & 63u));
-  uint b = kq_byte16(s, j + 4u);
-  return vec2(float((b & 0xFu) | ((kq_byte16(s, j - 4u) >> 6) << 4)), float((b >> 4) | ((kq_byte16(s, j) >> 6) << 4)));
-}
+#include "kquant_scales.glsl"
 #endif
 
 // Values 16 p .. 16 p + 15 of the row whose first uvec4 is `row`.
@@ -69,7 +63,7 @@ void decode16(uint row, uint p, out f16vec2 v[8]) {
   n |= ((qh >> j) & 0x01010101u) << 4;
 #endif
   vec2 dm = unpackHalf2x16(head.x);
-  vec2 sm = kq_scale_min16(head.yzw, j);
+  vec2 sm = kq_scale_min(head.yzw, j);
   bytes_to_pairs_f32(n, float16_t(1024.0), dm.x * sm.x, -dm.y * sm.y, v);
 #elif WTYPE == 114  // Q6_Kx8: groups of 8 superblocks (ql 128, qh 64, 16 int8 scales; 13 words), then 8 f16 d
   uint s = p >> 4, gbase = row + (s >> 3) * 105u, sb = gbase + 13u * (s & 7u);

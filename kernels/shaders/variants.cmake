@@ -27,6 +27,15 @@ foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:1
     kvtrie_shader(matmul_coopmat_khr_${_name} matmul_coopmat.comp WTYPE=${_id} KHR_COOPMAT=1)
   endif()
 endforeach()
+# The tensor-core matmul through VK_NV_cooperative_matrix2 (SPIR-V 1.6), for the 16-byte aligned formats.
+if(KVTRIE_GLSL_NV_COOPMAT2)
+  foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
+    string(REPLACE ":" ";" _p ${_t})
+    list(GET _p 0 _name)
+    list(GET _p 1 _id)
+    kvtrie_shader(matmul_cm2_${_name} matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=${_id})
+  endforeach()
+endif()
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)

@@ -119,8 +119,9 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
   // VK_NV_cooperative_matrix2 extends the KHR extension; its shaders are SPIR-V 1.6 (Vulkan 1.3).
   VkPhysicalDeviceCooperativeMatrix2FeaturesNV coop2{};
   coop2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV;
+  // Its decode functions take a buffer reference (GL_EXT_buffer_reference), hence bufferDeviceAddress.
   if (kShadersHaveNvCoopmat2 && khr_coopmat_enabled_ && fast.nv_coopmat2 && fast.nv_coopmat2_features.all() &&
-      info_.usable_api_version >= VK_API_VERSION_1_3) {
+      info_.usable_api_version >= VK_API_VERSION_1_3 && info_.buffer_device_address) {
     coop2.cooperativeMatrixWorkgroupScope = VK_TRUE;
     coop2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
     coop2.cooperativeMatrixReductions = VK_TRUE;
@@ -130,6 +131,7 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
     coop2.cooperativeMatrixBlockLoads = VK_TRUE;
     link(features, coop2);
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME);
+    f12.bufferDeviceAddress = VK_TRUE;
     nv_coopmat2_enabled_ = true;
   }
   if (coopmat_enabled_ || khr_coopmat_enabled_) {

@@ -55,7 +55,8 @@ class Device {
   // shaderInt8). False whenever khr_coopmat_enabled() is.
   bool khr_coopmat_supports(const CoopMatShape& shape) const;
   // GL_NV_cooperative_matrix2 shaders (SPIR-V 1.6, so a Vulkan 1.3 device) may run, with every feature of
-  // the extension (NvCoopMat2Features::all()); flexible shapes in info().fast.nv_coopmat2_flexible_shapes.
+  // the extension (NvCoopMat2Features::all()) and bufferDeviceAddress (decode functions take buffer
+  // references); flexible shapes in info().fast.nv_coopmat2_flexible_shapes.
   bool nv_coopmat2_enabled() const { return nv_coopmat2_enabled_; }
   // subgroupSizeControl (and computeFullSubgroups where offered) is enabled; sizes in info().fast.
   bool subgroup_size_control_enabled() const { return subgroup_size_control_enabled_; }

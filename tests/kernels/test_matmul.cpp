@@ -206,6 +206,37 @@ TEST_P(MatmulTest, CoopMatDeepStepTilesMatchReference) {
   }
 }
 
+// VK_NV_cooperative_matrix2's workgroup-scope product (GPU only: lavapipe has no cooperative matrices):
+// whole and edge tiles of the default tile and of the tuning harness's other shapes, against the reference.
+TEST_P(MatmulTest, CoopMat2MatchesReferenceWhereSupported) {
+  const TensorType type = GetParam();
+  if (!coopmat2_takes(context().device(), type))
+    GTEST_SKIP() << "device " << context().device().info().name
+                 << " has no VK_NV_cooperative_matrix2 path for this weight type";
+  const uint32_t cols = test_cols(type);
+  for (const Cm2Tile tile : {Cm2Tile{}, Cm2Tile{128, 64, 64, 64}, Cm2Tile{256, 128, 256, 32}, Cm2Tile{256, 256, 128, 64}}) {
+    SCOPED_TRACE("tile " + std::to_string(tile.rows) + "x" + std::to_string(tile.tokens) + " bk " +
+                 std::to_string(tile.bk));
+    const uint32_t rows = 2 * tile.rows + 3, tokens = tile.tokens + 7;
+    const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+    vk::Buffer w = device_buffer(m.bytes);
+    const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+    const vk::ComputePipeline& pipeline =
+        context().pipelines().get("matmul_cm2_" + std::string(type_variant(type)), tile.spec());
+    expect_matches_reference(m, rows, cols, x, tokens,
+                             run_product(w, type, rows, cols, x, tokens,
+                                         [&](vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& a) {
+                                           dispatch_matmul_cm2(rec, k, a, pipeline, tile);
+                                         }),
+                             2e-3);
+  }
+  const uint32_t rows = 67, tokens = 70;  // through matmul() with the default tile
+  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+  vk::Buffer w = device_buffer(m.bytes);
+  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat2), 2e-3);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
                          ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16,
                                            TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1,
@@ -217,24 +248,34 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
 class MatmulPathTest : public test::VulkanTest {};
 
 // Auto takes matvec for up to 16 tokens, above that cooperative matrices where the device has them and x
-// rows are 16-byte aligned, else matvec up to 32 tokens and tiles above; an explicit CoopMat request on a
-// device without them is an error, not a silent fallback.
+// rows are 16-byte aligned (VK_NV_cooperative_matrix2's above 32 tokens for the formats it takes), else
+// matvec up to 32 tokens and tiles above; an explicit CoopMat or CoopMat2 request where it cannot run is an
+// error, not a silent fallback.
 TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   const vk::Device& device = context().device();
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096), MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 16, 4096), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 16, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
   const bool coopmat = coopmat_supported(device);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 17, 4096),
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 17, 4096, TensorType::Q4_0),
             coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096),
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096, TensorType::Q4_0),
             coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
   const MatmulPath tiles = coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097), MatmulPath::Tiled);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512, 4096), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096, TensorType::Q4_0), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096, TensorType::Q4_0), tiles);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097, TensorType::Q4_0), MatmulPath::Tiled);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
+  // Above 32 tokens the formats VK_NV_cooperative_matrix2 takes go through it where the device has it.
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096, TensorType::Q4_0x8),
+            coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096, TensorType::Q4_0x8),
+            coopmat2_takes(device, TensorType::Q4_0x8) && coopmat ? MatmulPath::CoopMat2 : tiles);
+  EXPECT_FALSE(coopmat2_takes(device, TensorType::Q4_0));  // file blocks are not 16-byte aligned
+  if (!coopmat2_takes(device, TensorType::Q4_0x8)) {
+    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat2, 512, 4096, TensorType::Q4_0x8), Error);
+  }
   if (!coopmat_supported(device)) {
-    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512, 4096), Error);
+    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512, 4096, TensorType::Q4_0), Error);
   }
 }
 
