@@ -36,6 +36,7 @@
 #include "kernels/vk/device.h"
 #include "kernels/vk/shader_registry.h"
 #include "kernels/vk/staging.h"
+#include "runner/model/quantization.h"
 
 namespace kvtrie::bench {
 
@@ -307,14 +308,24 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
                   [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, args, p, t); });
         }
       }
-      if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {
+      // CM2: x f32 (decoded to f16 by the shader); CM2-x16, CM2-x16ref: x converted to f16 beforehand.
+      std::vector<uint16_t> xh(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
+      vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
+      for (const std::string ext : {"CM2", "CM2-x16", "CM2-x16ref"}) {
+        if (!listed(options.extensions, ext) || !kernels::coopmat2_takes(dev, format)) continue;
+        const std::string shader = std::string(ext == "CM2" ? "matmul_cm2_" : ext == "CM2-x16" ? "matmul_cm2x16_"
+                                                                                              : "matmul_cm2x16ref_") +
+                                   std::string(kernels::type_variant(format));
+        if (vk::find_spirv(shader) == nullptr) continue;
+        kernels::MatmulArgs a = args;
+        if (ext != "CM2") a.x = x16.view();
         for (const kernels::Cm2Tile& t : cm2_tiles) {
-          const vk::ComputePipeline& p =
-              ctx.pipelines().get("matmul_cm2_" + std::string(kernels::type_variant(format)), t.spec());
-          measure("CM2",
+          const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
+          measure(ext,
                   std::to_string(t.threads) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tokens) + "k" +
                       std::to_string(t.bk),
-                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_cm2(rec, k, args, p, t); });
+                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_cm2(rec, k, a, p, t); });
         }
       }
     }

@@ -19,8 +19,20 @@ layout(constant_id = 1) const uint BM = 128u;  // weight rows per work group
 layout(constant_id = 2) const uint BN = 128u;  // tokens per work group
 layout(constant_id = 3) const uint BK = 32u;   // values of k per step (divides 256)
 
+#ifdef WREF  // (Q4_0x8) the decode function reads its group of 8 blocks through the driver's reference
+struct Q4x8 { uvec4 q[8]; uvec4 d; };
+layout(set = 0, binding = 0) readonly buffer W { Q4x8 wb[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer GroupRef { Q4x8 g; };
+#define W_BUF wb
+#else
 layout(set = 0, binding = 0) readonly buffer W { uint wq[]; };
+#define W_BUF wq
+#endif
+#ifdef X16  // X already f16: loaded by the driver without a decode function
+layout(set = 0, binding = 1) readonly buffer X { float16_t xh[]; };
+#else
 layout(set = 0, binding = 1) readonly buffer X { float xf[]; };
+#endif
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {
@@ -45,6 +57,7 @@ float16_t f16_half(uint word, uint i) { return unpackFloat2x16(word)[i & 1u]; }
 #include "kquant_scales.glsl"
 #endif
 
+#ifndef WREF
 // Weight (row, kk) as f16: the value tile_decode.glsl's decode16 gives it.
 float16_t weight(uint row, uint kk) {
   uint base = (pc.w_offset >> 2) + row * (pc.row_bytes >> 2);  // the row's first word
@@ -83,13 +96,39 @@ float16_t weight(uint row, uint kk) {
 #error "matmul_cm2: WTYPE is not a 16-byte aligned format"
 #endif
 }
+#endif
 
+#ifdef WREF
+float16_t decode_w(const in GroupRef ref, const in uint group[2], const in uint at[2]) {
+  uint blk = at[1] >> 5, i = at[1] & 31u;
+  uint q = (ref.g.q[blk][(i & 15u) >> 2] >> ((i & 3u) * 8u + (i >> 4) * 4u)) & 0xFu;
+  return (float16_t(q) - float16_t(8.0)) * f16_half(ref.g.d[blk >> 1], blk);
+}
+#else
 float16_t decode_w(const in Unused ref, const in uint coord[2], const in uint unused[2]) {
   return coord[0] < pc.rows ? weight(coord[0], coord[1]) : float16_t(0.0);
 }
+#endif
+#ifndef X16
 float16_t decode_x(const in Unused ref, const in uint coord[2], const in uint unused[2]) {
   return coord[0] < pc.ntok ? float16_t(xf[coord[0] * pc.x_stride + coord[1]]) : float16_t(0.0);
 }
+#define X_BUF xf
+#define DECODE_X , decode_x
+#else
+#define X_BUF xh
+#define DECODE_X
+#endif
+
+// The k loop of one tile with layouts LW, LX (clamped for edge tiles, plain for whole ones).
+#define PRODUCT(LW, LX)                                                                                     \
+  for (uint k0 = 0u; k0 < pc.k; k0 += BK) {                                                                 \
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                                         \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                                         \
+    coopMatLoadTensorNV(a, W_BUF, w_elem, sliceTensorLayoutNV(LW, r0, BM, k0, BK), decode_w);              \
+    coopMatLoadTensorNV(b, X_BUF, 0, sliceTensorLayoutNV(LX, t0, BN, k0, BK), transposed DECODE_X);        \
+    acc = coopMatMulAdd(a, b, acc);                                                                         \
+  }
 
 void main() {
   uint r0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BM;
@@ -102,22 +141,36 @@ void main() {
       createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lx =
       createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  tensorLayoutNV<2> lw_whole = createTensorLayoutNV(2);
+  tensorLayoutNV<2> lx_whole = createTensorLayoutNV(2);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly =
       createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+#ifdef WREF
+  const uint GROUP_BYTES = 144u;
+  lw = setTensorLayoutBlockSizeNV(lw, 1, 256);
+  lw_whole = setTensorLayoutBlockSizeNV(lw_whole, 1, 256);
+  uint w_elem = pc.w_offset / GROUP_BYTES, w_stride = pc.row_bytes / GROUP_BYTES;
+#else
+  uint w_elem = 0u, w_stride = pc.k;
+#endif
   lw = setTensorLayoutDimensionNV(lw, pc.rows, pc.k);
+  lw_whole = setTensorLayoutDimensionNV(lw_whole, pc.rows, pc.k);
+  lw = setTensorLayoutStrideNV(lw, w_stride, 1);
+  lw_whole = setTensorLayoutStrideNV(lw_whole, w_stride, 1);
   lx = setTensorLayoutDimensionNV(lx, pc.ntok, pc.k);
+  lx_whole = setTensorLayoutDimensionNV(lx_whole, pc.ntok, pc.k);
+  lx = setTensorLayoutStrideNV(lx, pc.x_stride, 1);
+  lx_whole = setTensorLayoutStrideNV(lx_whole, pc.x_stride, 1);
   ly = setTensorLayoutDimensionNV(ly, pc.ntok, pc.y_row0 + pc.rows);
   ly = setTensorLayoutStrideNV(ly, pc.y_stride, 1);
   tensorViewNV<2, false, 1, 0> transposed = createTensorViewNV(2, false, 1, 0);
 
   coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
       coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-  for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
-    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;
-    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;
-    coopMatLoadTensorNV(a, wq, 0, sliceTensorLayoutNV(lw, r0, BM, k0, BK), decode_w);
-    coopMatLoadTensorNV(b, xf, 0, sliceTensorLayoutNV(lx, t0, BN, k0, BK), transposed, decode_x);
-    acc = coopMatMulAdd(a, b, acc);
+  if (r0 + BM <= pc.rows && t0 + BN <= pc.ntok) {
+    PRODUCT(lw_whole, lx_whole)
+  } else {
+    PRODUCT(lw, lx)
   }
   coopMatStoreTensorNV(acc, y, 0, sliceTensorLayoutNV(ly, t0, BN, pc.y_row0 + r0, BM), transposed);
 }
