@@ -312,11 +312,13 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       std::vector<uint16_t> xh(xs.size());
       for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
       vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
-      for (const std::string ext : {"CM2", "CM2-x16", "CM2-x16ref"}) {
+      for (const std::string ext : {"CM2", "CM2-x16", "CM2-x16ref", "CM2-x16ref-rolled"}) {
         if (!listed(options.extensions, ext) || !kernels::coopmat2_takes(dev, format)) continue;
-        const std::string shader = std::string(ext == "CM2" ? "matmul_cm2_" : ext == "CM2-x16" ? "matmul_cm2x16_"
-                                                                                              : "matmul_cm2x16ref_") +
-                                   std::string(kernels::type_variant(format));
+        const std::string prefix = ext == "CM2"          ? "matmul_cm2_"
+                                   : ext == "CM2-x16"    ? "matmul_cm2x16_"
+                                   : ext == "CM2-x16ref" ? "matmul_cm2x16ref_"
+                                                         : "matmul_cm2x16refr_";
+        const std::string shader = prefix + std::string(kernels::type_variant(format));
         if (vk::find_spirv(shader) == nullptr) continue;
         kernels::MatmulArgs a = args;
         if (ext != "CM2") a.x = x16.view();

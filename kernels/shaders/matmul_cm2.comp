@@ -120,14 +120,22 @@ float16_t decode_x(const in Unused ref, const in uint coord[2], const in uint un
 #define DECODE_X
 #endif
 
-// The k loop of one tile with layouts LW, LX (clamped for edge tiles, plain for whole ones).
+// The k loop of one tile with layouts LW, LX (clamped for edge tiles, plain for whole ones), unrolled over
+// the 256 values of a block group so that the driver can overlap one step's loads with another's products.
+#ifdef ROLLED
+#define UNROLLED_STEPS 1u
+#else
+#define UNROLLED_STEPS (256u / BK)
+#endif
 #define PRODUCT(LW, LX)                                                                                     \
-  for (uint k0 = 0u; k0 < pc.k; k0 += BK) {                                                                 \
-    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                                         \
-    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                                         \
-    coopMatLoadTensorNV(a, W_BUF, w_elem, sliceTensorLayoutNV(LW, r0, BM, k0, BK), decode_w);              \
-    coopMatLoadTensorNV(b, X_BUF, 0, sliceTensorLayoutNV(LX, t0, BN, k0, BK), transposed DECODE_X);        \
-    acc = coopMatMulAdd(a, b, acc);                                                                         \
+  for (uint k0 = 0u; k0 < pc.k; k0 += UNROLLED_STEPS * BK) {                                                \
+    [[unroll]] for (uint j = 0u; j < UNROLLED_STEPS; ++j) {                                                 \
+      coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                                       \
+      coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                                       \
+      coopMatLoadTensorNV(a, W_BUF, w_elem, sliceTensorLayoutNV(LW, r0, BM, k0 + j * BK, BK), decode_w);   \
+      coopMatLoadTensorNV(b, X_BUF, 0, sliceTensorLayoutNV(LX, t0, BN, k0 + j * BK, BK), transposed DECODE_X); \
+      acc = coopMatMulAdd(a, b, acc);                                                                       \
+    }                                                                                                       \
   }
 
 void main() {

@@ -38,6 +38,7 @@ if(KVTRIE_GLSL_NV_COOPMAT2)
   # Tuning variants (sweep-matmul CM2-x16, CM2-x16ref): x already f16; weights decoded through block references.
   kvtrie_shader(matmul_cm2x16_q4_0x8 matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=102 X16=1)
   kvtrie_shader(matmul_cm2x16ref_q4_0x8 matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=102 X16=1 WREF=1)
+  kvtrie_shader(matmul_cm2x16refr_q4_0x8 matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=102 X16=1 WREF=1 ROLLED=1)
 endif()
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
