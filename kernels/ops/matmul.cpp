@@ -59,7 +59,7 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
   }
   const bool coopmat = coopmat_supported(device) && x_stride % 4 == 0;
   if (tokens <= kMatvecTokens && !(coopmat && tokens > kCoopmatMinTokens)) return MatmulPath::Deterministic;
-  (void)type;  // CoopMat2 runs only on request until it outruns CoopMat (docs/BENCHMARKS.md)
+  (void)type;  // CoopMat2 runs only on request until it outruns CoopMat (kernels/ops/matmul.h)
   return coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
 

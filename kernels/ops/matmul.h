@@ -9,10 +9,10 @@
 //                  tokens, 8 subgroups).
 //   CoopMat2:      the same products through VK_NV_cooperative_matrix2's workgroup-scope matrices (the driver
 //                  stages and pipelines the tiles; Cm2Tile), for the 16-byte aligned weight formats
-//                  (coopmat2_takes): the same f16 values, so the same tolerance as CoopMat.
+//                  (coopmat2_takes): the same f16 values, so the same tolerance as CoopMat. Only on request:
+//                  on an H100 it is not yet faster than CoopMat (docs/BENCHMARKS.md, session 6).
 // Auto picks matvec for up to 16 tokens, CoopMat above that where the device has it (a 32-token tile up to
-// 32 tokens; CoopMat2 above 32 tokens where it takes the weights), else matvec up to 32 tokens and Tiled
-// above.
+// 32 tokens), else matvec up to 32 tokens and Tiled above.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>

@@ -248,9 +248,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
 class MatmulPathTest : public test::VulkanTest {};
 
 // Auto takes matvec for up to 16 tokens, above that cooperative matrices where the device has them and x
-// rows are 16-byte aligned (VK_NV_cooperative_matrix2's above 32 tokens for the formats it takes), else
-// matvec up to 32 tokens and tiles above; an explicit CoopMat or CoopMat2 request where it cannot run is an
-// error, not a silent fallback.
+// rows are 16-byte aligned (CoopMat2 only on request), else matvec up to 32 tokens and tiles above; an
+// explicit CoopMat or CoopMat2 request where it cannot run is an error, not a silent fallback.
 TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   const vk::Device& device = context().device();
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
@@ -265,7 +264,7 @@ TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096, TensorType::Q4_0), tiles);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097, TensorType::Q4_0), MatmulPath::Tiled);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
-  // Above 32 tokens the formats VK_NV_cooperative_matrix2 takes go through it where the device has it.
+  // VK_NV_cooperative_matrix2 takes the 16-byte aligned formats only, and Auto does not pick it yet.
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096, TensorType::Q4_0x8),
             coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
   EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096, TensorType::Q4_0x8), tiles);
