@@ -13,7 +13,8 @@
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
 // specialization constants), with NV and, where the device and build have it, KHR cooperative matrices, and
-// on matmul_cm2 (VK_NV_cooperative_matrix2, extension CM2) built with each tile of --cm2-tiles.
+// on matmul_cm2 (VK_NV_cooperative_matrix2, extension CM2, x converted to f16) built with each tile of
+// --cm2-tiles. Gate and up are timed as one product of n_ff rows, as prefill runs them.
 // One row per (type, shape, extension, tile): microseconds per product and TFLOP/s.
 #include <algorithm>
 #include <cstdio>
@@ -245,8 +246,10 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
        {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
     if (options.types.find(type_name) == std::string::npos) continue;
     const TensorType file_type = *tensor_type_from_name(type_name);
-    for (const Shape& shape : shapes_of(options.model)) {
+    for (Shape shape : shapes_of(options.model)) {
       if (std::string_view(shape.name) == "logits") continue;  // prefill reads logits of one token
+      // Prefill multiplies gate and up separately (GpuModel joins them only for matvec_q8): time one.
+      if (std::string_view(shape.name) == "gate_up") shape = Shape{"gate", shape.rows / 2, shape.cols, shape.mode};
       const TensorType format = kernels::device_format(file_type, shape.cols);
       const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
       vk::Buffer w(dev, bytes + 16, vk::MemoryKind::DeviceLocal);
@@ -308,23 +311,17 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
                   [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, args, p, t); });
         }
       }
-      // CM2: x f32 (decoded to f16 by the shader); CM2-x16, CM2-x16ref: x converted to f16 beforehand.
-      std::vector<uint16_t> xh(xs.size());
-      for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
-      vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
-      for (const std::string ext : {"CM2", "CM2-x16", "CM2-x16ref", "CM2-x16ref-rolled"}) {
-        if (!listed(options.extensions, ext) || !kernels::coopmat2_takes(dev, format)) continue;
-        const std::string prefix = ext == "CM2"          ? "matmul_cm2_"
-                                   : ext == "CM2-x16"    ? "matmul_cm2x16_"
-                                   : ext == "CM2-x16ref" ? "matmul_cm2x16ref_"
-                                                         : "matmul_cm2x16refr_";
-        const std::string shader = prefix + std::string(kernels::type_variant(format));
-        if (vk::find_spirv(shader) == nullptr) continue;
+      if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {
+        // matmul_cm2 reads x as f16 (converted beforehand, as GpuModel does).
+        std::vector<uint16_t> xh(xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
+        vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
         kernels::MatmulArgs a = args;
-        if (ext != "CM2") a.x = x16.view();
+        a.x_f16 = x16.view();
         for (const kernels::Cm2Tile& t : cm2_tiles) {
-          const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
-          measure(ext,
+          const vk::ComputePipeline& p =
+              ctx.pipelines().get("matmul_cm2_" + std::string(kernels::type_variant(format)), t.spec());
+          measure("CM2",
                   std::to_string(t.threads) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tokens) + "k" +
                       std::to_string(t.bk),
                   [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_cm2(rec, k, a, p, t); });

@@ -41,8 +41,24 @@ bool coopmat2_takes(const vk::Device& device, TensorType type) {
   }
 }
 
-MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride,
-                               TensorType type) {
+namespace {
+// matmul_cm2.comp addresses weights in whole groups from the binding's start: with a storage-offset
+// alignment of at most 16 and 16-byte aligned weights (every group and row of these formats is a multiple
+// of 16 bytes), every row chunk's binding starts exactly at its weights.
+bool coopmat2_binding_aligned(const vk::Device& device, const MatmulArgs& args) {
+  return device.info().min_storage_buffer_offset_alignment <= 16 && args.w.data.offset % 16 == 0;
+}
+}  // namespace
+
+bool coopmat2_wanted(const vk::Device& device, MatmulPath requested, const MatmulArgs& args) {
+  if (requested == MatmulPath::CoopMat2) return true;
+  const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
+  return requested == MatmulPath::Auto && args.tokens > kSmallTile.tokens() && coopmat_supported(device) &&
+         x_stride % 4 == 0 && coopmat2_takes(device, args.w.type) && coopmat2_binding_aligned(device, args) &&
+         uint64_t{args.w.rows} * args.w.cols >= kCoopmat2MinWeights;
+}
+
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, const MatmulArgs& args) {
   switch (requested) {
     case MatmulPath::Deterministic:
     case MatmulPath::Tiled:
@@ -51,21 +67,22 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, u
       KVTRIE_CHECK(coopmat_supported(device), "matmul: cooperative matrices are not available on this device");
       return requested;
     case MatmulPath::CoopMat2:
-      KVTRIE_CHECK(coopmat2_takes(device, type),
-                   "matmul: VK_NV_cooperative_matrix2 is not available on this device for this weight type");
+      KVTRIE_CHECK(coopmat2_takes(device, args.w.type) && coopmat2_binding_aligned(device, args),
+                   "matmul: VK_NV_cooperative_matrix2 is not available on this device for these weights");
+      KVTRIE_CHECK(!args.x_f16.empty(), "matmul: the CoopMat2 path reads x as f16 (MatmulArgs::x_f16)");
       return requested;
     case MatmulPath::Auto:
       break;
   }
+  const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
   const bool coopmat = coopmat_supported(device) && x_stride % 4 == 0;
-  if (tokens <= kMatvecTokens && !(coopmat && tokens > kCoopmatMinTokens)) return MatmulPath::Deterministic;
-  (void)type;  // CoopMat2 runs only on request until it outruns CoopMat (kernels/ops/matmul.h)
+  if (args.tokens <= kMatvecTokens && !(coopmat && args.tokens > kCoopmatMinTokens)) return MatmulPath::Deterministic;
+  if (!args.x_f16.empty() && coopmat2_wanted(device, requested, args)) return MatmulPath::CoopMat2;
   return coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path) {
-  switch (resolve_matmul_path(k.device(), path, args.tokens, args.x_stride ? args.x_stride : args.w.cols,
-                              args.w.type)) {
+  switch (resolve_matmul_path(k.device(), path, args)) {
     case MatmulPath::Deterministic:
       if (path == MatmulPath::Auto && args.tokens == 1)
         matvec_single_token(rec, k, args);  // decode without the batch-invariance promise
@@ -102,9 +119,14 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
 
 void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                          const vk::ComputePipeline& pipeline, const Cm2Tile& tile) {
-  KVTRIE_CHECK(coopmat2_takes(k.device(), args.w.type), "matmul_cm2: the weight type or the device is not supported");
-  KVTRIE_CHECK(256 % tile.bk == 0 && args.w.cols % 256 == 0, "matmul_cm2: k steps must divide the 256-value blocks");
-  dispatch_matmul_variant(rec, k, args, pipeline, tile.rows, tile.tokens);
+  KVTRIE_CHECK(coopmat2_takes(k.device(), args.w.type) && coopmat2_binding_aligned(k.device(), args),
+               "matmul_cm2: the weight type, its binding or the device is not supported");
+  KVTRIE_CHECK(!args.x_f16.empty(), "matmul_cm2: x must come as f16 (MatmulArgs::x_f16)");
+  KVTRIE_CHECK(256 % tile.bk == 0 && args.w.cols % tensor_type_info(args.w.type).block_elements == 0,
+               "matmul_cm2: k steps must divide the 256-value blocks");
+  MatmulArgs f16 = args;
+  f16.x = args.x_f16;
+  dispatch_matmul_variant(rec, k, f16, pipeline, tile.rows, tile.tokens);
 }
 
 }  // namespace kvtrie::kernels

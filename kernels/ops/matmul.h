@@ -9,10 +9,11 @@
 //                  tokens, 8 subgroups).
 //   CoopMat2:      the same products through VK_NV_cooperative_matrix2's workgroup-scope matrices (the driver
 //                  stages and pipelines the tiles; Cm2Tile), for the 16-byte aligned weight formats
-//                  (coopmat2_takes): the same f16 values, so the same tolerance as CoopMat. Only on request:
-//                  on an H100 it is not yet faster than CoopMat (docs/BENCHMARKS.md, session 6).
+//                  (coopmat2_takes), reading x as f16 from MatmulArgs::x_f16 (convert_f16): the same f16
+//                  values as CoopMat, so the same tolerance.
 // Auto picks matvec for up to 16 tokens, CoopMat above that where the device has it (a 32-token tile up to
-// 32 tokens), else matvec up to 32 tokens and Tiled above.
+// 32 tokens), CoopMat2 instead for the large products where it is faster (coopmat2_wanted) when the caller
+// gives x_f16, else matvec up to 32 tokens and Tiled above.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <cstdint>
@@ -32,12 +33,16 @@ bool coopmat_uses_khr(const vk::Device& device);
 // Whether the CoopMat2 path runs on this device (VK_NV_cooperative_matrix2 enabled, shaders built) for
 // weights of this type (Q4_0x8, Q8_0x8, Q6_Kx8, Q4_K, Q5_K).
 bool coopmat2_takes(const vk::Device& device, TensorType type);
+// Whether `requested` would run this product on CoopMat2 if args.x_f16 held x as f16: a caller that can
+// convert x (convert_f16) asks this first. Auto wants it above 32 tokens for products of at least
+// kCoopmat2MinWeights weights (the feed-forward products of 8B-class models: on an H100, sweep-matmul
+// measured them faster than CoopMat, the smaller ones not), weights bound 16-byte aligned.
+bool coopmat2_wanted(const vk::Device& device, MatmulPath requested, const MatmulArgs& args);
+inline constexpr uint64_t kCoopmat2MinWeights = uint64_t{14336} * 4096;
 
-// The path `requested` resolves to on this device for `tokens` tokens of x_stride floats apart times
-// weights of `type` (throws kvtrie::Error when CoopMat or CoopMat2 is requested where it cannot run).
-// CoopMat needs x_stride % 4 == 0.
-MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, uint32_t tokens, uint32_t x_stride,
-                               TensorType type);
+// The path `requested` resolves to on this device for this product (throws kvtrie::Error when CoopMat or
+// CoopMat2 is requested where it cannot run). CoopMat needs x_stride % 4 == 0; CoopMat2 needs x_f16.
+MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, const MatmulArgs& args);
 
 void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
 

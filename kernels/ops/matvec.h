@@ -33,6 +33,7 @@ struct MatmulArgs {
   uint32_t tokens = 1;
   uint32_t x_stride = 0;  // 0: w.cols
   uint32_t y_stride = 0;  // 0: w.rows
+  vk::BufferView x_f16{};  // optional: x as f16 (same layout), which matmul's CoopMat2 path reads
 };
 
 // The work-group size matvec uses on a device: 4 subgroups, 32..256 threads. Fixed per device, so its

@@ -85,6 +85,7 @@ vk::SpecConstants spec_none(const vk::Device&) {
 constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
 constexpr std::array kU32 = {"u32"sv};
+constexpr std::array kConvert = {"f32_f16"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
@@ -113,6 +114,7 @@ const OpRegistration kOps[] = {
     {"rms_norm", kRmsNorm, spec_row_reduce},
     {"rope", kF32, spec_elementwise},
     {"swiglu", kF32, spec_elementwise},
+    {"convert", kConvert, spec_elementwise},
     {"add", kF32, spec_elementwise},
     {"add_bias", kF32, spec_elementwise},
     {"read_probe", kU32, spec_elementwise},

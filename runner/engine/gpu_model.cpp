@@ -48,6 +48,7 @@ struct GpuModel::Impl {
   bool pending_residual = false;
   // A batch's product inputs quantized once for matvec_q8 (kernels::QuantizedX), q_stride values a token.
   vk::Buffer xq, xq_scales, xq_inv_rms;
+  vk::Buffer x_f16;  // a product's x as f16, for matmul's CoopMat2 path
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
@@ -123,6 +124,7 @@ struct GpuModel::Impl {
     xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
     xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
     xq_inv_rms = scratch(dev, T);
+    x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
     logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
@@ -136,7 +138,7 @@ struct GpuModel::Impl {
     logits_index = scratch(dev, max_logits, host);
     logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
     for (const vk::Buffer* b :
-         {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn, &logits_device})
+         {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn, &logits_device, &x_f16})
       compute_bytes += b->size();
   }
 
@@ -145,7 +147,19 @@ struct GpuModel::Impl {
     return {w.matrix(), in.view(), out.view(), tokens};
   }
   void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
-    kernels::matmul(*rec, kernels, product(w, in, out, tokens), path);
+    kernels::MatmulArgs a = product(w, in, out, tokens);
+    give_f16_x(a, nullptr);
+    kernels::matmul(*rec, kernels, a, path);
+  }
+  // Sets a.x_f16 where matmul would take the CoopMat2 path with it, converting a.x into x_f16 unless
+  // *converted already holds it (then or now converted, *converted becomes true).
+  void give_f16_x(kernels::MatmulArgs& a, bool* converted) {
+    if (!kernels::coopmat2_wanted(kernels.device(), path, a)) return;
+    const uint32_t count = a.tokens * (a.x_stride ? a.x_stride : a.w.cols);
+    if (converted == nullptr || !*converted)
+      kernels::convert_f16(*rec, kernels, a.x, x_f16.view(0, uint64_t{count} * 2), count);
+    if (converted != nullptr) *converted = true;
+    a.x_f16 = x_f16.view(0, uint64_t{count} * 2);
   }
 
   // out = rms_norm(x) * weight over `rows` rows of n_embd.
@@ -322,10 +336,12 @@ struct GpuModel::Impl {
       return;
     }
     norm_into_xn(norm, T);
+    bool converted = false;  // xn as f16, once for every product that takes it
     for (const auto& [w, col] : parts) {
       kernels::MatmulArgs a = product(*w, xn, out, T);
       a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
       a.y_stride = out_stride;
+      give_f16_x(a, &converted);
       kernels::matmul(*rec, kernels, a, path);
     }
   }

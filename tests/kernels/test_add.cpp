@@ -1,7 +1,9 @@
-// add (residual, in place and out of place) and add_bias (strided rows) against exact float references.
+// add (residual, in place and out of place), add_bias (strided rows) and convert_f16 against exact references.
 #include <gtest/gtest.h>
 
+#include "kernels/error.h"
 #include "kernels/ops/ops.h"
+#include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {
@@ -44,6 +46,26 @@ TEST_F(Add, BiasIsAddedToEveryRowOfAStridedMatrix) {
       const size_t i = size_t{r} * stride + c;
       ASSERT_EQ(got[i], c < n ? x[i] + bias[c] : x[i]) << r << "," << c;
     }
+}
+
+// The f16 copy of x equals the host's round-to-nearest-even conversion bit for bit, values past the f16
+// range included; an odd count (half a word) is refused.
+TEST_F(Add, ConvertF16RoundsEveryValueToNearestEven) {
+  const uint32_t n = 1298;
+  std::vector<float> x = random_floats(n);
+  x[0] = 70000.0f;       // overflows to inf
+  x[1] = 1.0f + 1e-4f;   // rounds
+  x[2] = -3.0e-6f;       // an f16 subnormal
+  vk::Buffer bx = device_buffer(x), bo(context().device(), n * 2, vk::MemoryKind::DeviceLocal);
+  Kernels k(context(), Prewarm::No);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  convert_f16(rec, k, bx.view(0, n * 4), bo.view(0, n * 2), n);
+  EXPECT_THROW(convert_f16(rec, k, bx.view(0, n * 4), bo.view(0, n * 2), n - 1), Error);
+  rec.end();
+  rec.submit_and_wait();
+  const std::vector<uint16_t> got = read_back<uint16_t>(bo, n);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], fp32_to_fp16(x[i])) << i << ": " << x[i];
 }
 
 }  // namespace

@@ -121,6 +121,13 @@ class MatmulTest : public test::VulkanTest, public ::testing::WithParamInterface
         2e-3);
   }
 
+  // x rounded to f16 on the host, in a device buffer.
+  vk::Buffer half_buffer(const std::vector<float>& x) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = fp32_to_fp16(x[i]);
+    return device_buffer(h);
+  }
+
   std::vector<float> token(const std::vector<float>& x, uint32_t cols, uint32_t t) {
     return {x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols};
   }
@@ -223,18 +230,29 @@ TEST_P(MatmulTest, CoopMat2MatchesReferenceWhereSupported) {
     const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
     const vk::ComputePipeline& pipeline =
         context().pipelines().get("matmul_cm2_" + std::string(type_variant(type)), tile.spec());
+    vk::Buffer x16 = half_buffer(x);
     expect_matches_reference(m, rows, cols, x, tokens,
                              run_product(w, type, rows, cols, x, tokens,
-                                         [&](vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& a) {
+                                         [&](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
+                                           a.x_f16 = x16.view();
                                            dispatch_matmul_cm2(rec, k, a, pipeline, tile);
                                          }),
                              2e-3);
   }
-  const uint32_t rows = 67, tokens = 70;  // through matmul() with the default tile
+  // Through matmul() with the default tile, x converted on the device (convert_f16).
+  const uint32_t rows = 67, tokens = 70;
   const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
   vk::Buffer w = device_buffer(m.bytes);
   const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
-  expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat2), 2e-3);
+  vk::Buffer x16(context().device(), x.size() * 2, vk::MemoryKind::DeviceLocal);
+  expect_matches_reference(m, rows, cols, x, tokens,
+                           run_product(w, type, rows, cols, x, tokens,
+                                       [&](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
+                                         convert_f16(rec, k, a.x, x16.view(), tokens * cols);
+                                         a.x_f16 = x16.view();
+                                         matmul(rec, k, a, MatmulPath::CoopMat2);
+                                       }),
+                           2e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
@@ -252,28 +270,43 @@ class MatmulPathTest : public test::VulkanTest {};
 // explicit CoopMat or CoopMat2 request where it cannot run is an error, not a silent fallback.
 TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   const vk::Device& device = context().device();
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 1, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 16, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
+  // The product's shape only (resolution reads no buffer).
+  const auto product = [](TensorType type, uint32_t tokens, uint32_t x_stride, uint32_t rows = 4096) {
+    MatmulArgs a{{{}, type, rows, 4096}, {}, {}, tokens};
+    a.x_stride = x_stride;
+    return a;
+  };
+  const auto resolve = [&](MatmulPath p, uint32_t tokens, uint32_t x_stride) {
+    return resolve_matmul_path(device, p, product(TensorType::Q4_0, tokens, x_stride));
+  };
+  EXPECT_EQ(resolve(MatmulPath::Auto, 1, 4096), MatmulPath::Deterministic);
+  EXPECT_EQ(resolve(MatmulPath::Auto, 16, 4096), MatmulPath::Deterministic);
   const bool coopmat = coopmat_supported(device);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 17, 4096, TensorType::Q4_0),
-            coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096, TensorType::Q4_0),
-            coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
+  EXPECT_EQ(resolve(MatmulPath::Auto, 17, 4096), coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
+  EXPECT_EQ(resolve(MatmulPath::Auto, 32, 4096), coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
   const MatmulPath tiles = coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096, TensorType::Q4_0), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4096, TensorType::Q4_0), tiles);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 512, 4097, TensorType::Q4_0), MatmulPath::Tiled);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Deterministic, 512, 4096, TensorType::Q4_0), MatmulPath::Deterministic);
-  // VK_NV_cooperative_matrix2 takes the 16-byte aligned formats only, and Auto does not pick it yet.
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 32, 4096, TensorType::Q4_0x8),
-            coopmat ? MatmulPath::CoopMat : MatmulPath::Deterministic);
-  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, 33, 4096, TensorType::Q4_0x8), tiles);
-  EXPECT_FALSE(coopmat2_takes(device, TensorType::Q4_0));  // file blocks are not 16-byte aligned
-  if (!coopmat2_takes(device, TensorType::Q4_0x8)) {
-    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat2, 512, 4096, TensorType::Q4_0x8), Error);
-  }
+  EXPECT_EQ(resolve(MatmulPath::Auto, 33, 4096), tiles);
+  EXPECT_EQ(resolve(MatmulPath::Auto, 512, 4096), tiles);
+  EXPECT_EQ(resolve(MatmulPath::Auto, 512, 4097), MatmulPath::Tiled);
+  EXPECT_EQ(resolve(MatmulPath::Deterministic, 512, 4096), MatmulPath::Deterministic);
   if (!coopmat_supported(device)) {
-    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat, 512, 4096, TensorType::Q4_0), Error);
+    EXPECT_THROW(resolve(MatmulPath::CoopMat, 512, 4096), Error);
+  }
+  // CoopMat2: the 16-byte aligned formats only; Auto wants it for large products above 32 tokens, and
+  // takes it only when the caller gives x as f16.
+  EXPECT_FALSE(coopmat2_takes(device, TensorType::Q4_0));
+  const bool cm2 = coopmat2_takes(device, TensorType::Q4_0x8) && coopmat;
+  MatmulArgs ffn = product(TensorType::Q4_0x8, 512, 4096, 14336);
+  EXPECT_EQ(coopmat2_wanted(device, MatmulPath::Auto, ffn), cm2);
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, ffn), tiles);  // no x_f16
+  vk::Buffer half(device, 64, vk::MemoryKind::DeviceLocal);
+  ffn.x_f16 = half.view();
+  EXPECT_EQ(resolve_matmul_path(device, MatmulPath::Auto, ffn), cm2 ? MatmulPath::CoopMat2 : tiles);
+  EXPECT_FALSE(coopmat2_wanted(device, MatmulPath::Auto, product(TensorType::Q4_0x8, 32, 4096, 14336)));
+  EXPECT_FALSE(coopmat2_wanted(device, MatmulPath::Auto, product(TensorType::Q4_0x8, 512, 4096, 4096)));
+  EXPECT_FALSE(coopmat2_wanted(device, MatmulPath::Deterministic, ffn));
+  if (!cm2) {
+    EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat2, ffn), Error);
   }
 }
 
