@@ -21,6 +21,7 @@
 
 #include "bench/synthetic/synthetic_model.h"
 #include "cache/vk_page_store.h"
+#include "kernels/ops/matmul.h"
 #include "runner/engine/gpu_model.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
@@ -45,10 +46,11 @@ struct Rig {
   uint32_t n_pages;
 
   Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq = kPages,
-      uint32_t attention_split = 0)
+      uint32_t attention_split = 0, bool deterministic = false, uint32_t max_batch_tokens = 32)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)), n_pages(pages_of_seq) {
     GpuModelOptions o;
-    o.max_batch_tokens = 32;
+    o.max_batch_tokens = max_batch_tokens;
+    o.deterministic = deterministic;
     o.max_sequences = 16;
     o.max_context = n_pages * 16;
     o.attention_split = attention_split;
@@ -57,8 +59,8 @@ struct Rig {
     model->bind_pages(*pages);
   }
 
-  // Runs tokens at positions first.. of sequence 0, logits for every token.
-  std::vector<float> step(std::span<const int32_t> tokens, uint32_t first) {
+  // Runs tokens at positions first.. of sequence 0, logits for every token (or the last `logits_last`).
+  std::vector<float> step(std::span<const int32_t> tokens, uint32_t first, uint32_t logits_last = 0) {
     Batch b;
     b.page_tables.push_back({});
     for (uint32_t p = 0; p < n_pages; ++p) b.page_tables[0].push_back(p);
@@ -66,7 +68,7 @@ struct Rig {
       b.tokens.push_back(tokens[i]);
       b.positions.push_back(first + i);
       b.seq.push_back(0);
-      b.logits_for.push_back(i);
+      if (logits_last == 0 || i + logits_last >= tokens.size()) b.logits_for.push_back(i);
     }
     std::vector<float> logits;
     model->forward(b, logits);
@@ -169,6 +171,35 @@ TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
   run(512);
   run(1024);
   EXPECT_LT(worst, 1e-4f) << "largest difference relative to the logits' largest magnitude";
+}
+
+// GPU only (VK_NV_cooperative_matrix2): a chunk of 48 tokens through one llama3-8b-sized layer, whose
+// feed-forward products are large enough for Auto to take CoopMat2 (x converted to f16 first), against the
+// --deterministic forward (matvec, f32 x) of the same weights: the same logits within f16 rounding.
+TEST_F(GpuModelTest, FeedForwardThroughCoopMat2MatchesTheDeterministicForward) {
+  if (!kernels::coopmat2_takes(context().device(), TensorType::Q4_0x8) || !kernels::coopmat_supported(context().device()))
+    GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix2 matmul";
+  synth::SynthOptions so;
+  so.shape = *synth::preset("llama3-8b", TensorType::Q4_0);
+  so.shape.n_layers = 1;
+  so.shape.n_vocab = synth::kByteVocabSize;
+  so.type = TensorType::Q4_0;
+  so.seed = 9;
+  const auto path = test::scratch_dir() / "gpu_model_cm2.gguf";
+  synth::write_model(path, so);
+  Rig cm2(context(), path, kPages, 0, false, 64), exact(context(), path, kPages, 0, true, 64);
+  std::vector<int32_t> chunk(48);
+  for (uint32_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<int32_t>((i * 37) % 250 + 3);
+  cm2.model->set_profiling(true);
+  const std::vector<float> a = cm2.step(chunk, 0, 16), b = exact.step(chunk, 0, 16);
+  uint32_t cm2_dispatches = 0;
+  for (const vk::DispatchTime& t : cm2.model->last_dispatch_times())
+    if (t.name->starts_with("matmul_cm2_")) ++cm2_dispatches;
+  EXPECT_EQ(cm2_dispatches, 3u) << "gate, up and down should take CoopMat2";
+  ASSERT_EQ(a.size(), b.size());
+  float diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i]));
+  EXPECT_LT(diff / std::max(max_abs(b), 1e-6f), 2e-2f) << "largest difference relative to the largest logit";
 }
 
 }  // namespace
