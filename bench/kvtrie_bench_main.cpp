@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   prefill_cmd->add_flag("--deterministic", prefill.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
   prefill_cmd->add_option("--attention-split", prefill.attention_split, "positions per attention split (0: the model's rules)")
       ->capture_default_str();
+  prefill_cmd->add_flag("--coopmat2", prefill.coopmat2, "large products through VK_NV_cooperative_matrix2 (matmul CoopMat2)");
 
   DecodeOptions decode;
   auto* decode_cmd = app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");

@@ -24,6 +24,7 @@ struct PrefillOptions {
   bool profile = false;  // also time the last chunk of one more prefill per dispatch (prefill_profile rows)
   bool deterministic = false;    // GpuModelOptions::deterministic
   uint32_t attention_split = 0;  // GpuModelOptions::attention_split (0: the default)
+  bool coopmat2 = false;         // GpuModelOptions::coopmat2
 };
 void run_prefill(const CommonOptions& common, const PrefillOptions& options);
 

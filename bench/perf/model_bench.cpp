@@ -44,12 +44,10 @@ struct ModelRig {
   std::unique_ptr<VkPageStore> pages;
   uint32_t pages_per_seq = 0;
 
+  // `mo` carries the tuning knobs (deterministic, attention_split, coopmat2); the sizes come from the rest.
   ModelRig(vk::Context& ctx, const std::filesystem::path& path, uint32_t sequences, uint32_t max_context,
-           uint32_t max_batch_tokens, bool deterministic, uint32_t attention_split)
+           uint32_t max_batch_tokens, GpuModelOptions mo)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)) {
-    GpuModelOptions mo;
-    mo.deterministic = deterministic;
-    mo.attention_split = attention_split;
     mo.max_batch_tokens = std::max(max_batch_tokens, sequences);
     mo.max_sequences = sequences;
     mo.max_context = max_context;
@@ -170,8 +168,11 @@ void emit_profile(const std::string& bench, const std::string& model, const std:
 
 void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   vk::Context ctx(context_options(common));
-  ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, options.deterministic,
-               options.attention_split);
+  GpuModelOptions knobs;
+  knobs.deterministic = options.deterministic;
+  knobs.attention_split = options.attention_split;
+  knobs.coopmat2 = options.coopmat2;
+  ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, knobs);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
   std::vector<float> logits;
   std::vector<double> seconds;
@@ -197,6 +198,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .integer("chunk", rig.model->options().max_batch_tokens)
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
+      .integer("coopmat2", options.coopmat2 ? 1 : 0)
       .num("prefill_ms", med * 1e3)
       .num("tok_s", options.prompt / med)
       .integer("repeats", static_cast<int64_t>(seconds.size()))
@@ -223,8 +225,10 @@ void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, dou
 void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   vk::Context ctx(context_options(common));
   const uint32_t steps = common.warmup + options.tokens;
-  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,  // +2: profile steps
-               options.deterministic, options.attention_split);
+  GpuModelOptions knobs;
+  knobs.deterministic = options.deterministic;
+  knobs.attention_split = options.attention_split;
+  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512, knobs);  // +2: profile steps
   std::vector<float> logits;
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)

@@ -39,7 +39,8 @@ layout(constant_id = 3) const uint BK = 32u;   // values of k per step (divides 
 #else
 #error "matmul_cm2: WTYPE is not a 16-byte aligned format"
 #endif
-struct Group { uvec4 w[GROUP_WORDS]; };
+// Words, not 16-byte vectors: the decode function runs per element and loads only the word it needs.
+struct Group { uint w[GROUP_WORDS * 4]; };
 layout(set = 0, binding = 0) readonly buffer W { Group groups[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer GroupRef { Group g; };
 layout(set = 0, binding = 1) readonly buffer X { float16_t x[]; };
@@ -57,8 +58,10 @@ layout(push_constant) uniform Push {
 } pc;
 
 float16_t f16_half(uint word, uint i) { return unpackFloat2x16(word)[i & 1u]; }
-// Byte b (0..15) of word v, shifted right by `shift` more bits.
-uint byte_of(uvec4 v, uint b, uint shift) { return v[b >> 2] >> ((b & 3u) * 8u + shift); }
+// Byte b (0..15) of the group's 16-byte vector v, shifted right by `shift` more bits.
+#define BYTE_OF(v, b, shift) (ref.g.w[4u * (v) + ((b) >> 2)] >> (((b) & 3u) * 8u + (shift)))
+// Word i (0..3) of the group's 16-byte vector v.
+#define WORD_OF(v, i) ref.g.w[4u * (v) + (i)]
 
 #if WTYPE == 12 || WTYPE == 13
 #include "kquant_scales.glsl"
@@ -69,12 +72,12 @@ float16_t decode_w(const in GroupRef ref, const in uint group[2], const in uint 
   uint e = at[1];
 #if WTYPE == 102
   uint blk = e >> 5, i = e & 31u;
-  uint q = byte_of(ref.g.w[blk], i & 15u, (i >> 4) * 4u) & 0xFu;
-  return (float16_t(q) - float16_t(8.0)) * f16_half(ref.g.w[8][blk >> 1], blk);
+  uint q = BYTE_OF(blk, i & 15u, (i >> 4) * 4u) & 0xFu;
+  return (float16_t(q) - float16_t(8.0)) * f16_half(WORD_OF(8u, blk >> 1), blk);
 #elif WTYPE == 108
   uint blk = e >> 5, i = e & 31u;
-  int q = bitfieldExtract(int(ref.g.w[2u * blk + (i >> 4)][(i & 15u) >> 2]), int((i & 3u) * 8u), 8);
-  return float16_t(q) * f16_half(ref.g.w[16][blk >> 1], blk);
+  int q = bitfieldExtract(int(WORD_OF(2u * blk + (i >> 4), (i & 15u) >> 2)), int((i & 3u) * 8u), 8);
+  return float16_t(q) * f16_half(WORD_OF(16u, blk >> 1), blk);
 #elif WTYPE == 12 || WTYPE == 13
 #if WTYPE == 12
   const uint QS = 1u;
@@ -82,22 +85,21 @@ float16_t decode_w(const in GroupRef ref, const in uint group[2], const in uint 
   const uint QS = 3u;
 #endif
   uint j = e >> 5, l = e & 31u;  // sub-block, value in it
-  uint q = byte_of(ref.g.w[QS + 2u * (j >> 1) + (l >> 4)], l & 15u, (j & 1u) * 4u) & 0xFu;
+  uint q = BYTE_OF(QS + 2u * (j >> 1) + (l >> 4), l & 15u, (j & 1u) * 4u) & 0xFu;
 #if WTYPE == 13
-  q |= (byte_of(ref.g.w[1u + (l >> 4)], l & 15u, j) & 1u) << 4;
+  q |= (BYTE_OF(1u + (l >> 4), l & 15u, j) & 1u) << 4;
 #endif
-  uvec4 head = ref.g.w[0];
-  vec2 dm = unpackHalf2x16(head.x);
-  vec2 sm = kq_scale_min(head.yzw, j);
+  vec2 dm = unpackHalf2x16(WORD_OF(0u, 0u));
+  vec2 sm = kq_scale_min(uvec3(WORD_OF(0u, 1u), WORD_OF(0u, 2u), WORD_OF(0u, 3u)), j);
   return float16_t(fma(float(q), dm.x * sm.x, -dm.y * sm.y));
 #elif WTYPE == 114
   uint s = e >> 8, sb = 13u * s, v = e & 255u;
   uint n = v >> 7, q4 = (v >> 5) & 3u, l = v & 31u, hh = l >> 4, lb = l & 15u;
-  uint ql = byte_of(ref.g.w[sb + 4u * n + 2u * (q4 & 1u) + hh], lb, (q4 >> 1) * 4u) & 0xFu;
-  uint qh = byte_of(ref.g.w[sb + 8u + 2u * n + hh], lb, 2u * q4) & 3u;
+  uint ql = BYTE_OF(sb + 4u * n + 2u * (q4 & 1u) + hh, lb, (q4 >> 1) * 4u) & 0xFu;
+  uint qh = BYTE_OF(sb + 8u + 2u * n + hh, lb, 2u * q4) & 3u;
   uint si = 8u * n + 2u * q4 + hh;
-  float sc = float(bitfieldExtract(int(ref.g.w[sb + 12u][si >> 2]), int((si & 3u) * 8u), 8));
-  float d = float(f16_half(ref.g.w[104][s >> 1], s));
+  float sc = float(bitfieldExtract(int(WORD_OF(sb + 12u, si >> 2)), int((si & 3u) * 8u), 8));
+  float d = float(f16_half(WORD_OF(104u, s >> 1), s));
   return float16_t(float(int(ql | (qh << 4)) - 32) * (d * sc));
 #endif
 }

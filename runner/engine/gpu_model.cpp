@@ -154,7 +154,7 @@ struct GpuModel::Impl {
   // Sets a.x_f16 where matmul would take the CoopMat2 path with it, converting a.x into x_f16 unless
   // *converted already holds it (then or now converted, *converted becomes true).
   void give_f16_x(kernels::MatmulArgs& a, bool* converted) {
-    if (!kernels::coopmat2_wanted(kernels.device(), path, a)) return;
+    if (!options.coopmat2 || !kernels::coopmat2_wanted(kernels.device(), path, a)) return;
     const uint32_t count = a.tokens * (a.x_stride ? a.x_stride : a.w.cols);
     if (converted == nullptr || !*converted)
       kernels::convert_f16(*rec, kernels, a.x, x_f16.view(0, uint64_t{count} * 2), count);

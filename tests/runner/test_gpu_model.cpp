@@ -46,11 +46,13 @@ struct Rig {
   uint32_t n_pages;
 
   Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq = kPages,
-      uint32_t attention_split = 0, bool deterministic = false, uint32_t max_batch_tokens = 32)
+      uint32_t attention_split = 0, bool deterministic = false, uint32_t max_batch_tokens = 32,
+      bool coopmat2 = false)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)), n_pages(pages_of_seq) {
     GpuModelOptions o;
     o.max_batch_tokens = max_batch_tokens;
     o.deterministic = deterministic;
+    o.coopmat2 = coopmat2;
     o.max_sequences = 16;
     o.max_context = n_pages * 16;
     o.attention_split = attention_split;
@@ -173,8 +175,9 @@ TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
   EXPECT_LT(worst, 1e-4f) << "largest difference relative to the logits' largest magnitude";
 }
 
-// GPU only (VK_NV_cooperative_matrix2): a chunk of 48 tokens through one llama3-8b-sized layer, whose
-// feed-forward products are large enough for Auto to take CoopMat2 (x converted to f16 first), against the
+// GPU only (VK_NV_cooperative_matrix2): a chunk of 48 tokens through one llama3-8b-sized layer with
+// GpuModelOptions::coopmat2, whose feed-forward products are large enough for CoopMat2 (x converted to f16
+// first), against the
 // --deterministic forward (matvec, f32 x) of the same weights: the same logits within f16 rounding.
 TEST_F(GpuModelTest, FeedForwardThroughCoopMat2MatchesTheDeterministicForward) {
   if (!kernels::coopmat2_takes(context().device(), TensorType::Q4_0x8) || !kernels::coopmat_supported(context().device()))
@@ -187,7 +190,7 @@ TEST_F(GpuModelTest, FeedForwardThroughCoopMat2MatchesTheDeterministicForward) {
   so.seed = 9;
   const auto path = test::scratch_dir() / "gpu_model_cm2.gguf";
   synth::write_model(path, so);
-  Rig cm2(context(), path, kPages, 0, false, 64), exact(context(), path, kPages, 0, true, 64);
+  Rig cm2(context(), path, kPages, 0, false, 64, true), exact(context(), path, kPages, 0, true, 64);
   std::vector<int32_t> chunk(48);
   for (uint32_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<int32_t>((i * 37) % 250 + 3);
   cm2.model->set_profiling(true);
