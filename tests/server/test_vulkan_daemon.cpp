@@ -1,10 +1,11 @@
 // The real daemon serving with the Vulkan engine (lavapipe in CI, validation layer on through ctest's
 // KVTRIE_VALIDATION=1): cached_tokens in /generate and timings.cache_n in llama-server's /completion reflect
 // the prefix trie, /cache and /metrics count the hits, /cache/flush empties it, and the daemon logs no
-// validation message.
+// validation message. Tenants (API keys) never share cached prefixes, whatever cache_namespace they send.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_process.h"
@@ -27,10 +28,13 @@ class VulkanDaemon : public ::testing::Test {
     EXPECT_EQ(daemon_->wait_exit(std::chrono::seconds(20)), 0) << daemon_->log();
     EXPECT_EQ(daemon_->log().find("vulkan validation"), std::string::npos) << daemon_->log();
   }
-  json post(const std::string& path, const json& body) {
+  // `key` (when not empty) goes in the Authorization header.
+  json post(const std::string& path, const json& body, const std::string& key = "") {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
-    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    auto r = c.Post(path.c_str(), headers, body.dump(), "application/json");
     EXPECT_TRUE(r);
     if (!r) return {};
     EXPECT_EQ(r->status, 200) << r->body;
@@ -94,6 +98,33 @@ TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
   EXPECT_EQ(first["timings"]["cache_n"], 0);
   EXPECT_GT(second["timings"]["cache_n"].get<int>(), 0);
   EXPECT_EQ(second["content"], first["content"]);
+}
+
+TEST_F(VulkanDaemon, TenantsNeverShareCachedPrefixesWhateverNamespaceTheySend) {
+  const auto model = tiny_model(scratch_dir());
+  const auto keys = scratch_dir() / "tenant-keys.txt";
+  std::ofstream(keys) << "sk-a1 alice\nsk-a2 alice\nsk-b1 bob\n";
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256", "--deterministic",
+         "--api-key-file", keys.string()});
+  const std::string prompt = "A long system prompt that alice sends first, and that bob then sends word for word. ";
+  auto ask = [&](const std::string& key, const std::string& ns) {
+    return post("/generate", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false},
+                              {"cache_namespace", ns}}, key);
+  };
+  const json alice = ask("sk-a1", "team");
+  EXPECT_EQ(alice["cached_tokens"], 0);
+  // Bob names alice's namespace and sends her prompt: nothing of hers is served to him, and his text is a cold
+  // run's.
+  const json bob = ask("sk-b1", "team");
+  EXPECT_EQ(bob["cached_tokens"], 0) << "bob was served alice's cached prefix";
+  EXPECT_EQ(bob["tokens"], alice["tokens"]);
+  // Another key of alice's tenant is served her prefix; her other namespace stays apart, as without keys.
+  const json alice_again = ask("sk-a2", "team");
+  EXPECT_EQ(alice_again["cached_tokens"].get<int>(), alice_again["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(alice_again["tokens"], alice["tokens"]);
+  EXPECT_EQ(ask("sk-a1", "other")["cached_tokens"], 0);
+  // And bob's own repeat is served from his own copy.
+  EXPECT_GT(ask("sk-b1", "team")["cached_tokens"].get<int>(), 0);
 }
 
 }  // namespace
