@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 namespace kvtrie::server {
 
@@ -47,7 +48,8 @@ uint64_t random_nonzero() {
 
 Authenticator::Authenticator(AuthOptions options)
     : options_(std::move(options)),
-      enabled_(!options_.api_keys.empty() || !options_.api_key_file.empty()),
+      // An empty value (KVTRIE_API_KEY= in an environment file) is no key, as in keys_from_values().
+      enabled_(!keys_from_values(options_.api_keys).empty() || !options_.api_key_file.empty()),
       table_(std::make_shared<Table>()) {}
 
 uint64_t Authenticator::salt_for(const std::string& tenant) {

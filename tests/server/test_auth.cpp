@@ -111,6 +111,9 @@ TEST(NativeAuth, EveryEndpointClassNeedsTheRightKeyAndNoKeyIsLogged) {
   EXPECT_NE(as_ops.find("tenant=\"alice\""), std::string::npos) << as_ops;
   EXPECT_NE(as_ops.find("tenant=\"ops\""), std::string::npos) << as_ops;
   EXPECT_NE(as_ops.find("kvtrie_auth_refused_total"), std::string::npos) << as_ops;
+  for (const std::string& metrics : {as_alice, as_ops})
+    for (const char* key : {"sk-alice", "sk-ops", "sk-env", "sk-wrong"})
+      EXPECT_EQ(metrics.find(key), std::string::npos) << key << " in /metrics";
 
   stop_cleanly(d);
   const std::string log = d.log();
