@@ -207,13 +207,6 @@ TEST(NativeAuth, WithoutKeysEverythingIsOpenAndListeningBeyondLoopbackWarns) {
   EXPECT_NE(d.log().find("without API keys"), std::string::npos) << d.log();
 }
 
-std::filesystem::path llama_server_link() {
-  const auto link = scratch_dir() / "llama-server";
-  std::filesystem::remove(link);
-  std::filesystem::create_symlink(kvtrie_binary(), link);
-  return link;
-}
-
 TEST(LlamaServerAuth, LlamaCppApiKeyFlagGuardsEveryEndpointButHealth) {
   const auto model = tiny_model(scratch_dir()).string();
   const int port = free_port();

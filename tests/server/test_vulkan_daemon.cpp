@@ -82,14 +82,11 @@ TEST_F(VulkanDaemon, GenerateReportsCachedTokensFromTheTrie) {
 
 TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
   const auto model = tiny_model(scratch_dir());
-  const auto link = scratch_dir() / "llama-server";
-  std::filesystem::remove(link);
-  std::filesystem::create_symlink(kvtrie_binary(), link);
   daemon_ = std::make_unique<DaemonProcess>(
       std::vector<std::string>{"--model", model.string(), "--port", std::to_string(port_), "--host", "127.0.0.1",
                                "--no-webui", "--offline", "-c", "256", "-np", "2", "--log-verbosity", "4",
                                "--no-log-prefix", "--no-log-timestamps"},
-      link);
+      llama_server_link());
   ASSERT_TRUE(daemon_->wait_ready(port_, std::chrono::seconds(60))) << daemon_->log();
   const json body = {{"prompt", "A prompt that the second completion repeats word for word."},
                      {"n_predict", 6}, {"temperature", 0}, {"stream", false}, {"cache_prompt", true}};
