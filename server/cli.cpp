@@ -43,6 +43,10 @@ void add_security_options(CLI::App& app, ServeOptions& o) {
                      "API keys, one per line: KEY [TENANT] [admin] (re-read on SIGHUP)")->check(CLI::ExistingFile),
       "api-key-file");
   opt(app.add_flag("--metrics-public", o.metrics_public, "serve /metrics without an API key"), "metrics-public");
+  opt(app.add_option("--tenant-kv-share", o.tenant_kv_share,
+                     "share of the device KV tier one tenant's cached prefixes may hold before its own are "
+                     "evicted first (1: no limit)")
+          ->capture_default_str()->check(CLI::Range(0.01, 1.0)), "tenant-kv-share");
   opt(app.add_option("--ssl-cert-file", o.ssl_cert_file, "PEM certificate (chain): serve HTTPS only")
           ->check(CLI::ExistingFile), "ssl-cert-file");
   opt(app.add_option("--ssl-key-file", o.ssl_key_file, "PEM private key of --ssl-cert-file")->check(CLI::ExistingFile),

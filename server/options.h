@@ -38,6 +38,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;  // user keys, each its own tenant
   std::string api_key_file;           // lines "KEY [TENANT] [admin]", re-read on SIGHUP
   bool metrics_public = false;        // /metrics without a key
+  double tenant_kv_share = 1.0;       // a tenant's share of the device KV tier (1: no limit)
   std::string ssl_cert_file;          // both set: HTTPS only
   std::string ssl_key_file;
 };

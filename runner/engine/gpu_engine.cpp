@@ -26,6 +26,7 @@ namespace {
 struct Running {
   std::unique_ptr<QueuedRequest> queued;
   NamespaceId ns = 0;
+  GroupId group = 0;  // the tenant whose device-tier share the sequence's pages count against
   SeqId seq{};
   std::vector<int32_t> tokens;  // prompt, then every sampled token
   uint32_t prompt_size = 0;
@@ -94,7 +95,7 @@ struct GpuEngine::State {
         pages(context, model.kv_layout(), device_pages, host_pages),
         cache(KvCacheConfig{cfg.page_tokens, model.kv_layout().page_bytes(),
                             uint64_t{device_pages} * model.kv_layout().page_bytes(),
-                            uint64_t{host_pages} * model.kv_layout().page_bytes()},
+                            uint64_t{host_pages} * model.kv_layout().page_bytes(), cfg.tenant_kv_share},
               pages),
         // Rejected at submit: a request that would not fit the whole device tier even alone.
         queue(info, [this, device_pages](const GenerateRequest& r) {
@@ -344,6 +345,7 @@ void GpuEngine::State::start(std::unique_ptr<QueuedRequest> queued) {
   } else {
     job = std::make_unique<Running>();
     job->ns = namespace_of(queued->request);
+    job->group = queued->request.tenant_salt;
     job->tokens = queued->request.prompt;
     job->prompt_size = static_cast<uint32_t>(job->tokens.size());
     job->max_tokens_total = max_sequence_tokens(job->prompt_size, queued->request.max_tokens, info.n_ctx);
@@ -351,7 +353,7 @@ void GpuEngine::State::start(std::unique_ptr<QueuedRequest> queued) {
     job->sampler = std::make_unique<Sampler>(queued->request.sampling);
   }
   job->queued = std::move(queued);
-  const AcquireResult hit = cache.acquire(job->ns, job->tokens);
+  const AcquireResult hit = cache.acquire(job->ns, job->tokens, job->group);
   job->seq = hit.seq;
   job->computed = hit.cached_tokens;
   if (!resumed) job->hit = hit;
