@@ -40,9 +40,11 @@ class VulkanDaemon : public ::testing::Test {
     EXPECT_EQ(r->status, 200) << r->body;
     return json::parse(r->body, nullptr, false);
   }
-  std::string get(const std::string& path) {
+  std::string get(const std::string& path, const std::string& key = "") {
     httplib::Client c("127.0.0.1", port_);
-    auto r = c.Get(path.c_str());
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    auto r = c.Get(path.c_str(), headers);
     EXPECT_TRUE(r);
     return r ? r->body : "";
   }
@@ -122,6 +124,32 @@ TEST_F(VulkanDaemon, TenantsNeverShareCachedPrefixesWhateverNamespaceTheySend) {
   EXPECT_EQ(ask("sk-a1", "other")["cached_tokens"], 0);
   // And bob's own repeat is served from his own copy.
   EXPECT_GT(ask("sk-b1", "team")["cached_tokens"].get<int>(), 0);
+}
+
+// --tenant-kv-share on a small device tier (1 MiB: 256 pages of the tiny model's 4 KiB): alice floods it with
+// long prompts, more than it holds; bob's prefix, the coldest on the tier, stays on device because alice,
+// over her half, gives up her own cold pages first. (The cache test has the control without a share.)
+TEST_F(VulkanDaemon, TenantKvShareKeepsAnotherTenantsPrefixOnDevice) {
+  const auto model = tiny_model(scratch_dir());
+  const auto keys = scratch_dir() / "share-keys.txt";
+  std::ofstream(keys) << "sk-alice alice\nsk-bob bob\n";
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256",
+         "--kv-device-mb", "1", "--tenant-kv-share", "0.5", "--api-key-file", keys.string()});
+  auto tokens = [](int seed) {
+    json t = json::array();
+    for (int k = 0; k < 240; ++k) t.push_back(10 + (seed * 37 + k * 13) % 300);
+    return t;
+  };
+  auto ask = [&](const std::string& key, int seed) {
+    return post("/generate", {{"tokens", tokens(seed)}, {"max_tokens", 1}, {"stream", false}}, key);
+  };
+  ask("sk-bob", 0);
+  for (int i = 1; i <= 20; ++i) ask("sk-alice", i);  // 20 x 15 pages
+  const json again = ask("sk-bob", 0);
+  EXPECT_EQ(again["cached_tokens_device"].get<int>(), 239) << again.dump();
+  EXPECT_EQ(again["cached_tokens_host"], 0) << again.dump();
+  const std::string metrics = get("/metrics", "sk-bob");
+  EXPECT_EQ(metrics.find("kvtrie_cache_demotions_total 0\n"), std::string::npos) << "the tier never filled";
 }
 
 }  // namespace
