@@ -59,7 +59,7 @@ const KvCache::Sequence& KvCache::sequence(SeqId seq) const {
   return it->second;
 }
 
-AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt) {
+AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group) {
   KVTRIE_CHECK(!prompt.empty(), "acquire of an empty prompt");
   const std::uint32_t P = config_.page_tokens;
   // The last prompt token is always computed: its logits are needed to sample.
@@ -67,13 +67,14 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt) 
   const MatchResult match = trie_.match(ns, usable);
   Sequence s;
   s.ns = ns;
+  s.group = group;
   std::uint32_t reuse = match.matched_tokens;
-  s.lease = trie_.pin(ns, usable, reuse);
+  s.lease = trie_.pin(ns, usable, reuse, group);
 
   bool promoted = false;
   if (const std::uint32_t host_pages = trie_.host_only_pages_on_path(s.lease); host_pages > 0) {
     std::optional<std::vector<PageId>> fresh;
-    if (make_device_room(host_pages)) fresh = allocate_all(device_, host_pages);
+    if (make_device_room(host_pages, group)) fresh = allocate_all(device_, host_pages);
     if (fresh) {
       queue(trie_.begin_promotion(s.lease, *fresh));
       stats_.promoted_pages += host_pages;
@@ -82,7 +83,7 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt) 
       // Recomputing the host part is the only option left; the device part is still reused.
       ++stats_.failed_promotions;
       reuse = std::min(reuse, trie_.device_tokens_on_path(s.lease));
-      Lease narrower = trie_.pin(ns, usable, reuse);
+      Lease narrower = trie_.pin(ns, usable, reuse, group);
       s.lease = std::move(narrower);
     }
   }
@@ -99,7 +100,7 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt) 
   if (reuse % P != 0) {
     // The next token lands inside a page the trie shares: give the sequence its own copy.
     std::optional<PageId> own;
-    if (make_device_room(1)) own = device_.allocate();
+    if (make_device_room(1, group)) own = device_.allocate();
     const PageId shared = s.pages.back();
     if (own) {
       queue({PageCopy{Tier::Device, shared, Tier::Device, *own}});
@@ -137,7 +138,7 @@ ReserveStatus KvCache::reserve(SeqId seq, std::uint32_t total_tokens) {
   const std::uint32_t needed = (total_tokens + P - 1) / P;
   if (needed <= s.pages.size()) return ReserveStatus::Ok;
   const auto missing = static_cast<std::uint32_t>(needed - s.pages.size());
-  if (!make_device_room(missing)) return ReserveStatus::NoRoom;
+  if (!make_device_room(missing, s.group)) return ReserveStatus::NoRoom;
   std::optional<std::vector<PageId>> fresh = allocate_all(device_, missing);
   if (!fresh) return ReserveStatus::NoRoom;
   s.pages.insert(s.pages.end(), fresh->begin(), fresh->end());
@@ -242,13 +243,22 @@ bool KvCache::make_host_room(std::uint32_t pages) {
   return true;
 }
 
-bool KvCache::make_device_room(std::uint32_t pages) {
+TrieNode* KvCache::device_victim(std::uint32_t pages, GroupId group) const {
+  const double share = config_.group_device_share;
+  if (group != 0 && share < 1.0 &&
+      trie_.group_device_pages(group) + pages > share * static_cast<double>(device_.capacity())) {
+    if (TrieNode* own = trie_.coldest_device_evictable(group)) return own;
+  }
+  return trie_.coldest_device_evictable();
+}
+
+bool KvCache::make_device_room(std::uint32_t pages, GroupId group) {
   if (device_.capacity() < pages) return false;
   // Demoted pages are copied before they are reused: collect them, copy in one batch, wait once.
   std::vector<PageId> retiring;
   std::vector<PageCopy> copies;
   while (device_.free_pages() + retiring.size() < pages) {
-    TrieNode* victim = trie_.coldest_device_evictable();
+    TrieNode* victim = device_victim(pages, group);
     if (victim == nullptr) break;
     const auto want = static_cast<std::uint32_t>(pages - device_.free_pages() - retiring.size());
     victim = trie_.split_tail(victim, std::min(want, trie_.node_pages(victim)));
@@ -283,7 +293,7 @@ bool KvCache::make_device_room(std::uint32_t pages) {
     // Pages still held for copies in flight (sources, sequences released meanwhile, promotions' pins)
     // come free once they complete: wait, then try again.
     wait_for_copies();
-    return make_device_room(pages);
+    return make_device_room(pages, group);
   }
   return device_.free_pages() >= pages;
 }

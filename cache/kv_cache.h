@@ -4,9 +4,14 @@
 // device-evictable pages are demoted to host (host pressure first drops the coldest host-only leaves; a
 // cold node is dropped outright when the host tier cannot take it); a match that hits host pages promotes
 // them back in one batch of copies. Budgets are never exceeded: pools have fixed capacities.
+// Group share: a sequence may belong to a group (a tenant). With a share below 1, room made for a sequence
+// whose group's cached device pages plus the pages it asks for exceed share x device capacity is taken from
+// that group's own coldest device-evictable pages first, and from the global LRU only when it has none left
+// (its pinned working set alone is over the share), so one group cannot push the others' prefixes out of the
+// device tier while it has cold pages of its own.
 //
 // Sequence lifecycle (scheduler):
-//   acquire(ns, prompt)      -> reuse of the longest cached prefix (at most prompt.size() - 1 tokens, so at
+//   acquire(ns, prompt, g)   -> reuse of the longest cached prefix (at most prompt.size() - 1 tokens, so at
 //                               least one token is computed); page table holds the reused pages
 //   ready(seq) or sync()     -> before the first forward pass that reads the page table, its promotion
 //                               and copy-on-write copies must be complete: ready() says so without
@@ -48,6 +53,7 @@ struct KvCacheConfig {
   std::size_t page_bytes = 0;           // bytes of one page: P tokens of every layer's K and V
   std::size_t device_budget_bytes = 0;  // --kv-device-mb
   std::size_t host_budget_bytes = 0;    // --kv-host-mb (0: no host tier; cold pages are dropped)
+  double group_device_share = 1.0;      // --tenant-kv-share: a group's share of the device tier (1: no limit)
   // Pool capacities (whole pages of each budget): what the PageCopier's memory must provide.
   std::uint32_t device_pages() const {
     return page_bytes == 0 ? 0 : static_cast<std::uint32_t>(device_budget_bytes / page_bytes);
@@ -102,9 +108,10 @@ class KvCache {
 
   std::uint32_t page_tokens() const { return config_.page_tokens; }
 
-  // Starts a sequence for prompt (non-empty) in namespace ns. Never fails: when promotion or the
-  // copy-on-write page finds no room it reuses less. Queues copies: read its pages once ready() (or sync()).
-  AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt);
+  // Starts a sequence for prompt (non-empty) in namespace ns, owned by `group` (0: none; a namespace always
+  // has the same group). Never fails: when promotion or the copy-on-write page finds no room it reuses less.
+  // Queues copies: read its pages once ready() (or sync()).
+  AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group = 0);
   // Grows the sequence's page table to cover positions [0, total_tokens). NoRoom leaves it unchanged.
   [[nodiscard]] ReserveStatus reserve(SeqId seq, std::uint32_t total_tokens);
   // Declares that the KV of `tokens` (following the sequence's committed tokens) is written; caches the
@@ -159,6 +166,7 @@ class KvCache {
  private:
   struct Sequence {
     NamespaceId ns = 0;
+    GroupId group = 0;
     std::vector<TokenId> tokens;  // committed (or reused) tokens: their KV is in pages
     std::vector<PageId> pages;    // page table; one reference each
     Lease lease;                  // pins the trie path of the shared prefix
@@ -168,7 +176,10 @@ class KvCache {
 
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;
-  bool make_device_room(std::uint32_t pages);
+  // Frees device pages until `pages` are free (false when it cannot), for a sequence of `group`.
+  bool make_device_room(std::uint32_t pages, GroupId group);
+  // The next device page to demote or drop for a sequence of `group` (nullptr: none left).
+  TrieNode* device_victim(std::uint32_t pages, GroupId group) const;
   bool make_host_room(std::uint32_t pages);
   void queue(std::vector<PageCopy> copies);
   void wait_for_copies();

@@ -99,11 +99,14 @@ std::uint32_t PrefixTrie::node_pages(const TrieNode* node) const {
   return pages_for(node->key.size());
 }
 
-TrieNode* PrefixTrie::root(NamespaceId ns) {
+TrieNode* PrefixTrie::root(NamespaceId ns, GroupId group) {
   auto& slot = roots_[ns];
-  if (!slot) {
+  if (slot) {
+    KVTRIE_CHECK(group == 0 || slot->group == group, "a namespace pinned for another group");
+  } else {
     slot = std::make_unique<TrieNode>();
     slot->ns = ns;
+    slot->group = group;
     slot->serial = next_serial_++;
     slot->lock_count = 1;  // the permanent lock: a root is never evicted or merged
   }
@@ -143,9 +146,9 @@ MatchResult PrefixTrie::match(NamespaceId ns, std::span<const TokenId> tokens) c
   return result;
 }
 
-Lease PrefixTrie::pin(NamespaceId ns, std::span<const TokenId> tokens, std::uint32_t n) {
+Lease PrefixTrie::pin(NamespaceId ns, std::span<const TokenId> tokens, std::uint32_t n, GroupId group) {
   KVTRIE_CHECK(n <= tokens.size(), "pin beyond the given tokens");
-  TrieNode* node = root(ns);
+  TrieNode* node = root(ns, group);
   std::size_t pos = 0;
   while (pos < n) {
     const auto rest = tokens.subspan(pos, n - pos);
@@ -244,6 +247,7 @@ Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::s
 std::unique_ptr<TrieNode> PrefixTrie::make_node(TrieNode* parent) {
   auto node = std::make_unique<TrieNode>();
   node->ns = parent->ns;
+  node->group = parent->group;
   node->parent = parent;
   node->serial = next_serial_++;
   node->last_use = parent->last_use;
@@ -390,6 +394,11 @@ void PrefixTrie::unaccount(TrieNode* node) {
   totals_.host_droppable -= a.host_droppable;
   if (a.in_device_lru) device_lru_.erase({a.lru_tick, node->serial, node});
   if (a.in_host_lru) host_lru_.erase({a.lru_tick, node->serial, node});
+  if (node->group != 0 && (a.device_pages != 0 || a.in_device_lru)) {
+    GroupTotals& g = groups_[node->group];
+    g.device_pages -= a.device_pages;
+    if (a.in_device_lru) g.device_lru.erase({a.lru_tick, node->serial, node});
+  }
   a = NodeAccount{};
 }
 
@@ -404,6 +413,11 @@ void PrefixTrie::reaccount(TrieNode* node) {
   totals_.host_droppable += a.host_droppable;
   if (a.in_device_lru) device_lru_.insert({a.lru_tick, node->serial, node});
   if (a.in_host_lru) host_lru_.insert({a.lru_tick, node->serial, node});
+  if (node->group != 0 && (a.device_pages != 0 || a.in_device_lru)) {
+    GroupTotals& g = groups_[node->group];
+    g.device_pages += a.device_pages;
+    if (a.in_device_lru) g.device_lru.insert({a.lru_tick, node->serial, node});
+  }
   node->account = a;
 }
 

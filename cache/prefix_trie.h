@@ -25,23 +25,27 @@
 //   - lock_count(node) >= sum of its children's lock counts (so a locked node has locked ancestors);
 //   - every node is reachable exactly once, with consistent parent links and end offsets;
 //   - a node starts on a page boundary; only a leaf may end in a partial page; keys are non-empty;
-//   - children of a node have pairwise distinct first pages; all nodes under a root share its namespace;
+//   - children of a node have pairwise distinct first pages; all nodes under a root share its namespace
+//     and its group;
 //   - a non-root node is resident on device, on host, or both; both only while a promotion is in flight,
 //     and such a node is pinned;
 //   - a device-resident node has a device-resident parent (the root counts as device-resident): the
 //     device-resident part of each tree is a top subtree, the host-only part hangs below it;
 //   - device-evictable = unlocked, device-only, no device-resident child (a leaf of the device subtree);
 //     host-evictable = unlocked, host-only leaf; protected = device pages of locked nodes; host-droppable =
-//     host pages of unlocked host-only nodes. The cached totals and LRU sets equal a fresh recount;
+//     host pages of unlocked host-only nodes. The cached totals and LRU sets equal a fresh recount, and so
+//     do each group's device pages and device-evictable LRU set (kept for groups other than 0);
 //   - each page is referenced by at most one node, and every referenced page is allocated in its pool.
 // Thread model: single owner thread (the scheduler). Pools must outlive the trie; the trie must outlive
 // every Lease it issued.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/page_copier.h"
@@ -130,8 +134,9 @@ class PrefixTrie {
   MatchResult match(NamespaceId ns, std::span<const TokenId> tokens) const;
   // Pins the path holding the first n tokens (n <= match(ns, tokens).matched_tokens), marks it used now,
   // and splits the last node at the page boundary after token n so the pin covers no more pages than
-  // needed. n == 0 pins the root.
-  Lease pin(NamespaceId ns, std::span<const TokenId> tokens, std::uint32_t n);
+  // needed. n == 0 pins the root. `group` owns namespace ns: the first pin of ns records it (a namespace
+  // never changes group; a different one is a broken invariant).
+  Lease pin(NamespaceId ns, std::span<const TokenId> tokens, std::uint32_t n, GroupId group = 0);
   // Caches tokens whose KV was computed into device_pages (ceil(tokens.size() / P) pages, the caller's
   // page table). Shares what is already cached, splits nodes at page boundaries, takes one reference per
   // page it stores, and returns a lease on the node holding the last token (the root for no tokens).
@@ -159,6 +164,10 @@ class PrefixTrie {
 
   // Eviction primitives (victims are opaque handles, valid until the next mutation).
   TrieNode* coldest_device_evictable() const;
+  // The coldest device-evictable node of one group (nullptr when it has none, or for group 0).
+  TrieNode* coldest_device_evictable(GroupId group) const;
+  // Device pages the trie stores for a group (0 for group 0, which is not counted).
+  std::uint32_t group_device_pages(GroupId group) const;
   TrieNode* coldest_host_evictable() const;
   std::uint32_t node_pages(const TrieNode* node) const;
   bool has_children(const TrieNode* node) const { return !node->children.empty(); }
@@ -182,8 +191,12 @@ class PrefixTrie {
  private:
   friend class Lease;
   using LruKey = std::tuple<std::uint64_t, std::uint64_t, TrieNode*>;  // (tick, serial, node)
+  struct GroupTotals {
+    std::uint32_t device_pages = 0;
+    std::set<LruKey> device_lru;  // the group's device-evictable nodes, coldest first
+  };
 
-  TrieNode* root(NamespaceId ns);
+  TrieNode* root(NamespaceId ns, GroupId group = 0);
   const TrieNode* find_root(NamespaceId ns) const;
   std::uint32_t pages_for(std::size_t tokens) const;
   std::unique_ptr<TrieNode> make_node(TrieNode* parent);
@@ -197,6 +210,8 @@ class PrefixTrie {
   NodeAccount fresh_account(const TrieNode* node) const;
   void reaccount(TrieNode* node);
   void unaccount(TrieNode* node);
+  void check_groups() const;
+  void visit_nodes(const std::function<void(const TrieNode*)>& visit) const;  // every node, roots included
   void check_node(const TrieNode* node, std::uint64_t& seen, TrieTotals& recount,
                   std::vector<std::uint32_t>& device_refs, std::vector<std::uint32_t>& host_refs,
                   std::size_t& device_lru, std::size_t& host_lru) const;
@@ -207,6 +222,7 @@ class PrefixTrie {
   std::map<NamespaceId, std::unique_ptr<TrieNode>> roots_;
   std::set<LruKey> device_lru_;           // device-evictable nodes, coldest first
   std::set<LruKey> host_lru_;             // host-evictable nodes, coldest first
+  std::unordered_map<GroupId, GroupTotals> groups_;  // per group but 0: what the device-tier share needs
   std::vector<TrieNode*> transfer_pins_;  // nodes pinned by an in-flight promotion
   TrieTotals totals_;
   std::uint64_t tick_ = 0;

@@ -52,6 +52,7 @@ void PrefixTrie::check_node(const TrieNode* node, std::uint64_t& seen, TrieTotal
     const std::string at = "node #" + std::to_string(child->serial) + ": ";
     KVTRIE_CHECK(child->parent == node, at + "parent link broken");
     KVTRIE_CHECK(child->ns == node->ns, at + "namespace differs from its parent's");
+    KVTRIE_CHECK(child->group == node->group, at + "group differs from its parent's");
     KVTRIE_CHECK(!child->key.empty(), at + "empty key");
     KVTRIE_CHECK(child->end == node->end + child->key.size(), at + "end offset inconsistent");
     KVTRIE_CHECK(child->start() % page_tokens_ == 0, at + "starts off a page boundary");
@@ -104,30 +105,54 @@ void PrefixTrie::check_invariants() const {
   KVTRIE_CHECK(recount == totals_, "cached totals differ from a recount");
   KVTRIE_CHECK(device_lru == device_lru_.size() && host_lru == host_lru_.size(), "LRU sets hold stale nodes");
   for (const TrieNode* pin : transfer_pins_) KVTRIE_CHECK(pin->lock_count > 0, "a transfer pin is unlocked");
+  check_groups();
 }
 
-void PrefixTrie::count_page_refs(Tier tier, std::vector<std::uint32_t>& counts) const {
+void PrefixTrie::check_groups() const {
+  std::unordered_map<GroupId, GroupTotals> recount;
+  visit_nodes([&](const TrieNode* node) {
+    if (node->group == 0) return;
+    const NodeAccount fresh = fresh_account(node);
+    GroupTotals& g = recount[node->group];
+    g.device_pages += fresh.device_pages;
+    if (fresh.in_device_lru) g.device_lru.insert({fresh.lru_tick, node->serial, const_cast<TrieNode*>(node)});
+  });
+  for (const auto& [group, kept] : groups_) {
+    const auto it = recount.find(group);
+    const bool empty = it == recount.end();
+    KVTRIE_CHECK(kept.device_pages == (empty ? 0 : it->second.device_pages),
+                 "group " + std::to_string(group) + ": device pages differ from a recount");
+    KVTRIE_CHECK(kept.device_lru == (empty ? std::set<LruKey>{} : it->second.device_lru),
+                 "group " + std::to_string(group) + ": device LRU set differs from a recount");
+  }
+  for (const auto& [group, counted] : recount)
+    KVTRIE_CHECK(groups_.count(group) == 1 || (counted.device_pages == 0 && counted.device_lru.empty()),
+                 "group " + std::to_string(group) + " is not accounted");
+}
+
+void PrefixTrie::visit_nodes(const std::function<void(const TrieNode*)>& visit) const {
   std::vector<const TrieNode*> stack;
   for (const auto& [ns, root] : roots_) stack.push_back(root.get());
   while (!stack.empty()) {
     const TrieNode* node = stack.back();
     stack.pop_back();
-    for (PageId page : tier == Tier::Device ? node->device_pages : node->host_pages) ++counts.at(page);
+    visit(node);
     for (const auto& child : node->children) stack.push_back(child.get());
   }
+}
+
+void PrefixTrie::count_page_refs(Tier tier, std::vector<std::uint32_t>& counts) const {
+  visit_nodes([&](const TrieNode* node) {
+    for (PageId page : tier == Tier::Device ? node->device_pages : node->host_pages) ++counts.at(page);
+  });
 }
 
 std::vector<bool> PrefixTrie::pinned_device_pages() const {
   std::vector<bool> pinned(device_.capacity(), false);
-  std::vector<const TrieNode*> stack;
-  for (const auto& [ns, root] : roots_) stack.push_back(root.get());
-  while (!stack.empty()) {
-    const TrieNode* node = stack.back();
-    stack.pop_back();
+  visit_nodes([&](const TrieNode* node) {
     if (node->lock_count > 0)
       for (PageId page : node->device_pages) pinned[page] = true;
-    for (const auto& child : node->children) stack.push_back(child.get());
-  }
+  });
   return pinned;
 }
 

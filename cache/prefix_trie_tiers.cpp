@@ -90,6 +90,16 @@ TrieNode* PrefixTrie::coldest_device_evictable() const {
   return device_lru_.empty() ? nullptr : std::get<2>(*device_lru_.begin());
 }
 
+TrieNode* PrefixTrie::coldest_device_evictable(GroupId group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() || it->second.device_lru.empty() ? nullptr : std::get<2>(*it->second.device_lru.begin());
+}
+
+std::uint32_t PrefixTrie::group_device_pages(GroupId group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? 0 : it->second.device_pages;
+}
+
 TrieNode* PrefixTrie::coldest_host_evictable() const {
   return host_lru_.empty() ? nullptr : std::get<2>(*host_lru_.begin());
 }

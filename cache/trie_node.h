@@ -12,6 +12,9 @@ namespace kvtrie {
 
 using TokenId = std::int32_t;
 using NamespaceId = std::uint64_t;
+// Who owns a namespace's pages for the device-tier share (a tenant); 0: nobody, no share applies. Several
+// namespaces may belong to one group.
+using GroupId = std::uint64_t;
 
 // What one node currently contributes to the trie's cached totals and LRU sets. Kept on the node so that
 // an update subtracts exactly what was added (check_invariants compares it with a fresh recount).
@@ -30,6 +33,7 @@ struct NodeAccount {
 
 struct TrieNode {
   NamespaceId ns = 0;
+  GroupId group = 0;  // its root's
   std::vector<TokenId> key;  // this edge's tokens; empty only at a root
   std::uint32_t end = 0;     // tokens from the root to the end of key; end - key.size() is page-aligned
   std::vector<PageId> device_pages;  // one per page of key when resident on device, else empty

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "server/authenticator.h"
 #include "server/generate_common.h"
 #include "server/http_server.h"
 
@@ -33,10 +34,23 @@ Json tier_json(const engine::CacheTierStats& t) {
           {"bytes_used", t.bytes_used}, {"hit_tokens", t.hit_tokens}};
 }
 
-HttpResponse metrics(ModelHost& host) {
+// Requests per tenant (labelled by tenant name, never by key) and the requests refused for want of a key.
+// The caller sees the tenants it may: all for an admin key or public metrics (no caller), else its own.
+void tenant_metrics(Prometheus& p, const Authenticator& auth, const Caller& caller) {
+  if (!auth.enabled()) return;
+  p.metric("kvtrie_auth_refused_total", "counter", "Requests refused with 401 or 403", auth.refused());
+  // Tenant names are [A-Za-z0-9._-] (valid_tenant_name): nothing to escape in a label.
+  for (const auto& [tenant, n] : auth.tenant_requests())
+    if (caller.tenant.empty() || caller.admin || caller.tenant == tenant)
+      p.metric("kvtrie_tenant_requests_total", "counter", "Requests admitted per tenant (all endpoints but /health)",
+               n, "tenant=\"" + tenant + "\"");
+}
+
+HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& caller) {
   Prometheus p;
   LoadedModel* model = host.model();
   p.metric("kvtrie_ready", "gauge", "1 once the model is loaded", model ? 1 : 0);
+  tenant_metrics(p, auth, caller);
   if (!model) return HttpResponse::text(p.str(), "text/plain; version=0.0.4");
   const engine::EngineCounters c = model->engine->counters();
   const engine::CacheStats s = model->engine->cache_stats();
@@ -98,10 +112,11 @@ HttpResponse flush(ModelHost& host) {
 
 }  // namespace
 
-void register_admin_api(HttpServer& server, ModelHost& host) {
-  server.route("GET", "/metrics", [&host](const HttpRequest&) { return metrics(host); });
+void register_admin_api(HttpServer& server, ModelHost& host, const Authenticator& auth) {
+  server.route("GET", "/metrics", [&host, &auth](const HttpRequest& r) { return metrics(host, auth, r.caller); },
+               Access::Metrics);
   server.route("GET", "/cache", [&host](const HttpRequest&) { return cache(host); });
-  server.route("POST", "/cache/flush", [&host](const HttpRequest&) { return flush(host); });
+  server.route("POST", "/cache/flush", [&host](const HttpRequest&) { return flush(host); }, Access::Admin);
 }
 
 }  // namespace kvtrie::server

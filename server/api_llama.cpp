@@ -78,7 +78,7 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
   check_fits(model, req);
   const bool stream = read_bool(body, "stream").value_or(false);
   const bool probs = req.logprobs > 0;
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
 
   const LoadedModel* m = &model;
   if (!stream) {
@@ -138,7 +138,7 @@ HttpResponse props(ModelHost& host) {
 }  // namespace
 
 void register_llama_api(HttpServer& server, ModelHost& host) {
-  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); });
+  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
   server.route("POST", "/completion", [&host](const HttpRequest& r) { return completion(host, r); });
   server.route("POST", "/completions", [&host](const HttpRequest& r) { return completion(host, r); });
   register_tokenize_api(server, host);

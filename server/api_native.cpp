@@ -54,7 +54,7 @@ HttpResponse generate(ModelHost& host, const HttpRequest& http) {
   const bool stream = read_bool(body, "stream").value_or(true);
   engine::GenerateRequest req = parse_generate(body, model);
   const bool want_logprobs = req.logprobs > 0;
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
 
   if (!stream) {
     return collected_json(std::move(gen), [want_logprobs](const Chunk& all) {
@@ -96,7 +96,7 @@ HttpResponse health(ModelHost& host) {
 void register_native_api(HttpServer& server, ModelHost& host) {
   server.route("POST", "/generate", [&host](const HttpRequest& r) { return generate(host, r); });
   register_tokenize_api(server, host);
-  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); });
+  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
 }
 
 }  // namespace kvtrie::server

@@ -60,7 +60,7 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
   read_sampling(options, req.sampling);
   req.stop = read_strings(options, "stop", 16).value_or(std::vector<std::string>{});
   check_fits(model, req);
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
 
   auto format = [](const Chunk& c, bool last) {
     std::string out;
@@ -85,7 +85,7 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
 }  // namespace
 
 void register_ollama_runner_api(HttpServer& server, ModelHost& host) {
-  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); });
+  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
   server.route("POST", "/load", [&host](const HttpRequest& r) { return load(host, r); });
   server.route("POST", "/completion", [&host](const HttpRequest& r) { return completion(host, r); });
 }

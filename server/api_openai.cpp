@@ -189,7 +189,7 @@ HttpResponse chat_completions(ModelHost& host, const HttpRequest& http) {
   if (logprobs) req.logprobs = static_cast<uint32_t>(std::max<int64_t>(1, top.value_or(1)));
   const StreamOptions so = read_stream_options(body);
   check_fits(model, req);
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
 
   const std::string id = next_id("chatcmpl-");
   const int64_t created = unix_now();
@@ -269,7 +269,7 @@ HttpResponse completions(ModelHost& host, const HttpRequest& http) {
                              : prompt.is_string() ? prompt.get<std::string>()
                                                   : model.tokenizer->decode(req.prompt);
   const bool logprobs = req.logprobs > 0;
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req));
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
 
   const std::string id = next_id("cmpl-");
   const int64_t created = unix_now();

@@ -24,13 +24,39 @@ std::string env_name(const std::string& option) {
   return name;
 }
 
+// An option that also reads KVTRIE_<NAME>, whose last value wins.
+void opt(CLI::Option* option, const std::string& name) {
+  option->envname(env_name(name))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
+// API keys and TLS (docs/security.md). Keys are repeatable: every --api-key adds one (and so does each
+// api-key line of the config file); KVTRIE_API_KEY gives one key when the command line gives none.
+void add_security_options(CLI::App& app, ServeOptions& o) {
+  app.add_option("--api-key", o.api_keys,
+                 "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every endpoint but /health; "
+                 "repeatable; a user key, its own tenant")
+      ->envname(env_name("api-key"))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_size(1)
+      ->allow_extra_args(false);
+  opt(app.add_option("--api-key-file", o.api_key_file,
+                     "API keys, one per line: KEY [TENANT] [admin] (re-read on SIGHUP)")->check(CLI::ExistingFile),
+      "api-key-file");
+  opt(app.add_flag("--metrics-public", o.metrics_public, "serve /metrics without an API key"), "metrics-public");
+  opt(app.add_option("--tenant-kv-share", o.tenant_kv_share,
+                     "share of the device KV tier one tenant's cached prefixes may hold before its own are "
+                     "evicted first (1: no limit)")
+          ->capture_default_str()->check(CLI::Range(0.01, 1.0)), "tenant-kv-share");
+  opt(app.add_option("--ssl-cert-file", o.ssl_cert_file, "PEM certificate (chain): serve HTTPS only")
+          ->check(CLI::ExistingFile), "ssl-cert-file");
+  opt(app.add_option("--ssl-key-file", o.ssl_key_file, "PEM private key of --ssl-cert-file")->check(CLI::ExistingFile),
+      "ssl-key-file");
+}
+
 // The options shared by `serve` and `runner`. Each also reads KVTRIE_<NAME> from the environment; the config
 // file's values are inserted before the user's arguments, and the last value of an option wins, so the order
 // of precedence is: command line, environment, config file, default.
 void add_serve_options(CLI::App& app, ServeOptions& o) {
-  auto opt = [&](CLI::Option* option, const std::string& name) {
-    option->envname(env_name(name))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  };
   opt(app.add_option("--model,-m", o.model, "GGUF model file")->check(CLI::ExistingFile), "model");
   opt(app.add_option("--host", o.host, "address to listen on (loopback by default)")->capture_default_str(), "host");
   opt(app.add_option("--port", o.port, "TCP port")->capture_default_str(), "port");
@@ -54,6 +80,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
           ->capture_default_str(), "shutdown-grace-ms");
   opt(app.add_option("--max-body-mb", o.max_body_mb, "largest request body accepted")->capture_default_str()
           ->check(CLI::Range(1u, 1024u)), "max-body-mb");
+  add_security_options(app, o);
 }
 
 // Finds --config FILE (or --config=FILE) in argv, else KVTRIE_CONFIG, else the default file when it exists.

@@ -13,6 +13,7 @@
 #include "server/api_native.h"
 #include "server/api_ollama_runner.h"
 #include "server/api_openai.h"
+#include "server/authenticator.h"
 #include "server/devices.h"
 #include "server/http_server.h"
 #include "server/model_host.h"
@@ -25,14 +26,48 @@ namespace {
 // reset its mask): the main loop sees it as well as what sigtimedwait collects, and the default action (dying
 // mid-teardown) never runs.
 std::atomic<int> g_signal_seen{0};
+std::atomic<bool> g_reload_seen{false};
 extern "C" void on_shutdown_signal(int sig) { g_signal_seen.store(sig); }
+extern "C" void on_reload_signal(int) { g_reload_seen.store(true); }
 
-sigset_t shutdown_signals() {
+// SIGTERM and SIGINT stop the daemon; SIGHUP re-reads the API key file.
+sigset_t handled_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   return set;
+}
+
+void install_handler(int sig, void (*handler)(int)) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  sigaction(sig, &action, nullptr);
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+void reload_keys(Authenticator& auth) {
+  if (!auth.has_key_file()) {
+    spdlog::info("SIGHUP: no --api-key-file to re-read");
+    return;
+  }
+  std::string message;
+  if (auth.reload(message))
+    spdlog::info("SIGHUP: API key file re-read: {}", message);
+  else
+    spdlog::error("SIGHUP: {}", message);
+}
+
+// Security settings that cannot work, as a message; "" when they are fine.
+std::string check_security(const ServeOptions& o) {
+  if (o.ssl_cert_file.empty() != o.ssl_key_file.empty())
+    return "--ssl-cert-file and --ssl-key-file go together: give both, or neither for plain HTTP";
+  return "";
 }
 
 const char* mode_name(ApiMode mode) {
@@ -49,12 +84,10 @@ const char* mode_name(ApiMode mode) {
 int run_daemon(const ServeOptions& options) {
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and the main
   // thread alone collects them with sigtimedwait. A client that vanishes must not kill us with SIGPIPE.
-  sigset_t signals = shutdown_signals();
-  struct sigaction action {};
-  action.sa_handler = on_shutdown_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  sigset_t signals = handled_signals();
+  install_handler(SIGTERM, on_shutdown_signal);
+  install_handler(SIGINT, on_shutdown_signal);
+  install_handler(SIGHUP, on_reload_signal);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -63,13 +96,33 @@ int run_daemon(const ServeOptions& options) {
     print_discovery_lines();
   }
 
+  if (std::string bad = check_security(options); !bad.empty()) {
+    spdlog::error("{}", bad);
+    return 1;
+  }
+  Authenticator auth(AuthOptions{options.api_keys, options.api_key_file, options.metrics_public});
+  if (std::string message; !auth.reload(message)) {
+    spdlog::error("{}", message);
+    return 1;
+  } else if (auth.enabled()) {
+    spdlog::info("API keys required on every endpoint but /health{}: {}",
+                 options.metrics_public ? " and /metrics" : "", message);
+  } else if (!is_loopback(options.host)) {
+    spdlog::warn("listening on {} without API keys: anyone who can reach the port may generate, read the cache "
+                 "statistics and flush the cache (see --api-key, --api-key-file and docs/security.md)",
+                 options.host);
+  }
+
   ModelHost host(options);
   HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
   http.threads = std::max<size_t>(32, size_t{options.parallel} + options.queue + 8);
   http.max_body_bytes = size_t{options.max_body_mb} << 20;
+  http.tls_cert_file = options.ssl_cert_file;
+  http.tls_key_file = options.ssl_key_file;
   HttpServer server(http);
+  server.set_gate([&auth](HttpRequest& request, Access access) { return auth.admit(request, access); });
   switch (options.mode) {
     case ApiMode::Native:
       register_native_api(server, host);
@@ -81,15 +134,15 @@ int run_daemon(const ServeOptions& options) {
       break;
     case ApiMode::OllamaRunner: register_ollama_runner_api(server, host); break;
   }
-  register_admin_api(server, host);
+  register_admin_api(server, host, auth);
 
   std::string error;
   if (!server.start(error)) {
     spdlog::error("{}", error);
     return 1;
   }
-  spdlog::info("kvtrie {} listening on http://{}:{} ({} API)", KVTRIE_VERSION, options.host, server.port(),
-               mode_name(options.mode));
+  spdlog::info("kvtrie {} listening on {}://{}:{} ({} API)", KVTRIE_VERSION, server.tls() ? "https" : "http",
+               options.host, server.port(), mode_name(options.mode));
 
   std::atomic<bool> load_finished{false};
   std::atomic<bool> load_failed{false};
@@ -113,6 +166,10 @@ int run_daemon(const ServeOptions& options) {
   for (;;) {
     timespec tick{0, 200'000'000};
     int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGHUP || (sig <= 0 && g_reload_seen.exchange(false))) {
+      reload_keys(auth);
+      continue;
+    }
     if (sig <= 0) sig = g_signal_seen.load();
     if (sig > 0) {
       spdlog::info("received {}, shutting down (grace period {} ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",

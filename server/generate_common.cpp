@@ -59,7 +59,8 @@ void check_fits(const LoadedModel& model, const engine::GenerateRequest& request
                   std::to_string(n_ctx) + " (prompt + at least one generated token)");
 }
 
-GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request) {
+GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request, const Caller& caller) {
+  request.tenant_salt = caller.tenant_salt;
   auto result = engine.submit(std::move(request));
   if (auto* stream = std::get_if<GenerationStream>(&result)) return std::move(*stream);
   const auto& r = std::get<engine::SubmitRejection>(result);

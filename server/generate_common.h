@@ -32,7 +32,9 @@ std::vector<int32_t> tokenize_prompt(const LoadedModel& model, const Json& promp
 // Refuses prompts that leave no room in the context; fills in request.prompt-derived limits.
 void check_fits(const LoadedModel& model, const engine::GenerateRequest& request);
 
-engine::GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request);
+// Submits on behalf of `caller`, whose tenant salt keeps its cached prefixes apart from every other tenant's.
+engine::GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request,
+                                         const Caller& caller);
 
 // Waits for the next chunk in short slices, polling should_stop between them; false when it fired.
 bool pull_chunk(engine::GenerationStream& stream, engine::Chunk& out, const ShouldStop& should_stop);

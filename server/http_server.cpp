@@ -24,7 +24,9 @@ enum class BodyProblem { None, TooLarge, Multipart, Unreadable };
 
 struct HttpServer::Impl {
   HttpServerOptions options;
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> owned;  // an httplib::SSLServer when TLS is configured
+  httplib::Server& server;
+  Gate gate;
   std::map<std::string, std::set<std::string>> methods_by_path;  // for 405 and the Allow header
   std::atomic<bool> stopping{false};
   std::atomic<int> open_streams{0};
@@ -39,6 +41,17 @@ struct HttpServer::Impl {
   HttpResponse too_large(const std::string& declared) const;
   // The answer to a body read_body() could not take in.
   HttpResponse refused(BodyProblem problem, const httplib::Request& req) const;
+  // The gate's answer for a caller it refuses; nullopt when admitted (or when there is no gate).
+  std::optional<HttpResponse> admit(HttpRequest& request, Access access) const {
+    return gate ? gate(request, access) : std::nullopt;
+  }
+
+  explicit Impl(HttpServerOptions o) : options(std::move(o)), owned(make_server(options)), server(*owned) {}
+  static std::unique_ptr<httplib::Server> make_server(const HttpServerOptions& o) {
+    if (o.tls_cert_file.empty()) return std::make_unique<httplib::Server>();
+    return std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
+  }
+  bool tls() const { return !options.tls_cert_file.empty(); }
 };
 
 namespace {
@@ -194,8 +207,7 @@ HttpResponse HttpServer::Impl::refused(BodyProblem problem, const httplib::Reque
   return err;
 }
 
-HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   auto& svr = impl_->server;
   size_t threads = impl_->options.threads;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -237,7 +249,9 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
 
 HttpServer::~HttpServer() { stop(); }
 
-void HttpServer::route(const std::string& method, const std::string& path, Handler handler) {
+void HttpServer::set_gate(Gate gate) { impl_->gate = std::move(gate); }
+
+void HttpServer::route(const std::string& method, const std::string& path, Handler handler, Access access) {
   impl_->methods_by_path[path].insert(method);
   Impl* impl = impl_.get();
   // Paths are matched literally: escape regex metacharacters (only '.' occurs in ours).
@@ -248,9 +262,10 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
   }
   auto& svr = impl_->server;
   if (method == "GET" || method == "OPTIONS") {
-    auto fn = [impl, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      HttpResponse r = invoke_guarded(handler, to_request(req));
-      apply(r, res, impl->stopping, impl->open_streams);
+    auto fn = [impl, access, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      HttpRequest request = to_request(req);
+      std::optional<HttpResponse> denied = impl->admit(request, access);
+      apply(denied ? *denied : invoke_guarded(handler, request), res, impl->stopping, impl->open_streams);
     };
     if (method == "GET")
       svr.Get(pattern, fn);
@@ -258,11 +273,18 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
       svr.Options(pattern, fn);
     return;
   }
-  // Methods with a body take it through a content reader (read_body says why).
-  auto fn = [impl, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
-                                                 const httplib::ContentReader& reader) {
+  // Methods with a body take it through a content reader (read_body says why). A refused caller's body is
+  // still read, and thrown away, so that the connection stays in step (read_body's comment on resets).
+  auto fn = [impl, access, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                                         const httplib::ContentReader& reader) {
     HttpRequest request = to_request(req);
+    std::optional<HttpResponse> denied = impl->admit(request, access);
     const BodyProblem problem = read_body(req, res, reader, impl->options.max_body_bytes, request.body);
+    if (denied) {
+      if (problem != BodyProblem::None) denied->headers.emplace_back("Connection", "close");
+      apply(*denied, res, impl->stopping, impl->open_streams);
+      return;
+    }
     apply(problem == BodyProblem::None ? invoke_guarded(handler, request) : impl->refused(problem, req), res,
           impl->stopping, impl->open_streams);
   };
@@ -276,6 +298,12 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
 
 bool HttpServer::start(std::string& error) {
   auto& o = impl_->options;
+  if (!impl_->server.is_valid()) {
+    // SSLServer loads both files in its constructor; what OpenSSL said is in its error queue, not ours.
+    error = "cannot load the TLS certificate " + o.tls_cert_file + " or its private key " + o.tls_key_file +
+            " (PEM files that belong together are needed)";
+    return false;
+  }
   // Last in each method's list (handlers match in registration order): a body sent to no route is read
   // through our reader too, so it gets its 404 or 405 (or a truthful 413), never the library's form-body 413.
   Impl* impl = impl_.get();
@@ -323,5 +351,7 @@ void HttpServer::stop() {
 }
 
 uint16_t HttpServer::port() const { return static_cast<uint16_t>(impl_->bound_port); }
+
+bool HttpServer::tls() const { return impl_->tls(); }
 
 }  // namespace kvtrie::server

@@ -20,6 +20,8 @@ struct ErrorRow {
 constexpr ErrorRow kErrorTable[] = {
     {ErrorType::InvalidRequest, 400, "invalid_request_error"},
     {ErrorType::NotFound, 404, "not_found_error"},
+    {ErrorType::Unauthorized, 401, "authentication_error"},
+    {ErrorType::Forbidden, 403, "permission_error"},
     {ErrorType::MethodNotAllowed, 405, "method_not_allowed_error"},
     {ErrorType::PayloadTooLarge, 413, "payload_too_large_error"},
     {ErrorType::UnsupportedMediaType, 415, "unsupported_media_type_error"},
@@ -69,6 +71,7 @@ HttpResponse error_response(ErrorType type, const std::string& message, std::opt
   nlohmann::json body = {{"error", {{"code", status_of(type)}, {"message", message}, {"type", type_name(type)}}}};
   HttpResponse r = HttpResponse::json(body, status_of(type));
   if (retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(*retry_after_s));
+  if (type == ErrorType::Unauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");  // RFC 6750
   return r;
 }
 

@@ -6,6 +6,7 @@
 // thread until it returns false or the client goes away, then destroys it (which cancels any generation it
 // holds). Plain values; no thread affinity.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,6 +23,8 @@ namespace kvtrie::server {
 enum class ErrorType {
   InvalidRequest,        // 400: malformed JSON, wrong types, out-of-range values, bad prompts
   NotFound,              // 404: unknown endpoint
+  Unauthorized,          // 401 + WWW-Authenticate: no API key, or one the daemon does not know
+  Forbidden,             // 403: a valid key without the right (a user key on an admin endpoint)
   MethodNotAllowed,      // 405
   PayloadTooLarge,       // 413
   UnsupportedMediaType,  // 415: a multipart body where JSON is expected
@@ -49,11 +52,29 @@ class ApiError : public std::runtime_error {
 // Shorthand for the common case.
 [[noreturn]] void throw_invalid(const std::string& message);
 
+// Who may call a route, checked before its handler runs (when the daemon has API keys; without keys every
+// route is open, as before keys existed).
+enum class Access {
+  Public,   // anyone: /health
+  User,     // any valid key: generation, tokenization, model info, cache statistics
+  Metrics,  // any valid key, or anyone when the daemon runs with --metrics-public: /metrics
+  Admin,    // a key marked admin: /cache/flush (and any future pin/evict)
+};
+
+// Who sent a request, as the daemon's API keys establish it (never from the request body). Without keys:
+// tenant "" and salt 0, which is the cache namespace every request had before tenants existed.
+struct Caller {
+  std::string tenant;        // the key's tenant name ("" when unauthenticated); safe to log and report
+  uint64_t tenant_salt = 0;  // server-side secret mixed into the cache namespace; never sent to clients
+  bool admin = false;
+};
+
 struct HttpRequest {
   std::string method;
   std::string path;
   std::string body;
-  std::multimap<std::string, std::string> headers;
+  std::multimap<std::string, std::string> headers;  // names as the client spelled them
+  Caller caller;  // filled by the server's gate before the handler runs
 };
 
 // should_stop() turns true once the client is gone or the server is shutting down.

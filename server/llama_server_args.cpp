@@ -16,7 +16,8 @@ namespace kvtrie::server {
 namespace {
 
 enum class Arg { Model, Port, Host, Ctx, Parallel, Verbosity, ChatTemplate, Verbose, ListDevices, NoLogPrefix,
-                 NoLogTimestamps, Help, Version, IgnoredValue, IgnoredFlag, FlashAttn, MaxBodyMb };
+                 NoLogTimestamps, Help, Version, IgnoredValue, IgnoredFlag, FlashAttn, MaxBodyMb, ApiKey,
+                 ApiKeyFile, SslCertFile, SslKeyFile, MetricsPublic };
 
 struct Spec {
   Arg arg;
@@ -34,6 +35,11 @@ const std::map<std::string, Spec>& specs() {
       {"--log-verbosity", {Arg::Verbosity, true}}, {"-lv", {Arg::Verbosity, true}},
       {"--chat-template", {Arg::ChatTemplate, true}},
       {"--max-body-mb", {Arg::MaxBodyMb, true}},  // kvtrie's own: the body limit, as in `kvtrie serve`
+      // llama.cpp's spellings, with kvtrie's meaning (docs/security.md): the key file may name tenants
+      // and admin keys, and /metrics needs a key unless --metrics-public (kvtrie's own) is given.
+      {"--api-key", {Arg::ApiKey, true}}, {"--api-key-file", {Arg::ApiKeyFile, true}},
+      {"--ssl-cert-file", {Arg::SslCertFile, true}}, {"--ssl-key-file", {Arg::SslKeyFile, true}},
+      {"--metrics-public", {Arg::MetricsPublic, false}},
       {"--verbose", {Arg::Verbose, false}}, {"-v", {Arg::Verbose, false}},
       {"--list-devices", {Arg::ListDevices, false}},
       {"--no-log-prefix", {Arg::NoLogPrefix, false}}, {"--no-log-timestamps", {Arg::NoLogTimestamps, false}},
@@ -122,6 +128,18 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
             out.options.max_body_mb > 1024)
           return bad();
         break;
+      case Arg::ApiKey:
+        // llama.cpp takes several keys separated by commas in one value.
+        for (size_t at = 0; at <= v.size();) {
+          const size_t comma = std::min(v.find(',', at), v.size());
+          if (comma > at) out.options.api_keys.push_back(v.substr(at, comma - at));
+          at = comma + 1;
+        }
+        break;
+      case Arg::ApiKeyFile: out.options.api_key_file = v; break;
+      case Arg::SslCertFile: out.options.ssl_cert_file = v; break;
+      case Arg::SslKeyFile: out.options.ssl_key_file = v; break;
+      case Arg::MetricsPublic: out.options.metrics_public = true; break;
       case Arg::Verbose: out.options.verbose = true; break;
       case Arg::ListDevices: out.list_devices = true; break;
       case Arg::NoLogPrefix:
@@ -151,6 +169,8 @@ int run_llama_server(int argc, char** argv) {
     std::cout << "llama-server (kvtrie " << KVTRIE_VERSION << " compatibility mode)\n"
               << "usage: llama-server --model PATH [--port N] [--host H] [-c CTX] [-np N] [--chat-template NAME]\n"
               << "       [--max-body-mb N (1-1024, default 8: the largest request body)]\n"
+              << "       [--api-key KEY[,KEY...]] [--api-key-file FILE] [--metrics-public]\n"
+              << "       [--ssl-cert-file PEM --ssl-key-file PEM]\n"
               << "       [--list-devices] [--verbose]; llama.cpp tuning flags Ollama passes are accepted and ignored.\n";
     return 0;
   }

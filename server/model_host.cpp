@@ -88,6 +88,7 @@ std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedM
   config.kv_device_bytes = options.kv_device_mb << 20;
   config.kv_host_bytes = options.kv_host_mb << 20;
   config.deterministic = options.deterministic;
+  config.tenant_kv_share = options.tenant_kv_share;
   return std::make_unique<engine::GpuEngine>(*model.context, model.file, *model.tokenizer, config);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvtrie::server {
 
@@ -33,6 +34,13 @@ struct ServeOptions {
   uint32_t max_body_mb = 8;
   std::string chat_template;      // built-in chat template name forced by --chat-template ("": the model's)
   bool verbose = false;
+  // Security (docs/security.md). With no key every endpoint is open, as on a single-user machine.
+  std::vector<std::string> api_keys;  // user keys, each its own tenant
+  std::string api_key_file;           // lines "KEY [TENANT] [admin]", re-read on SIGHUP
+  bool metrics_public = false;        // /metrics without a key
+  double tenant_kv_share = 1.0;       // a tenant's share of the device KV tier (1: no limit)
+  std::string ssl_cert_file;          // both set: HTTPS only
+  std::string ssl_key_file;
 };
 
 }  // namespace kvtrie::server

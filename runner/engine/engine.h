@@ -30,6 +30,9 @@ struct GenerateRequest {
   uint32_t logprobs = 0;          // 0: none; N in 1..20: each token's logprob and the top N alternatives
   bool ignore_eos = false;        // keep generating past end-of-generation tokens (benchmarks)
   std::string cache_namespace;    // prefixes are shared only between requests of the same namespace
+  // The tenant's server-side salt (0: no tenant): requests share prefixes only when both the salt and the
+  // namespace are equal. Set by the server from the caller's API key, never from the request body.
+  uint64_t tenant_salt = 0;
 };
 
 enum class SubmitError {

@@ -26,6 +26,7 @@ namespace {
 struct Running {
   std::unique_ptr<QueuedRequest> queued;
   NamespaceId ns = 0;
+  GroupId group = 0;  // the tenant whose device-tier share the sequence's pages count against
   SeqId seq{};
   std::vector<int32_t> tokens;  // prompt, then every sampled token
   uint32_t prompt_size = 0;
@@ -49,7 +50,11 @@ struct Preempted final : ResumeState {
   std::unique_ptr<Running> job;  // job->queued is empty: the QueuedRequest holding this owns it
 };
 
-NamespaceId namespace_of(const std::string& name) { return XXH64(name.data(), name.size(), 0); }
+// The trie's namespace of a request: the client's namespace hashed with its tenant's salt as the seed. Salt 0
+// (no tenant) gives the hash every namespace had before tenants existed.
+NamespaceId namespace_of(const GenerateRequest& request) {
+  return XXH64(request.cache_namespace.data(), request.cache_namespace.size(), request.tenant_salt);
+}
 
 uint32_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   const size_t n = std::min(a.size(), b.size());
@@ -90,7 +95,7 @@ struct GpuEngine::State {
         pages(context, model.kv_layout(), device_pages, host_pages),
         cache(KvCacheConfig{cfg.page_tokens, model.kv_layout().page_bytes(),
                             uint64_t{device_pages} * model.kv_layout().page_bytes(),
-                            uint64_t{host_pages} * model.kv_layout().page_bytes()},
+                            uint64_t{host_pages} * model.kv_layout().page_bytes(), cfg.tenant_kv_share},
               pages),
         // Rejected at submit: a request that would not fit the whole device tier even alone.
         queue(info, [this, device_pages](const GenerateRequest& r) {
@@ -293,7 +298,7 @@ void GpuEngine::State::admit(RequestQueue::Taken& taken) {
     }
     const auto* resumed = static_cast<const Preempted*>(queued->resume.get());
     const std::vector<int32_t>& tokens = resumed ? resumed->job->tokens : queued->request.prompt;
-    const NamespaceId ns = namespace_of(queued->request.cache_namespace);
+    const NamespaceId ns = namespace_of(queued->request);
     // Same new prefix as a request still prefilling: wait for it to be cached rather than compute it twice.
     const uint32_t cached = cache.peek(ns, tokens).matched_tokens;
     const bool share = std::any_of(running.begin(), running.end(), [&](const auto& other) {
@@ -339,7 +344,8 @@ void GpuEngine::State::start(std::unique_ptr<QueuedRequest> queued) {
     queued->resume.reset();
   } else {
     job = std::make_unique<Running>();
-    job->ns = namespace_of(queued->request.cache_namespace);
+    job->ns = namespace_of(queued->request);
+    job->group = queued->request.tenant_salt;
     job->tokens = queued->request.prompt;
     job->prompt_size = static_cast<uint32_t>(job->tokens.size());
     job->max_tokens_total = max_sequence_tokens(job->prompt_size, queued->request.max_tokens, info.n_ctx);
@@ -347,7 +353,7 @@ void GpuEngine::State::start(std::unique_ptr<QueuedRequest> queued) {
     job->sampler = std::make_unique<Sampler>(queued->request.sampling);
   }
   job->queued = std::move(queued);
-  const AcquireResult hit = cache.acquire(job->ns, job->tokens);
+  const AcquireResult hit = cache.acquire(job->ns, job->tokens, job->group);
   job->seq = hit.seq;
   job->computed = hit.cached_tokens;
   if (!resumed) job->hit = hit;

@@ -34,6 +34,7 @@ struct GpuEngineConfig {
   uint32_t page_tokens = 16;      // tokens per KV page
   uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)
   bool deterministic = false;     // batch-invariant kernels: cached and cold runs agree bit for bit
+  double tenant_kv_share = 1.0;   // a tenant's share of the device tier (KvCacheConfig::group_device_share)
 };
 
 class GpuEngine final : public Engine {

@@ -15,15 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path llama_server_link() {
-  auto dir = scratch_dir() / "bin";
-  std::filesystem::create_directories(dir);
-  auto link = dir / "llama-server";
-  std::filesystem::remove(link);
-  std::filesystem::create_symlink(kvtrie_binary(), link);
-  return link;
-}
-
 TEST(HttpMultiturn, TinyWorkloadAgainstDaemonSucceedsWithLaterTurnsCached) {
   if (!have_python3()) GTEST_SKIP() << "python3 is not installed: bench/http_multiturn.py cannot run";
   const auto model = tiny_model(scratch_dir()).string();

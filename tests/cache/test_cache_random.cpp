@@ -72,7 +72,9 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
   std::mt19937_64 rng(seed);
   auto below = [&](std::uint64_t n) { return rng() % n; };
   SimulatedCopier copier(kP, device_pages, host_pages);
-  KvCache cache({kP, 64, device_pages * 64ull, host_pages * 64ull}, copier);
+  // Each namespace is its own group with half the device tier, so the group accounting and the share's
+  // victim choice are audited after every operation too.
+  KvCache cache({kP, 64, device_pages * 64ull, host_pages * 64ull, 0.5}, copier);
   std::uint64_t no_room = 0;
   Reference reference;
   std::vector<Live> live;
@@ -110,7 +112,7 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
       const NamespaceId ns = 1 + below(2);
       const std::vector<TokenId> prompt = make_prompt(ns);
       const std::size_t expected = std::min(reference.longest_prefix(ns, prompt), prompt.size() - 1);
-      const AcquireResult r = cache.acquire(ns, prompt);
+      const AcquireResult r = cache.acquire(ns, prompt, /*group=*/ns);
       cache.check_invariants();
       ASSERT_LE(r.cached_tokens, expected) << "reused tokens that were never committed";
       if (roomy) {

@@ -28,16 +28,16 @@ std::vector<TokenId> range(TokenId first, int n) {
 
 class KvCacheTest : public ::testing::Test {
  protected:
-  void make(std::uint32_t device_pages, std::uint32_t host_pages) {
+  void make(std::uint32_t device_pages, std::uint32_t host_pages, double group_share = 1.0) {
     cache_.reset();  // before its copier
     copier_ = std::make_unique<SimulatedCopier>(kP, device_pages, host_pages);
     cache_ = std::make_unique<KvCache>(
-        KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes}, *copier_);
+        KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes, group_share}, *copier_);
   }
 
   // Acquire + sync, and check that every reused position holds the KV of this prompt.
-  AcquireResult start(NamespaceId ns, const std::vector<TokenId>& prompt) {
-    const AcquireResult r = cache_->acquire(ns, prompt);
+  AcquireResult start(NamespaceId ns, const std::vector<TokenId>& prompt, GroupId group = 0) {
+    const AcquireResult r = cache_->acquire(ns, prompt, group);
     cache_->check_invariants();
     cache_->sync();
     cache_->check_invariants();
@@ -53,8 +53,8 @@ class KvCacheTest : public ::testing::Test {
     cache_->check_invariants();
   }
   // A whole request: start, compute, release.
-  AcquireResult request(NamespaceId ns, const std::vector<TokenId>& prompt) {
-    const AcquireResult r = start(ns, prompt);
+  AcquireResult request(NamespaceId ns, const std::vector<TokenId>& prompt, GroupId group = 0) {
+    const AcquireResult r = start(ns, prompt, group);
     compute(ns, r, prompt);
     cache_->release(r.seq);
     cache_->check_invariants();
@@ -246,6 +246,41 @@ TEST_F(KvCacheTest, DevicePressureDemotesColdPagesAndAHitPromotesThem) {
   cache_->release(r.seq);
   EXPECT_EQ(cache_->peek(1, a).device_tokens, 16u);
   EXPECT_EQ(cache_->peek(1, b).matched_tokens, 16u);  // b was demoted, not lost
+}
+
+// --tenant-kv-share: group 1 floods the device tier with new prompts; group 2's prefix, though the coldest,
+// stays on device because group 1 is over its share and has cold pages of its own. Without a share the same
+// flood pushes group 2's prefix out (the control, so the test can fail).
+TEST_F(KvCacheTest, AGroupOverItsShareEvictsItsOwnColdPagesFirst) {
+  const auto kept = range(1000, 16);  // 4 pages of group 2
+  for (const double share : {0.5, 1.0}) {
+    SCOPED_TRACE(share);
+    make(8, 0, share);
+    request(2, kept, 2);
+    for (int i = 0; i < 4; ++i) request(1, range(100 * (i + 1), 16), 1);  // 4 pages each: twice the tier
+    const bool expect_kept = share < 1.0;
+    EXPECT_EQ(cache_->peek(2, kept).device_tokens, expect_kept ? 16u : 0u);
+    // Group 1 keeps what fits its share (4 pages): its newest prompt.
+    EXPECT_EQ(cache_->peek(1, range(400, 16)).device_tokens, 16u);
+    if (expect_kept) {
+      EXPECT_EQ(cache_->peek(1, range(300, 16)).matched_tokens, 0u);
+    }
+    EXPECT_EQ(request(2, kept, 2).cached_tokens, expect_kept ? 15u : 0u);
+    cache_->check_invariants();
+  }
+}
+
+TEST_F(KvCacheTest, AGroupWithinItsShareEvictsTheGlobalColdestAndRequestsOfNoGroupAreNotLimited) {
+  make(8, 0, 0.5);
+  request(2, range(1000, 16), 2);           // group 2: 4 pages
+  request(1, range(100, 8), 1);             // group 1: 2 pages, within its share of 4
+  request(1, range(200, 8), 1);             // 4 pages in all, still within: the tier is full
+  request(1, range(300, 4), 1);             // 1 more would be 5 > 4: its own coldest goes
+  EXPECT_EQ(cache_->peek(2, range(1000, 16)).device_tokens, 16u);
+  EXPECT_EQ(cache_->peek(1, range(100, 8)).device_tokens, 4u);  // the tail of its coldest prompt
+  // Requests of no group take the global coldest, whatever the groups hold.
+  request(7, range(5000, 16));
+  EXPECT_EQ(cache_->peek(2, range(1000, 16)).device_tokens, 0u);
 }
 
 TEST_F(KvCacheTest, HostPressureDropsTheColdestHostPages) {

@@ -1,7 +1,8 @@
 // Contract: test helper that runs the real kvtrie binary on loopback: picks a free port, starts the process
 // (optionally under another argv[0], e.g. a `llama-server` symlink), captures its stderr in a scratch file,
 // waits for /health, and stops it with a signal, reporting the exit status and how long it took. The
-// destructor kills a process still running. Also writes tiny synthetic models. One per test; not thread-safe.
+// destructor kills a process still running. Also writes tiny synthetic models and the `llama-server` link.
+// One per test; not thread-safe.
 #pragma once
 #include <httplib.h>
 #include <signal.h>
@@ -26,6 +27,17 @@
 namespace kvtrie::test {
 
 inline std::filesystem::path kvtrie_binary() { return std::filesystem::path(KVTRIE_BINARY_DIR) / "kvtrie"; }
+
+// A `llama-server` symlink to the binary (in the test's scratch directory): run through it, kvtrie speaks
+// llama-server's flags and API.
+inline std::filesystem::path llama_server_link() {
+  auto dir = scratch_dir() / "bin";
+  std::filesystem::create_directories(dir);
+  auto link = dir / "llama-server";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(kvtrie_binary(), link);
+  return link;
+}
 
 inline int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

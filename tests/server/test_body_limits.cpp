@@ -77,12 +77,9 @@ std::unique_ptr<DaemonProcess> start_daemon(const std::string& mode, int port) {
   const auto model = tiny_model(scratch_dir()).string();
   const std::string p = std::to_string(port), mb = std::to_string(kLimitMb);
   if (mode == "llama-server") {
-    const auto link = scratch_dir() / "llama-server";
-    std::filesystem::remove(link);
-    std::filesystem::create_symlink(kvtrie_binary(), link);
     return std::make_unique<DaemonProcess>(
         std::vector<std::string>{"--model", model, "--port", p, "-c", "256", "-np", "1", "--max-body-mb", mb},
-        link);
+        llama_server_link());
   }
   const char* sub = mode == "runner" ? "runner" : "serve";
   return std::make_unique<DaemonProcess>(std::vector<std::string>{

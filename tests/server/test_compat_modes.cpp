@@ -13,15 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path llama_server_link() {
-  auto dir = scratch_dir() / "bin";
-  std::filesystem::create_directories(dir);
-  auto link = dir / "llama-server";
-  std::filesystem::remove(link);
-  std::filesystem::create_symlink(kvtrie_binary(), link);
-  return link;
-}
-
 // Exactly the argument list SPEC 5 says Ollama passes (with every optional group present).
 std::vector<std::string> ollama_flags(const std::string& model, int port) {
   return {"--model", model, "--port", std::to_string(port), "--host", "127.0.0.1", "--no-webui", "--offline",

@@ -1,10 +1,11 @@
 // The real daemon serving with the Vulkan engine (lavapipe in CI, validation layer on through ctest's
 // KVTRIE_VALIDATION=1): cached_tokens in /generate and timings.cache_n in llama-server's /completion reflect
 // the prefix trie, /cache and /metrics count the hits, /cache/flush empties it, and the daemon logs no
-// validation message.
+// validation message. Tenants (API keys) never share cached prefixes, whatever cache_namespace they send.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_process.h"
@@ -27,18 +28,23 @@ class VulkanDaemon : public ::testing::Test {
     EXPECT_EQ(daemon_->wait_exit(std::chrono::seconds(20)), 0) << daemon_->log();
     EXPECT_EQ(daemon_->log().find("vulkan validation"), std::string::npos) << daemon_->log();
   }
-  json post(const std::string& path, const json& body) {
+  // `key` (when not empty) goes in the Authorization header.
+  json post(const std::string& path, const json& body, const std::string& key = "") {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
-    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    auto r = c.Post(path.c_str(), headers, body.dump(), "application/json");
     EXPECT_TRUE(r);
     if (!r) return {};
     EXPECT_EQ(r->status, 200) << r->body;
     return json::parse(r->body, nullptr, false);
   }
-  std::string get(const std::string& path) {
+  std::string get(const std::string& path, const std::string& key = "") {
     httplib::Client c("127.0.0.1", port_);
-    auto r = c.Get(path.c_str());
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    auto r = c.Get(path.c_str(), headers);
     EXPECT_TRUE(r);
     return r ? r->body : "";
   }
@@ -78,14 +84,11 @@ TEST_F(VulkanDaemon, GenerateReportsCachedTokensFromTheTrie) {
 
 TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
   const auto model = tiny_model(scratch_dir());
-  const auto link = scratch_dir() / "llama-server";
-  std::filesystem::remove(link);
-  std::filesystem::create_symlink(kvtrie_binary(), link);
   daemon_ = std::make_unique<DaemonProcess>(
       std::vector<std::string>{"--model", model.string(), "--port", std::to_string(port_), "--host", "127.0.0.1",
                                "--no-webui", "--offline", "-c", "256", "-np", "2", "--log-verbosity", "4",
                                "--no-log-prefix", "--no-log-timestamps"},
-      link);
+      llama_server_link());
   ASSERT_TRUE(daemon_->wait_ready(port_, std::chrono::seconds(60))) << daemon_->log();
   const json body = {{"prompt", "A prompt that the second completion repeats word for word."},
                      {"n_predict", 6}, {"temperature", 0}, {"stream", false}, {"cache_prompt", true}};
@@ -94,6 +97,59 @@ TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
   EXPECT_EQ(first["timings"]["cache_n"], 0);
   EXPECT_GT(second["timings"]["cache_n"].get<int>(), 0);
   EXPECT_EQ(second["content"], first["content"]);
+}
+
+TEST_F(VulkanDaemon, TenantsNeverShareCachedPrefixesWhateverNamespaceTheySend) {
+  const auto model = tiny_model(scratch_dir());
+  const auto keys = scratch_dir() / "tenant-keys.txt";
+  std::ofstream(keys) << "sk-a1 alice\nsk-a2 alice\nsk-b1 bob\n";
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256", "--deterministic",
+         "--api-key-file", keys.string()});
+  const std::string prompt = "A long system prompt that alice sends first, and that bob then sends word for word. ";
+  auto ask = [&](const std::string& key, const std::string& ns) {
+    return post("/generate", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false},
+                              {"cache_namespace", ns}}, key);
+  };
+  const json alice = ask("sk-a1", "team");
+  EXPECT_EQ(alice["cached_tokens"], 0);
+  // Bob names alice's namespace and sends her prompt: nothing of hers is served to him, and his text is a cold
+  // run's.
+  const json bob = ask("sk-b1", "team");
+  EXPECT_EQ(bob["cached_tokens"], 0) << "bob was served alice's cached prefix";
+  EXPECT_EQ(bob["tokens"], alice["tokens"]);
+  // Another key of alice's tenant is served her prefix; her other namespace stays apart, as without keys.
+  const json alice_again = ask("sk-a2", "team");
+  EXPECT_EQ(alice_again["cached_tokens"].get<int>(), alice_again["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(alice_again["tokens"], alice["tokens"]);
+  EXPECT_EQ(ask("sk-a1", "other")["cached_tokens"], 0);
+  // And bob's own repeat is served from his own copy.
+  EXPECT_GT(ask("sk-b1", "team")["cached_tokens"].get<int>(), 0);
+}
+
+// --tenant-kv-share on a small device tier (1 MiB: 256 pages of the tiny model's 4 KiB): alice floods it with
+// long prompts, more than it holds; bob's prefix, the coldest on the tier, stays on device because alice,
+// over her half, gives up her own cold pages first. (The cache test has the control without a share.)
+TEST_F(VulkanDaemon, TenantKvShareKeepsAnotherTenantsPrefixOnDevice) {
+  const auto model = tiny_model(scratch_dir());
+  const auto keys = scratch_dir() / "share-keys.txt";
+  std::ofstream(keys) << "sk-alice alice\nsk-bob bob\n";
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256",
+         "--kv-device-mb", "1", "--tenant-kv-share", "0.5", "--api-key-file", keys.string()});
+  auto tokens = [](int seed) {
+    json t = json::array();
+    for (int k = 0; k < 240; ++k) t.push_back(10 + (seed * 37 + k * 13) % 300);
+    return t;
+  };
+  auto ask = [&](const std::string& key, int seed) {
+    return post("/generate", {{"tokens", tokens(seed)}, {"max_tokens", 1}, {"stream", false}}, key);
+  };
+  ask("sk-bob", 0);
+  for (int i = 1; i <= 20; ++i) ask("sk-alice", i);  // 20 x 15 pages
+  const json again = ask("sk-bob", 0);
+  EXPECT_EQ(again["cached_tokens_device"].get<int>(), 239) << again.dump();
+  EXPECT_EQ(again["cached_tokens_host"], 0) << again.dump();
+  const std::string metrics = get("/metrics", "sk-bob");
+  EXPECT_EQ(metrics.find("kvtrie_cache_demotions_total 0\n"), std::string::npos) << "the tier never filled";
 }
 
 }  // namespace
