@@ -1,10 +1,12 @@
 // The real daemon serving with the Vulkan engine (lavapipe in CI, validation layer on through ctest's
 // KVTRIE_VALIDATION=1): cached_tokens in /generate and timings.cache_n in llama-server's /completion reflect
 // the prefix trie, /cache and /metrics count the hits, /cache/flush empties it, and the daemon logs no
-// validation message. Tenants (API keys) never share cached prefixes, whatever cache_namespace they send.
+// validation message. Tenants (API keys) never share cached prefixes, whatever cache_namespace they send,
+// and cannot find another tenant's by timing.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -124,6 +126,48 @@ TEST_F(VulkanDaemon, TenantsNeverShareCachedPrefixesWhateverNamespaceTheySend) {
   EXPECT_EQ(ask("sk-a1", "other")["cached_tokens"], 0);
   // And bob's own repeat is served from his own copy.
   EXPECT_GT(ask("sk-b1", "team")["cached_tokens"].get<int>(), 0);
+}
+
+// The timing side channel (vLLM's CVE-2025-46570): probes of another tenant's cached prefixes take as long
+// as probes of prefixes nobody sent, while the same probes inside the tenant find the hits, so the
+// measurement itself can see a hit. Time-to-first-token as the server reports it (the prompt's prefill
+// dominates it on lavapipe: about 240 ms for 240 tokens against 10 ms for a hit); medians of 6.
+TEST_F(VulkanDaemon, TimingProbesFindCachedPrefixesOnlyInsideTheirTenant) {
+  const auto model = tiny_model(scratch_dir());
+  const auto keys = scratch_dir() / "timing-keys.txt";
+  std::ofstream(keys) << "sk-a1 alice\nsk-a2 alice\nsk-b1 bob\n";
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256",
+         "--api-key-file", keys.string()});
+  auto prompt = [](int seed) {
+    json t = json::array();
+    for (int k = 0; k < 240; ++k) t.push_back(10 + (seed * 37 + k * 13) % 300);
+    return t;
+  };
+  auto ttft = [&](const std::string& key, int seed) {
+    return post("/generate", {{"tokens", prompt(seed)}, {"max_tokens", 1}, {"stream", false}}, key)["ttft_ms"]
+        .get<double>();
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  constexpr int kProbes = 6;
+  for (int i = 0; i < kProbes; ++i) ttft("sk-a1", i);  // alice's prefixes, cached in her tenant
+  std::vector<double> bob_on_alices, bob_on_fresh, alice_on_hers, alice_on_fresh;
+  for (int i = 0; i < kProbes; ++i) {
+    bob_on_alices.push_back(ttft("sk-b1", i));
+    bob_on_fresh.push_back(ttft("sk-b1", 100 + i));
+    alice_on_hers.push_back(ttft("sk-a2", i));
+    alice_on_fresh.push_back(ttft("sk-a2", 200 + i));
+  }
+  const double inside = median(alice_on_hers) / median(alice_on_fresh);
+  const double across = median(bob_on_alices) / median(bob_on_fresh);
+  SCOPED_TRACE("median TTFT ms: alice on hers " + std::to_string(median(alice_on_hers)) + ", on fresh " +
+               std::to_string(median(alice_on_fresh)) + "; bob on alice's " + std::to_string(median(bob_on_alices)) +
+               ", on fresh " + std::to_string(median(bob_on_fresh)));
+  EXPECT_LT(inside, 0.5) << "the probes cannot see a hit even inside the tenant, so they test nothing";
+  EXPECT_GT(across, 0.67) << "bob's probes of alice's prefixes are faster: a timing side channel";
+  EXPECT_LT(across, 1.5);
 }
 
 // --tenant-kv-share on a small device tier (1 MiB: 256 pages of the tiny model's 4 KiB): alice floods it with
