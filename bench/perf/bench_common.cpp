@@ -77,6 +77,16 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+double median_seconds(const CommonOptions& common, const std::function<void()>& run) {
+  std::vector<double> s;
+  for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    if (i >= common.warmup) s.push_back(seconds_since(start));
+  }
+  return median(s);
+}
+
 std::vector<int32_t> pseudo_random_tokens(uint32_t count, uint64_t seed, uint32_t vocab) {
   std::vector<int32_t> out(count);
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,8 @@ class Row {
 };
 
 double median(std::vector<double> values);
+// Runs `run` common.warmup untimed times, then common.repeats timed ones; the median in seconds.
+double median_seconds(const CommonOptions& common, const std::function<void()>& run);
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -19,19 +19,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 
-// Median seconds of `fn` over warm-up + repeats.
-template <typename Fn>
-double time_median(const CommonOptions& common, Fn&& fn) {
-  std::vector<double> seconds;
-  for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
-    const auto start = Clock::now();
-    fn();
-    const double s = seconds_since(start);
-    if (i >= common.warmup) seconds.push_back(s);
-  }
-  return median(seconds);
-}
-
 // One whole-buffer copy, recorded once and replayed.
 double plain_copy_seconds(vk::Context& ctx, const CommonOptions& common, const vk::Buffer& src,
                           const vk::Buffer& dst) {
@@ -39,7 +26,7 @@ double plain_copy_seconds(vk::Context& ctx, const CommonOptions& common, const v
   rec.begin();
   rec.copy(src.view(), dst.view());
   rec.end();
-  return time_median(common, [&] { rec.submit_and_wait(); });
+  return median_seconds(common, [&] { rec.submit_and_wait(); });
 }
 
 }  // namespace
@@ -54,7 +41,7 @@ void run_copy(const CommonOptions& common, const CopyOptions& options) {
   // Every page once per direction, in batches of `batch` pages, each batch waited for (as the cache does).
   auto pages_seconds = [&](Tier from, Tier to) {
     std::vector<PageCopy> batch;
-    return time_median(common, [&] {
+    return median_seconds(common, [&] {
       for (uint32_t begin = 0; begin < options.pages; begin += options.batch) {
         batch.clear();
         for (uint32_t p = begin; p < std::min(options.pages, begin + options.batch); ++p)
@@ -105,7 +92,7 @@ void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options)
     rec.begin();
     kernels::read_probe(rec, k, a.view(0, bytes / 16 * 16), sink.view(), threads);
     rec.end();
-    const double r = time_median(common, [&] { rec.submit_and_wait(); });
+    const double r = median_seconds(common, [&] { rec.submit_and_wait(); });
     if (static_cast<double>(bytes) / r > best_read) {
       best_read = static_cast<double>(bytes) / r;
       best_threads = threads;

@@ -62,13 +62,7 @@ void run_kernel(const CommonOptions& common, const KernelOptions& options) {
     rec.begin();
     record(rec);
     rec.end();
-    std::vector<double> s;
-    for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      rec.submit_and_wait();
-      if (i >= common.warmup) s.push_back(seconds_since(start));
-    }
-    return median(s) / options.dispatches * 1e6;
+    return median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
   };
   auto product = [&](vk::CommandRecorder& rec, const vk::Buffer& y) {
     kernels::MatmulArgs a{{w.view(0, w_bytes), *type, options.rows, options.cols}, x.view(), y.view(), options.tokens};

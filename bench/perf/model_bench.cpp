@@ -123,7 +123,7 @@ void run_load(const CommonOptions& common, const LoadOptions& options) {
       .num("first_load_s", seconds.empty() ? 0 : seconds.front())
       .num("context_s", median(context_seconds))
       .integer("weight_bytes", static_cast<int64_t>(weights))
-      .integer("repeats", static_cast<int64_t>(seconds.size()))
+      .integer("repeats", common.repeats)
       .emit();
 }
 
@@ -175,14 +175,8 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, knobs);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
   std::vector<float> logits;
-  std::vector<double> seconds;
-  for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
-    const auto start = Clock::now();
-    rig.prefill(0, prompt, logits);  // forward() waits for the GPU and reads the logits back
-    const double s = seconds_since(start);
-    if (i >= common.warmup) seconds.push_back(s);
-  }
-  const double med = median(seconds);
+  // forward() waits for the GPU and reads the logits back.
+  const double med = median_seconds(common, [&] { rig.prefill(0, prompt, logits); });
   if (options.profile) {  // the last chunk of one more prefill, per dispatch
     rig.model->set_profiling(true);
     rig.prefill(0, prompt, logits);
@@ -201,7 +195,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .integer("coopmat2", options.coopmat2 ? 1 : 0)
       .num("prefill_ms", med * 1e3)
       .num("tok_s", options.prompt / med)
-      .integer("repeats", static_cast<int64_t>(seconds.size()))
+      .integer("repeats", common.repeats)
       .emit();
 }
 

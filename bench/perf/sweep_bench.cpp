@@ -127,13 +127,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         for (uint32_t i = 0; i < options.dispatches; ++i)
           record_one(rec, all.view((i % copies) * stride, bytes));
         rec.end();
-        std::vector<double> s;
-        for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
-          const auto start = std::chrono::steady_clock::now();
-          rec.submit_and_wait();
-          if (i >= common.warmup) s.push_back(seconds_since(start));
-        }
-        return median(s) / options.dispatches * 1e6;
+        return median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
       };
       auto emit = [&](uint32_t tokens, const std::string& variant, double us, double legacy_us) {
         Row("sweep_matvec")
@@ -275,13 +269,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
         rec.begin();
         for (uint32_t i = 0; i < options.dispatches; ++i) record(rec);
         rec.end();
-        std::vector<double> sec;
-        for (uint32_t i = 0; i < common.warmup + common.repeats; ++i) {
-          const auto start = std::chrono::steady_clock::now();
-          rec.submit_and_wait();
-          if (i >= common.warmup) sec.push_back(seconds_since(start));
-        }
-        const double us = median(sec) / options.dispatches * 1e6;
+        const double us = median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
         Row("sweep_matmul")
             .text("device", dev.info().name)
             .text("model", options.model)
