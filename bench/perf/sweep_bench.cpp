@@ -89,7 +89,8 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
        {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
     if (options.types.find(type_name) == std::string::npos) continue;
     const TensorType file_type = *tensor_type_from_name(type_name);
-    for (const Shape& shape : shapes_of(options.model)) {
+    for (Shape shape : shapes_of(options.model)) {
+      if (!options.mode.empty()) shape.mode = options.mode.c_str();
       const TensorType format = kernels::device_format(file_type, shape.cols);
       const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
       // Copies of random weights (scales kept finite: bytes below 0x40) in the device format, side by side
