@@ -166,6 +166,20 @@ int run_cli(int argc, char** argv) {
   for (auto& a : args) cargs.push_back(a.data());
   try {
     app.parse(static_cast<int>(cargs.size()), cargs.data());
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 would print every unexpected argument whole; a mistyped --api-key=SECRET (or a key after a
+    // mistyped flag) must not reach the log, so only the names of unexpected options are printed.
+    std::string names;
+    for (const std::string& a : args) {
+      if (a.rfind("--", 0) != 0) continue;
+      const std::string name = a.substr(0, a.find('='));
+      bool known = app.get_option_no_throw(name) != nullptr;
+      for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_option_no_throw(name) != nullptr;
+      if (!known) names += " " + name;
+    }
+    std::cerr << "kvtrie: unexpected arguments (values are not shown):" << (names.empty() ? " a value" : names)
+              << "\nRun with --help for more information.\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

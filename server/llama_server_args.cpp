@@ -93,7 +93,8 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
       flag = flag.substr(0, eq);
     }
     auto it = specs().find(flag);
-    if (it == specs().end()) return "unknown argument: " + args[i] + " (kvtrie's llama-server mode accepts the flags Ollama uses; see docs/ollama.md)";
+    // The flag's name only: a mistyped --api-key=SECRET must not print the secret.
+    if (it == specs().end()) return "unknown argument: " + flag + " (kvtrie's llama-server mode accepts the flags Ollama uses; see docs/ollama.md)";
     const Spec spec = it->second;
     if (spec.takes_value && !value) {
       if (i + 1 >= args.size()) return "argument " + flag + " needs a value";

@@ -128,6 +128,21 @@ TEST(LlamaServerMode, UnknownFlagIsRefusedClearly) {
   EXPECT_NE(d.log().find("unknown argument: --frobnicate"), std::string::npos) << d.log();
 }
 
+// A mistyped key flag is refused by its name, without echoing the value (it may be a key), in both
+// command lines.
+TEST(LlamaServerMode, AMistypedKeyFlagIsRefusedWithoutEchoingItsValue) {
+  DaemonProcess compat({"--model", "x.gguf", "--api-keys=sk-typo-secret-1"}, llama_server_link());
+  EXPECT_EQ(compat.wait_exit(std::chrono::seconds(5)), 2);
+  EXPECT_NE(compat.log().find("unknown argument: --api-keys"), std::string::npos) << compat.log();
+  EXPECT_EQ(compat.log().find("sk-typo-secret-1"), std::string::npos) << compat.log();
+  const auto model = tiny_model(scratch_dir()).string();  // an existing file: --model is checked first
+  DaemonProcess native({"serve", "--model", model, "--api-keys=sk-typo-secret-2", "sk-typo-secret-3"},
+                       kvtrie_binary());
+  EXPECT_EQ(native.wait_exit(std::chrono::seconds(5)), 2);
+  EXPECT_NE(native.log().find("--api-keys"), std::string::npos) << native.log();
+  EXPECT_EQ(native.log().find("sk-typo-secret"), std::string::npos) << native.log();
+}
+
 TEST(LlamaServerMode, DeviceDiscoveryPrintsSystemInfoAndDeviceLines) {
   const int port = free_port();
   DaemonProcess d({"--port", std::to_string(port), "--verbose"}, llama_server_link());
