@@ -13,6 +13,7 @@
 #include "runner/engine/admission.h"
 #include "runner/engine/generation.h"
 #include "runner/engine/gpu_model.h"
+#include "runner/engine/kv_tier_sizing.h"
 #include "runner/engine/request_queue.h"
 #include "runner/sampler.h"
 #include "runner/tokenizer/tokenizer.h"
@@ -137,22 +138,24 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   // bindings (VkPageStore cuts it into chunks of one binding's whole pages, the last one shorter).
   kernels::KvLayout layout{mc.n_layers, config.page_tokens, mc.n_kv_heads * mc.head_dim_k};
   const uint64_t page_bytes = layout.page_bytes();
-  const uint64_t pages_per_seq = (config.n_ctx + config.page_tokens - 1) / config.page_tokens;
-  // Default device tier: a quarter of the free device-local memory, and room for at least two full contexts
-  // per slot (so a whole round of requests can stay cached while the next one runs).
-  const uint64_t wanted =
-      config.kv_device_bytes
-          ? config.kv_device_bytes / page_bytes
-          : std::max(2 * uint64_t{config.parallel} * pages_per_seq,
-                     context.device().info().device_local_free / 4 / page_bytes);
-  const uint64_t binding = layout.pages_per_binding(context.device().max_storage_buffer_range());
-  const uint64_t bindable = std::min<uint64_t>(binding * GpuModel::kMaxPageChunks, UINT32_MAX);
-  const auto device_pages = static_cast<uint32_t>(std::min(wanted, bindable));
+  KvTierInputs tiers_in;
+  tiers_in.page_bytes = page_bytes;
+  tiers_in.page_tokens = config.page_tokens;
+  tiers_in.n_ctx = config.n_ctx;
+  tiers_in.parallel = config.parallel;
+  tiers_in.kv_device_bytes = config.kv_device_bytes;
+  tiers_in.kv_host_bytes = config.kv_host_bytes;
+  tiers_in.device_local_free = context.device().info().device_local_free;
+  tiers_in.pages_per_binding = layout.pages_per_binding(context.device().max_storage_buffer_range());
+  tiers_in.max_bindings = GpuModel::kMaxPageChunks;
+  const KvTierSizes tiers = size_kv_tiers(tiers_in);
+  const uint32_t device_pages = tiers.device_pages, host_pages = tiers.host_pages;
+  const uint64_t pages_per_seq = tiers.pages_per_sequence;
   if (!config.kv_device_bytes)
     spdlog::info("kv: device tier by default: max(a quarter of free device memory, 2 contexts per slot = {} "
                  "pages), at most {} bindings of {} pages", 2 * uint64_t{config.parallel} * pages_per_seq,
-                 GpuModel::kMaxPageChunks, binding);
-  if (device_pages < wanted)
+                 GpuModel::kMaxPageChunks, tiers_in.pages_per_binding);
+  if (device_pages < tiers.wanted_device_pages)
     spdlog::warn("kv: device tier capped at {} pages ({} MiB): {} storage-buffer bindings", device_pages,
                  device_pages * page_bytes >> 20, GpuModel::kMaxPageChunks);
   if (device_pages <= pages_per_seq)
@@ -163,9 +166,6 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
     spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: requests may wait in the "
                  "queue or be preempted (and resumed) for room", device_pages, config.parallel, config.n_ctx,
                  config.parallel * pages_per_seq);
-  // Default host tier: twice the device tier (host memory is larger and cheaper; demoted pages go there).
-  const auto host_pages =
-      static_cast<uint32_t>(config.kv_host_bytes ? config.kv_host_bytes / page_bytes : 2 * uint64_t{device_pages});
 
   state_ = std::make_unique<State>(context, file, mc, tokenizer, config, options, device_pages, host_pages);
   EngineInfo& info = state_->info;
