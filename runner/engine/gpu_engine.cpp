@@ -481,6 +481,9 @@ void GpuEngine::State::after_forward() {
       finish(*running[i], *running[i]->generation->stop_kind());
       drop(i);
     }
+#if !defined(NDEBUG) || defined(KVTRIE_SANITIZE_BUILD)
+  cache.check_invariants();  // the whole audit after every step where speed is not the point
+#endif
 }
 
 void GpuEngine::State::finish(Running& job, StopKind reason) {
