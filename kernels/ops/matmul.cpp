@@ -48,6 +48,12 @@ namespace {
 bool coopmat2_binding_aligned(const vk::Device& device, const MatmulArgs& args) {
   return device.info().min_storage_buffer_offset_alignment <= 16 && args.w.data.offset % 16 == 0;
 }
+// What CoopMat2 needs of the device, the weights and x (an explicit request or the harness's dispatch).
+void check_coopmat2(const vk::Device& device, const MatmulArgs& args) {
+  KVTRIE_CHECK(coopmat2_takes(device, args.w.type) && coopmat2_binding_aligned(device, args),
+               "matmul: VK_NV_cooperative_matrix2 is not available on this device for these weights");
+  KVTRIE_CHECK(!args.x_f16.empty(), "matmul: the CoopMat2 path reads x as f16 (MatmulArgs::x_f16)");
+}
 }  // namespace
 
 bool coopmat2_wanted(const vk::Device& device, MatmulPath requested, const MatmulArgs& args) {
@@ -67,9 +73,7 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, c
       KVTRIE_CHECK(coopmat_supported(device), "matmul: cooperative matrices are not available on this device");
       return requested;
     case MatmulPath::CoopMat2:
-      KVTRIE_CHECK(coopmat2_takes(device, args.w.type) && coopmat2_binding_aligned(device, args),
-                   "matmul: VK_NV_cooperative_matrix2 is not available on this device for these weights");
-      KVTRIE_CHECK(!args.x_f16.empty(), "matmul: the CoopMat2 path reads x as f16 (MatmulArgs::x_f16)");
+      check_coopmat2(device, args);
       return requested;
     case MatmulPath::Auto:
       break;
@@ -119,11 +123,9 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
 
 void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                          const vk::ComputePipeline& pipeline, const Cm2Tile& tile) {
-  KVTRIE_CHECK(coopmat2_takes(k.device(), args.w.type) && coopmat2_binding_aligned(k.device(), args),
-               "matmul_cm2: the weight type, its binding or the device is not supported");
-  KVTRIE_CHECK(!args.x_f16.empty(), "matmul_cm2: x must come as f16 (MatmulArgs::x_f16)");
-  KVTRIE_CHECK(256 % tile.bk == 0 && args.w.cols % tensor_type_info(args.w.type).block_elements == 0,
-               "matmul_cm2: k steps must divide the 256-value blocks");
+  check_coopmat2(k.device(), args);
+  // Whole blocks per row are checked by dispatch_matmul_variant.
+  KVTRIE_CHECK(256 % tile.bk == 0, "matmul_cm2: k steps must divide the 256-value blocks");
   MatmulArgs f16 = args;
   f16.x = args.x_f16;
   dispatch_matmul_variant(rec, k, f16, pipeline, tile.rows, tile.tokens);

@@ -48,7 +48,7 @@ struct GpuModel::Impl {
   bool pending_residual = false;
   // A batch's product inputs quantized once for matvec_q8 (kernels::QuantizedX), q_stride values a token.
   vk::Buffer xq, xq_scales, xq_inv_rms;
-  vk::Buffer x_f16;  // a product's x as f16, for matmul's CoopMat2 path
+  vk::Buffer x_f16;  // a product's x as f16, for matmul's CoopMat2 path (only with options.coopmat2)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
@@ -124,7 +124,7 @@ struct GpuModel::Impl {
     xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
     xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
     xq_inv_rms = scratch(dev, T);
-    x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
+    if (options.coopmat2) x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
     logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
@@ -148,18 +148,18 @@ struct GpuModel::Impl {
   }
   void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
     kernels::MatmulArgs a = product(w, in, out, tokens);
-    give_f16_x(a, nullptr);
+    bool converted = false;
+    give_f16_x(a, converted);
     kernels::matmul(*rec, kernels, a, path);
   }
-  // Sets a.x_f16 where matmul would take the CoopMat2 path with it, converting a.x into x_f16 unless
-  // *converted already holds it (then or now converted, *converted becomes true).
-  void give_f16_x(kernels::MatmulArgs& a, bool* converted) {
+  // Sets a.x_f16 where matmul would take the CoopMat2 path with it, converting a.x into x_f16 first unless
+  // `converted` says an earlier product of the same x did.
+  void give_f16_x(kernels::MatmulArgs& a, bool& converted) {
     if (!options.coopmat2 || !kernels::coopmat2_wanted(kernels.device(), path, a)) return;
     const uint32_t count = a.tokens * (a.x_stride ? a.x_stride : a.w.cols);
-    if (converted == nullptr || !*converted)
-      kernels::convert_f16(*rec, kernels, a.x, x_f16.view(0, uint64_t{count} * 2), count);
-    if (converted != nullptr) *converted = true;
     a.x_f16 = x_f16.view(0, uint64_t{count} * 2);
+    if (!converted) kernels::convert_f16(*rec, kernels, a.x, a.x_f16, count);
+    converted = true;
   }
 
   // out = rms_norm(x) * weight over `rows` rows of n_embd.
@@ -341,7 +341,7 @@ struct GpuModel::Impl {
       kernels::MatmulArgs a = product(*w, xn, out, T);
       a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
       a.y_stride = out_stride;
-      give_f16_x(a, &converted);
+      give_f16_x(a, converted);
       kernels::matmul(*rec, kernels, a, path);
     }
   }
