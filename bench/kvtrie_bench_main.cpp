@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   prefill_cmd->add_option("--attention-split", prefill.attention_split, "positions per attention split (0: the model's rules)")
       ->capture_default_str();
   prefill_cmd->add_flag("--coopmat2", prefill.coopmat2, "large products through VK_NV_cooperative_matrix2 (matmul CoopMat2)");
+  prefill_cmd->add_flag("--f32-x", prefill.f32_x, "tensor-core tiles convert x themselves (no f16 copy of x)");
 
   DecodeOptions decode;
   auto* decode_cmd = app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
   sweep_mm_cmd->add_option("--types", sweep_mm.types, "weight types, comma-separated")->capture_default_str();
   sweep_mm_cmd->add_option("--tokens", sweep_mm.tokens, "prompt tokens per product, comma-separated")
       ->capture_default_str();
-  sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, CM2, KHR-noload, KHR-nomul")
+  sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, KHR-xh, CM2, KHR-noload, KHR-nomul")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--cm2-tiles", sweep_mm.cm2_tiles, "CM2 tiles THREADSxROWSxTOKENSkBK, comma-separated")
       ->capture_default_str();

@@ -25,6 +25,7 @@ struct PrefillOptions {
   bool deterministic = false;    // GpuModelOptions::deterministic
   uint32_t attention_split = 0;  // GpuModelOptions::attention_split (0: the default)
   bool coopmat2 = false;         // GpuModelOptions::coopmat2
+  bool f32_x = false;            // !GpuModelOptions::f16_x
 };
 void run_prefill(const CommonOptions& common, const PrefillOptions& options);
 
@@ -101,7 +102,7 @@ struct SweepMatmulOptions {
   std::string model = "llama3-8b";
   std::string types = "Q4_0,Q4_K";
   std::string tokens = "512";  // prompt tokens per product, comma-separated
-  std::string extensions = "NV,KHR";  // also CM2 and KHR-noload, KHR-nomul: Q4_0 probes without loads / multiplies
+  std::string extensions = "NV,KHR";  // also KHR-xh (x as f16), CM2 and KHR-noload, KHR-nomul: Q4_0 probes without loads / multiplies
   std::string tiles = "4x2x2x4,2x2x2x2,2x2x4x4,4x2x2x2,2x4x4x2,2x2x2x4";  // sg_m x sg_n x tm x tn
   std::string cm2_tiles = "256x128x128k32,256x128x256k32,256x256x128k32,128x64x64k32,256x128x128k64,256x64x128k32";
   uint32_t dispatches = 16;

@@ -172,6 +172,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   knobs.deterministic = options.deterministic;
   knobs.attention_split = options.attention_split;
   knobs.coopmat2 = options.coopmat2;
+  knobs.f16_x = !options.f32_x;
   ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, knobs);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
   std::vector<float> logits;
@@ -193,6 +194,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
       .integer("coopmat2", options.coopmat2 ? 1 : 0)
+      .integer("f16_x", options.f32_x ? 0 : 1)
       .num("prefill_ms", med * 1e3)
       .num("tok_s", options.prompt / med)
       .integer("repeats", common.repeats)

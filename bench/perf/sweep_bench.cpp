@@ -12,12 +12,14 @@
 //
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
-// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices, and
+// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices (KHR-xh:
+// the build reading x as f16, converted beforehand), and
 // on matmul_cm2 (VK_NV_cooperative_matrix2, extension CM2, x converted to f16) built with each tile of
 // --cm2-tiles. Gate and up are timed as one product of n_ff rows, as prefill runs them.
 // One row per (type, shape, extension, tile): microseconds per product and TFLOP/s.
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -222,6 +224,11 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       const int n = std::sscanf(item.c_str(), "%ux%ux%ux%uk%ub%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn, &t.bk, &t.buffers);
       KVTRIE_CHECK((n == 4 || n == 5 || n == 6) && t.bk % 32 == 0 && (t.buffers == 1 || t.buffers == 2),
                    "sweep-matmul: a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1");
+      if (t.shared_bytes() > dev.info().max_shared_memory) {  // left out, so one tile does not end the sweep
+        std::cerr << "sweep-matmul: tile " << item << " needs " << t.shared_bytes() << " bytes of shared memory, "
+                  << dev.info().max_shared_memory << " available: left out\n";
+        continue;
+      }
       tiles.push_back(t);
     }
   }
@@ -285,26 +292,31 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
             .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
             .emit();
       };
-      for (const std::string ext : {"NV", "KHR", "KHR-noload", "KHR-nomul"}) {
+      // x as f16 (converted beforehand, as GpuModel does) for KHR-xh and CM2.
+      std::vector<uint16_t> xh(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
+      vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
+      for (const std::string ext : {"NV", "KHR", "KHR-xh", "KHR-noload", "KHR-nomul"}) {
         if (!listed(options.extensions, ext)) continue;
         const bool khr = ext != "NV";
-        const std::string probe = ext == "KHR-noload" ? "noload_" : ext == "KHR-nomul" ? "nomul_" : "";
-        const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + probe +
+        const std::string variant = ext == "KHR-noload" ? "noload_"
+                                    : ext == "KHR-nomul" ? "nomul_"
+                                    : ext == "KHR-xh"    ? "xh_"
+                                                         : "";
+        const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + variant +
                                    kernels::type_variant(format);
         if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
+        kernels::MatmulArgs a = args;
+        if (ext == "KHR-xh") a.x = x16.view();
         for (const kernels::CoopmatTile& t : tiles) {
           const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
           measure(ext,
                   std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
                       std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers),
-                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, args, p, t); });
+                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
         }
       }
       if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {
-        // matmul_cm2 reads x as f16 (converted beforehand, as GpuModel does).
-        std::vector<uint16_t> xh(xs.size());
-        for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
-        vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
         kernels::MatmulArgs a = args;
         a.x_f16 = x16.view();
         for (const kernels::Cm2Tile& t : cm2_tiles) {

@@ -56,6 +56,12 @@ void check_coopmat2(const vk::Device& device, const MatmulArgs& args) {
 }
 }  // namespace
 
+bool coopmat_takes_f16_x(const vk::Device& device, const MatmulArgs& args) {
+  const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
+  return coopmat_supported(device) && coopmat_uses_khr(device) && args.tokens > kSmallTile.tokens() &&
+         args.w.cols % 8 == 0 && x_stride % 8 == 0;
+}
+
 bool coopmat2_wanted(const vk::Device& device, MatmulPath requested, const MatmulArgs& args) {
   if (requested == MatmulPath::CoopMat2) return true;
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
@@ -97,6 +103,13 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       // Few tokens (batched decode, short chunks) take the 32-token tile: twice the row tiles in flight.
       const bool few = args.tokens <= kSmallTile.tokens();
       const bool khr = coopmat_uses_khr(k.device());
+      if (!args.x_f16.empty() && coopmat_takes_f16_x(k.device(), args)) {
+        MatmulArgs f16 = args;
+        f16.x = args.x_f16;
+        dispatch_matmul_coopmat(rec, k, f16, k.pipeline("matmul_coopmat_khr_xh", type_variant(args.w.type)),
+                                CoopmatTile{});
+        return;
+      }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")
                            : (few ? "matmul_coopmat_t32" : "matmul_coopmat");
       dispatch_matmul_coopmat(rec, k, args, k.pipeline(op, type_variant(args.w.type)), few ? kSmallTile : CoopmatTile{});

@@ -6,7 +6,8 @@
 //                  so it is batch-invariant among Tiled calls but not equal to matvec bit for bit.
 //   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16 inputs, f32
 //                  accumulate), only where the device has one; tiles of CoopmatTile (default 128 rows x 128
-//                  tokens, 8 subgroups).
+//                  tokens, 8 subgroups). Reads x as f16 from MatmulArgs::x_f16 where it is given and
+//                  coopmat_takes_f16_x (the same f16 values as its own conversion of x).
 //   CoopMat2:      the same products through VK_NV_cooperative_matrix2's workgroup-scope matrices (the driver
 //                  stages and pipelines the tiles; Cm2Tile), for the 16-byte aligned weight formats
 //                  (coopmat2_takes), reading x as f16 from MatmulArgs::x_f16 (convert_f16): the same f16
@@ -33,6 +34,10 @@ bool coopmat_uses_khr(const vk::Device& device);
 // Whether the CoopMat2 path runs on this device (VK_NV_cooperative_matrix2 enabled, shaders built) for
 // weights of this type (Q4_0x8, Q8_0x8, Q6_Kx8, Q4_K, Q5_K).
 bool coopmat2_takes(const vk::Device& device, TensorType type);
+// Whether the CoopMat path reads this product's x as f16 from args.x_f16 when the caller gives it (the
+// VK_KHR_cooperative_matrix build's large tile: more than 32 tokens, k and x_stride multiples of 8): half
+// the bytes of x for every work group to read, and no conversion in the tile.
+bool coopmat_takes_f16_x(const vk::Device& device, const MatmulArgs& args);
 // Whether `requested` would run this product on CoopMat2 if args.x_f16 held x as f16: a caller that can
 // convert x (convert_f16) asks this first. Auto wants it above 32 tokens for products of at least
 // kCoopmat2MinWeights weights (the feed-forward products of 8B-class models: on an H100, sweep-matmul

@@ -6,9 +6,10 @@
 // are loaded into registers while this step multiplies, and with two shared buffers alternating one barrier
 // per step separates the loads from the multiplies. Tiles that lie inside Y are stored straight from the
 // accumulators; edge tiles go through shared memory with bounds checks.
-// Built twice where the compiler allows: with VK_NV_cooperative_matrix, and (KHR_COOPMAT) with
-// VK_KHR_cooperative_matrix. The tile shape is specialization constants. Not batch-invariant in the
-// --deterministic sense (kernels/ops/matmul.h).
+// Built with VK_NV_cooperative_matrix, and where the compiler allows (KHR_COOPMAT) with
+// VK_KHR_cooperative_matrix, whose build also comes with x as f16 (X_F16: half the bytes of x for each work
+// group to read, no conversion; convert.comp makes it once per product). The tile shape is specialization
+// constants. Not batch-invariant in the --deterministic sense (kernels/ops/matmul.h).
 #ifdef KHR_COOPMAT
 #extension GL_KHR_cooperative_matrix : require
 #else
@@ -52,17 +53,17 @@ layout(constant_id = 6) const uint BUFFERS = 2u;
 #define BM (SG_M * 16u * TM)
 #define BN (SG_N * 16u * TN)
 #define THREADS (SG_M * SG_N * 32u)
-// Shared rows of BK halves padded by 8 (16 bytes) against bank conflicts, held as f16 pairs where the
-// extension loads matrices from vector arrays (KHR) and as single halves where it does not (NV): PAIR
-// halves per shared element, strides and offsets in elements.
+// Shared rows of BK halves padded by 8 (16 bytes) against bank conflicts, held as 16-byte vectors of 8
+// halves where the extension loads matrices from vector arrays (KHR: one store per 8 values) and as single
+// halves where it does not (NV): HALVES per shared element, strides and offsets in elements.
 #ifdef KHR_COOPMAT
-#define SHARED_T f16vec2
-#define PAIR 2u
+#define SHARED_T uvec4
+#define HALVES 8u
 #else
 #define SHARED_T float16_t
-#define PAIR 1u
+#define HALVES 1u
 #endif
-#define STRIDE ((BK + 8u) / PAIR)
+#define STRIDE ((BK + 8u) / HALVES)
 
 // Device formats and K-quants (rows 16-byte aligned) are decoded 16 values at a time from 16-byte loads
 // straight into f16 pairs (tile_decode.glsl); other types 8 at a time through matvec_blocks.glsl.
@@ -72,7 +73,11 @@ layout(set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 #else
 layout(set = 0, binding = 0) readonly buffer W { uint wq[]; };
 #endif
+#ifdef X_F16
+layout(set = 0, binding = 1) readonly buffer X { uvec4 xh[]; };  // 8 halves each
+#else
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+#endif
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {
@@ -80,7 +85,7 @@ layout(push_constant) uniform Push {
   uint k;
   uint ntok;
   uint row_bytes;
-  uint x_stride;  // a multiple of 4 (checked on the host)
+  uint x_stride;  // a multiple of 4 (X_F16: of 8, and k too; checked on the host)
   uint y_stride;
   uint y_row0;    // row offset of this dispatch in y (weights split by rows)
   uint w_offset;  // byte offset of row 0 in the weight binding (bindings are aligned down)
@@ -98,12 +103,36 @@ shared SHARED_T ws[BUFFERS * BM * STRIDE];  // [buffer][row][k]
 shared SHARED_T xs[BUFFERS * BN * STRIDE];  // [buffer][token][k]
 shared float staged[SG_M * SG_N * 256u];  // one 16x16 block per subgroup, for edge tiles
 
-// Two consecutive halves at element e of ws (to_w) or xs.
-void store_pair(bool to_w, uint e, f16vec2 v) {
+// Eight consecutive halves (as four packed pairs) at element e of ws (to_w) or xs.
+void store8(bool to_w, uint e, uvec4 v) {
 #ifdef KHR_COOPMAT
   if (to_w) ws[e] = v; else xs[e] = v;
 #else
-  if (to_w) { ws[e] = v.x; ws[e + 1u] = v.y; } else { xs[e] = v.x; xs[e + 1u] = v.y; }
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+    f16vec2 p = unpackFloat2x16(v[j]);
+    if (to_w) { ws[e + 2u * j] = p.x; ws[e + 2u * j + 1u] = p.y; }
+    else { xs[e + 2u * j] = p.x; xs[e + 2u * j + 1u] = p.y; }
+  }
+#endif
+}
+
+// Values 8 kx .. 8 kx + 7 of token t as packed f16 pairs, zeros past the token's k values (X_F16: k is a
+// multiple of 8, so a group is whole or absent).
+uvec4 load_x8(bool inside, uint t, uint kx) {
+  if (!inside || kx >= pc.k) return uvec4(0u);
+#ifdef X_F16
+  return xh[(t * pc.x_stride + kx) / 8u];
+#else
+  uint xo = (t * pc.x_stride + kx) / 4u;
+  vec4 a = x4[xo];
+  vec4 b = kx + 4u < pc.k ? x4[xo + 1u] : vec4(0.0);
+  if (kx + 8u > pc.k) {
+    for (uint j = 0u; j < 4u; ++j) {
+      if (kx + j >= pc.k) a[j] = 0.0;
+      if (kx + 4u + j >= pc.k) b[j] = 0.0;
+    }
+  }
+  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
 #endif
 }
 
@@ -141,7 +170,8 @@ void main() {
   MAT_C acc[TM * TN];
   [[unroll]] for (uint i = 0u; i < TM * TN; ++i) acc[i] = MAT_C(0.0);
 
-  f16vec2 wreg[W_GROUPS][W_PIECE / 2u], xreg[X_GROUPS][4];
+  f16vec2 wreg[W_GROUPS][W_PIECE / 2u];
+  uvec4 xreg[X_GROUPS];
   // Loads step kt's slices into registers: W row lr, piece lg; X token lr, values 8 lg ...
   // Rows and tokens past the end read zeros; rows of float types are zero-padded past k.
   #define LOAD_STEP(kt)                                                                        \
@@ -151,34 +181,21 @@ void main() {
     }                                                                                          \
     [[unroll]] for (uint i = 0u; i < X_GROUPS; ++i) {                                          \
       uint slot = tid + i * THREADS, lr = slot / X_PIECES, lg = slot % X_PIECES;               \
-      uint kx = (kt) * BK + 8u * lg;                                                           \
-      vec4 a = vec4(0.0), b = vec4(0.0);                                                       \
-      if (lr < BN && t0 + lr < pc.ntok && kx < pc.k) {                                         \
-        uint xo = ((t0 + lr) * pc.x_stride + kx) / 4u;                                         \
-        a = x4[xo];                                                                            \
-        b = kx + 4u < pc.k ? x4[xo + 1u] : vec4(0.0);                                          \
-        if (kx + 8u > pc.k) {                                                                  \
-          for (uint j = 0u; j < 4u; ++j) {                                                     \
-            if (kx + j >= pc.k) a[j] = 0.0;                                                    \
-            if (kx + 4u + j >= pc.k) b[j] = 0.0;                                               \
-          }                                                                                    \
-        }                                                                                      \
-      }                                                                                        \
-      xreg[i][0] = f16vec2(a.xy);                                                              \
-      xreg[i][1] = f16vec2(a.zw);                                                              \
-      xreg[i][2] = f16vec2(b.xy);                                                              \
-      xreg[i][3] = f16vec2(b.zw);                                                              \
+      xreg[i] = load_x8(lr < BN && t0 + lr < pc.ntok, t0 + lr, (kt) * BK + 8u * lg);           \
     }
+  // Stores them into shared buffer buf, 8 values per store.
   #define STORE_STEP(buf)                                                                      \
     [[unroll]] for (uint i = 0u; i < W_GROUPS; ++i) {                                          \
       uint slot = tid + i * THREADS, lr = slot / W_PIECES, lg = slot % W_PIECES;               \
       if (lr < BM)                                                                             \
-        [[unroll]] for (uint j = 0u; j < W_PIECE / 2u; ++j) store_pair(true, ((buf) * BM + lr) * STRIDE + (W_PIECE * lg + 2u * j) / PAIR, wreg[i][j]); \
+        [[unroll]] for (uint j = 0u; j < W_PIECE / 8u; ++j)                                    \
+          store8(true, ((buf) * BM + lr) * STRIDE + (W_PIECE * lg + 8u * j) / HALVES,          \
+                 uvec4(packFloat2x16(wreg[i][4u * j]), packFloat2x16(wreg[i][4u * j + 1u]),    \
+                       packFloat2x16(wreg[i][4u * j + 2u]), packFloat2x16(wreg[i][4u * j + 3u]))); \
     }                                                                                          \
     [[unroll]] for (uint i = 0u; i < X_GROUPS; ++i) {                                          \
       uint slot = tid + i * THREADS, lr = slot / X_PIECES, lg = slot % X_PIECES;               \
-      if (lr < BN)                                                                             \
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) store_pair(false, ((buf) * BN + lr) * STRIDE + (8u * lg + 2u * j) / PAIR, xreg[i][j]); \
+      if (lr < BN) store8(false, ((buf) * BN + lr) * STRIDE + 8u * lg / HALVES, xreg[i]);      \
     }
 
   uint steps = (pc.k + BK - 1u) / BK;
@@ -197,7 +214,7 @@ void main() {
     if (kt + 1u < steps) {
       LOAD_STEP_IF(kt + 1u);
     }
-    [[unroll]] for (uint kk = 0u; kk < BK / PAIR; kk += 16u / PAIR) {  // 16 values per multiply
+    [[unroll]] for (uint kk = 0u; kk < BK / HALVES; kk += 16u / HALVES) {  // 16 values per multiply
       MAT_A a[TM];
       MAT_B b[TN];
       [[unroll]] for (uint i = 0u; i < TM; ++i)

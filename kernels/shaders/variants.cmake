@@ -26,6 +26,7 @@ foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:1
   kvtrie_shader(matmul_coopmat_${_name} matmul_coopmat.comp WTYPE=${_id})
   if(KVTRIE_GLSL_KHR_COOPMAT)
     kvtrie_shader(matmul_coopmat_khr_${_name} matmul_coopmat.comp WTYPE=${_id} KHR_COOPMAT=1)
+    kvtrie_shader(matmul_coopmat_khr_xh_${_name} matmul_coopmat.comp WTYPE=${_id} KHR_COOPMAT=1 X_F16=1)
   endif()
 endforeach()
 # The tensor-core matmul through VK_NV_cooperative_matrix2 (SPIR-V 1.6), for the 16-byte aligned formats.

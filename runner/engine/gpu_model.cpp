@@ -48,7 +48,7 @@ struct GpuModel::Impl {
   bool pending_residual = false;
   // A batch's product inputs quantized once for matvec_q8 (kernels::QuantizedX), q_stride values a token.
   vk::Buffer xq, xq_scales, xq_inv_rms;
-  vk::Buffer x_f16;  // a product's x as f16, for matmul's CoopMat2 path (only with options.coopmat2)
+  vk::Buffer x_f16;  // a product's x as f16, for matmul's tensor-core paths (give_f16_x)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
@@ -117,14 +117,14 @@ struct GpuModel::Impl {
       probe.split_size = split_size(probe.tokens, probe.max_position);
       attn_bytes = std::max(attn_bytes, kernels::attention_scratch_bytes(probe));
     }
-    attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16),
-                              vk::MemoryKind::DeviceLocal);
+    attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16), vk::MemoryKind::DeviceLocal);
     q_stride = static_cast<uint32_t>(
         (std::max({uint64_t{config.n_embd}, q_dim, uint64_t{config.n_ff}}) + 15) / 16 * 16);
     xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
     xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
     xq_inv_rms = scratch(dev, T);
-    if (options.coopmat2) x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
+    if (options.coopmat2 || (options.f16_x && kernels::coopmat_supported(dev)))
+      x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
     logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
@@ -149,17 +149,23 @@ struct GpuModel::Impl {
   void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
     kernels::MatmulArgs a = product(w, in, out, tokens);
     bool converted = false;
-    give_f16_x(a, converted);
-    kernels::matmul(*rec, kernels, a, path);
+    kernels::matmul(*rec, kernels, a, give_f16_x(a, converted));
   }
-  // Sets a.x_f16 where matmul would take the CoopMat2 path with it, converting a.x into x_f16 first unless
-  // `converted` says an earlier product of the same x did.
-  void give_f16_x(kernels::MatmulArgs& a, bool& converted) {
-    if (!options.coopmat2 || !kernels::coopmat2_wanted(kernels.device(), path, a)) return;
+  // Sets a.x_f16 where a tensor-core path reads x as f16 (CoopMat2 with options.coopmat2, else CoopMat with
+  // options.f16_x), converting a.x into x_f16 first unless `converted` says an earlier product of the same x
+  // did. Returns the path to request: CoopMat explicitly where x_f16 must not turn Auto into CoopMat2.
+  kernels::MatmulPath give_f16_x(kernels::MatmulArgs& a, bool& converted) {
+    const vk::Device& dev = kernels.device();
+    const bool cm2 = options.coopmat2 && kernels::coopmat2_wanted(dev, path, a);
+    const bool khr = !cm2 && options.f16_x && path == kernels::MatmulPath::Auto &&
+                     kernels::resolve_matmul_path(dev, path, a) == kernels::MatmulPath::CoopMat &&
+                     kernels::coopmat_takes_f16_x(dev, a);
+    if (!cm2 && !khr) return path;
     const uint32_t count = a.tokens * (a.x_stride ? a.x_stride : a.w.cols);
     a.x_f16 = x_f16.view(0, uint64_t{count} * 2);
     if (!converted) kernels::convert_f16(*rec, kernels, a.x, a.x_f16, count);
     converted = true;
+    return cm2 ? path : kernels::MatmulPath::CoopMat;
   }
 
   // out = rms_norm(x) * weight over `rows` rows of n_embd.
@@ -341,8 +347,7 @@ struct GpuModel::Impl {
       kernels::MatmulArgs a = product(*w, xn, out, T);
       a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
       a.y_stride = out_stride;
-      give_f16_x(a, converted);
-      kernels::matmul(*rec, kernels, a, path);
+      kernels::matmul(*rec, kernels, a, give_f16_x(a, converted));
     }
   }
   // x += w . in: folded into the product by matvec_q8, else the product goes to tmp, added later.

@@ -36,6 +36,10 @@ struct GpuModelOptions {
   // to f16 first, where the device has VK_NV_cooperative_matrix2. Off by default: on an H100 it does not yet
   // outrun the CoopMat path in the whole forward pass (docs/BENCHMARKS.md). A tuning knob for kvtrie-bench.
   bool coopmat2 = false;
+  // The tensor-core products of prefill read their x as f16 where matmul's CoopMat path takes it
+  // (kernels::coopmat_takes_f16_x), x converted once for all the products that share it. A tuning knob for
+  // kvtrie-bench (off: the tile converts x itself).
+  bool f16_x = true;
 };
 
 // One forward step. Token i belongs to sequence seq[i] (an index into page_tables), sits at position

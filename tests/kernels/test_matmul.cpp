@@ -213,6 +213,54 @@ TEST_P(MatmulTest, CoopMatDeepStepTilesMatchReference) {
   }
 }
 
+// The KHR build reads x as f16 where the caller gives it (MatmulArgs::x_f16, converted on the device by
+// convert_f16) and rows are whole groups of 8 values: whole and edge tiles through matmul(), and a deep-step
+// tile whose partial last step must read zeros past k. Rows of another length keep the f32 read.
+TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
+  const vk::Device& device = context().device();
+  if (!coopmat_supported(device))
+    GTEST_SKIP() << "device " << device.info().name << " has no cooperative matrices";
+  const TensorType type = GetParam();
+  const bool float_type = tensor_type_info(type).block_elements == 1;
+  const uint32_t cols = float_type ? 104 : coopmat_cols(type);  // 104: groups of 8, not of 32
+  const uint32_t rows = 2 * CoopmatTile{}.rows() + 3, tokens = CoopmatTile{}.tokens() + 7;
+  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+  vk::Buffer w = device_buffer(m.bytes);
+  const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+  vk::Buffer x16(device, x.size() * 2, vk::MemoryKind::DeviceLocal);
+  const bool khr = coopmat_uses_khr(device);
+  const auto with_f16_x = [&](auto product) {
+    return [&, product](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
+      convert_f16(rec, k, a.x, x16.view(), tokens * cols);
+      a.x_f16 = x16.view();
+      EXPECT_EQ(coopmat_takes_f16_x(device, a), khr);
+      product(rec, k, a);
+    };
+  };
+  expect_matches_reference(m, rows, cols, x, tokens,
+                           run_product(w, type, rows, cols, x, tokens, with_f16_x([](auto& rec, auto& k, auto& a) {
+                                         matmul(rec, k, a, MatmulPath::CoopMat);
+                                       })),
+                           2e-3);
+  if (khr) {
+    const CoopmatTile deep{4, 2, 2, 4, 64, 1};
+    const vk::ComputePipeline& pipeline =
+        context().pipelines().get("matmul_coopmat_khr_xh_" + std::string(type_variant(type)), deep.spec());
+    expect_matches_reference(m, rows, cols, x, tokens,
+                             run_product(w, type, rows, cols, x, tokens, with_f16_x([&](auto& rec, auto& k, auto& a) {
+                                           MatmulArgs f16 = a;
+                                           f16.x = a.x_f16;
+                                           dispatch_matmul_coopmat(rec, k, f16, pipeline, deep);
+                                         })),
+                             2e-3);
+  }
+  if (float_type) {
+    MatmulArgs odd{{w.view(), type, rows, 100}, {}, {}, tokens};
+    odd.x_f16 = x16.view();
+    EXPECT_FALSE(coopmat_takes_f16_x(device, odd)) << "rows of 100 values are not whole groups of 8";
+  }
+}
+
 // VK_NV_cooperative_matrix2's workgroup-scope product (GPU only: lavapipe has no cooperative matrices):
 // whole and edge tiles of the default tile and of the tuning harness's other shapes, against the reference.
 TEST_P(MatmulTest, CoopMat2MatchesReferenceWhereSupported) {
