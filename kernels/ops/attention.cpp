@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/error.h"
+#include "kernels/ops/matmul.h"
 
 namespace kvtrie::kernels {
 
@@ -43,7 +44,16 @@ uint32_t tile_keys(uint32_t head_dim) {
   return std::min(32u, kTileWords / (head_dim / 2 + 1) / 4 * 4);
 }
 
+// attention_coopmat.comp: rows (heads x tokens) per work group.
+constexpr uint32_t kCoopmatRows = 64;
+
 }  // namespace
+
+bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
+  const uint32_t q_stride = args.q_stride ? args.q_stride : args.n_heads * args.head_dim;
+  return args.tensor_cores && coopmat_supported(device) && coopmat_uses_khr(device) &&
+         (args.head_dim == 64 || args.head_dim == 128) && q_stride % 4 == 0 && args.q.offset % 16 == 0;
+}
 
 uint32_t attention_workgroup_size(const vk::Device&) {
   // attention.comp gives each thread one (4 rows x 2 dims) accumulator unit of a work group (rows x head_dim
@@ -80,15 +90,16 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                "attention: attention.comp needs 256 threads per work group");
 
   // GQA sharing and query blocks: a work group takes heads_per_wg query heads of one KV head and up to
-  // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap).
+  // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap, or kCoopmatRows).
+  const bool tensor_cores = attention_uses_tensor_cores(k.device(), args);
   const uint32_t group_heads = args.n_heads / args.n_kv_heads;
-  const uint32_t rows = rows_cap(hd);
+  const uint32_t rows = tensor_cores ? kCoopmatRows : rows_cap(hd);
   const uint32_t heads_per_wg = std::min(group_heads, rows);
   const uint32_t head_groups = (group_heads + heads_per_wg - 1) / heads_per_wg;
   const uint32_t block_tokens = std::max(1u, rows / heads_per_wg);
   const uint32_t keys = tile_keys(hd);
-  KVTRIE_CHECK(rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords && keys * rows <= kScoreFloats &&
-                   keys % 4 == 0 && keys > 0,
+  KVTRIE_CHECK(tensor_cores || (rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords &&
+                                keys * rows <= kScoreFloats && keys % 4 == 0 && keys > 0),
                "attention: tile sizes exceed attention.comp's shared arrays");
   KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
@@ -119,7 +130,8 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                         keys,
                         rows / 4};
   rec.dispatch(
-      k.pipeline("attention", "paged"),
+      tensor_cores ? k.pipeline("attention_coopmat", hd == 64 ? "d64" : "d128")
+                   : k.pipeline("attention", "paged"),
       {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
        vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
       paged, splits, args.n_kv_heads * head_groups, args.tokens);

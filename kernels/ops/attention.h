@@ -14,6 +14,10 @@
 // depends on the other rows of its work group, so a token's output is bit-identical whatever batch it runs
 // in, alone, inside a prefill block or beside other sequences (the --deterministic contract holds on every
 // path; K/V must hold finite values).
+// Tensor cores (args.tensor_cores, where attention_uses_tensor_cores): the split pass of a prefill block runs
+// attention_coopmat instead, the same grid and partials with both products on VK_KHR_cooperative_matrix (q
+// and the probabilities rounded to f16; 64 rows = heads x tokens a work group). Faster for long prompts, and
+// not batch-invariant: a caller under --deterministic leaves it off.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <array>
@@ -48,6 +52,7 @@ struct AttentionArgs {
   uint32_t q_stride = 0;      // 0: n_heads * head_dim
   uint32_t out_stride = 0;    // 0: n_heads * head_dim
   float scale = 0;            // 0: 1 / sqrt(head_dim)
+  bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
 };
 
 // The work-group size of both attention passes on a device (256 threads; no subgroup operations).
@@ -55,6 +60,10 @@ uint32_t attention_workgroup_size(const vk::Device& device);
 
 // Scratch bytes attention needs for these tokens, heads, head_dim, max_position and split_size.
 uint64_t attention_scratch_bytes(const AttentionArgs& args);
+
+// Whether attention() runs this call on tensor cores: args.tensor_cores, a device with matmul's CoopMat path
+// through VK_KHR_cooperative_matrix, head_dim 64 or 128, and q rows of whole 16-byte groups.
+bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args);
 
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);
 

@@ -89,6 +89,7 @@ constexpr std::array kConvert = {"f32_f16"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv};
+constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv};  // head_dim
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 
@@ -131,6 +132,7 @@ const OpRegistration kOps[] = {
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
     {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},
     {"attention", kAttention, spec_attention},
+    {"attention_coopmat", kAttentionCoopmat, spec_none, khr_coopmat_path},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t1r8", matvec_q8_variants(), spec_matvec_q8_t1r8, matvec_q8_portable, "matvec_q8", true},

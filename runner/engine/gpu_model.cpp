@@ -430,6 +430,8 @@ struct GpuModel::Impl {
     at.layer = l;
     at.max_position = max_position;
     at.split_size = split_size(T, max_position);
+    // Prefill blocks take the tensor cores where the device has them (not batch-invariant).
+    at.tensor_cores = !options.deterministic && T > kSmallBatch;
     kernels::attention(*rec, kernels, at);
     residual_product(w.wo, attn, T);
   }

@@ -1,0 +1,259 @@
+#version 450
+// attention_coopmat_d<HD>: attention_paged's split pass (attention.comp: the same grid, runs, partials and
+// push constants) with both products on tensor cores through VK_KHR_cooperative_matrix, for prefill
+// blocks. A work group of SG subgroups takes 16 SG rows (row r = token t0 + r / heads, head h0 + r % heads)
+// of one KV head; subgroup s owns rows 16 s .. 16 s + 15. Per tile of BC keys the group stages K and V in
+// shared memory; each subgroup computes its scores S = (q scale) K^T (f16 in, f32 out), runs the online
+// softmax on them (two lanes a row), and adds P V to its output accumulators after scaling them by each
+// row's alpha (a broadcast matrix of alphas multiplied element by element: two accumulators of one type
+// hold the same elements in each invocation). At the end it writes the unnormalised partials (m, l, acc)
+// that attention_combine.comp merges. Each thread loads its part of the next K/V tile into registers while
+// the current one is multiplied. Q and P are rounded to f16; not batch-invariant (a token alone takes
+// attention.comp).
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
+
+#define MAT_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define MAT_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+
+// HD (head_dim, a multiple of 16) is a build define. Subgroups are 32 invocations (checked on the host).
+#define SG 4u
+#define ROWS (16u * SG)
+#define BC 32u                  // keys per tile
+#define DB (HD / 16u)           // 16-value blocks of a row
+#define STRIDE (HD / 8u + 1u)   // uvec4s (8 halves) per staged K/V/q row: HD halves padded by 8
+#define PSTRIDE (BC / 8u + 1u)  // uvec4s per row of P
+#define NEG_BIG -3.0e38
+layout(local_size_x = 128) in;  // 32 SG
+
+layout(set = 0, binding = 0) readonly buffer Q { vec4 q4[]; };
+layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
+layout(set = 0, binding = 2) readonly buffer KV1 { uvec4 kv1[]; };
+layout(set = 0, binding = 3) readonly buffer KV2 { uvec4 kv2[]; };
+layout(set = 0, binding = 4) readonly buffer KV3 { uvec4 kv3[]; };
+layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
+layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
+layout(set = 0, binding = 7) writeonly buffer Partial { float partial[]; };
+
+layout(push_constant) uniform Push {  // attention.comp's; tile_keys and row_stride4 are unused here
+  uint n_heads;
+  uint n_kv_heads;
+  uint head_dim;
+  uint page_size;
+  uint n_layers;
+  uint layer;
+  uint chunk;
+  uint max_splits;
+  uint q_stride;  // floats between tokens in q, a multiple of 4
+  float scale;
+  uint pages_per_binding;
+  uint heads_per_wg;
+  uint block_tokens;  // heads_per_wg * block_tokens <= ROWS
+  uint tile_keys;
+  uint row_stride4;
+} pc;
+
+// 34 KiB at HD 128: the K and V tile (the q rows at the start), and each subgroup's P, scores and 16x16
+// staging block (the alpha broadcast, then the output).
+shared uvec4 kv_tile[2u * BC * STRIDE];
+shared uvec4 p_tile[SG * 16u * PSTRIDE];
+shared float s_tile[SG * 16u * BC];
+shared float block16[SG * 256u];
+shared uint run_info[2];
+
+// Word index (in 32-bit words) of element 0 of key (is_v 0) or value (is_v 1) row j of KV head kh, with
+// its binding in the top 2 bits (attention.comp's layout).
+uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
+  uint page = page_table[pt_off + j / pc.page_size];
+  uint binding = page / pc.pages_per_binding;
+  page -= binding * pc.pages_per_binding;
+  uint kv_dim = pc.n_kv_heads * HD;  // a multiple of 8: rows start on 16-byte boundaries
+  uint elem = ((page * pc.n_layers + pc.layer) * 2u + is_v) * pc.page_size * kv_dim +
+              (j % pc.page_size) * kv_dim + kh * HD;
+  return (binding << 30) | (elem >> 1);
+}
+
+uvec4 kv_load4(uint loc) {
+  uint i = (loc & 0x3FFFFFFFu) >> 2;
+  switch (loc >> 30) {
+    case 0u: return kv0[i];
+    case 1u: return kv1[i];
+    case 2u: return kv2[i];
+    default: return kv3[i];
+  }
+}
+
+// Staging of K and V tiles: thread tid carries half (kv_half) of key (rows 0..BC-1) or value (BC..2BC-1)
+// row kv_row of the tile, DB uvec4s loaded into kv_regs one tile ahead of its use.
+uint kv_row, kv_half;
+uvec4 kv_regs[DB];
+void load_kv(uint pt_off, uint kh, uint ts, uint nk) {
+  uint jj = kv_row % BC;
+  bool inside = jj < nk;
+  uint loc = inside ? kv_word(pt_off, ts + jj, kh, kv_row / BC) + 4u * DB * kv_half : 0u;
+  [[unroll]] for (uint i = 0u; i < DB; ++i) kv_regs[i] = inside ? kv_load4(loc + 4u * i) : uvec4(0u);
+}
+
+uvec4 pack8(float a[8]) {
+  return uvec4(packHalf2x16(vec2(a[0], a[1])), packHalf2x16(vec2(a[2], a[3])), packHalf2x16(vec2(a[4], a[5])),
+               packHalf2x16(vec2(a[6], a[7])));
+}
+
+// Key end (exclusive) of row r of this work group in the split starting at `start`: 0 when the row is
+// padding or its token sits before the split.
+uint row_end(uint r, uint rows, uint t0, uint hn, uint start) {
+  if (r >= rows) return 0u;
+  uint pos = tokens[t0 + r / hn].y;
+  return pos >= start ? min(start + pc.chunk, pos + 1u) : 0u;
+}
+
+uint partial_base(uint r, uint t0, uint hn, uint h0, uint c) {
+  return (((t0 + r / hn) * pc.n_heads + h0 + r % hn) * pc.max_splits + c) * (HD + 2u);
+}
+
+void main() {
+  uint c = gl_WorkGroupID.x, t0 = gl_WorkGroupID.z;
+  uint tid = gl_LocalInvocationID.x;
+  uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  uint group_heads = pc.n_heads / pc.n_kv_heads;
+  uint groups = (group_heads + pc.heads_per_wg - 1u) / pc.heads_per_wg;
+  uint kh = gl_WorkGroupID.y / groups, hg = gl_WorkGroupID.y % groups;
+  uint hn = min(pc.heads_per_wg, group_heads - hg * pc.heads_per_wg);
+  uint h0 = kh * group_heads + hg * pc.heads_per_wg;
+
+  uint pt_off = tokens[t0].x;
+  if (t0 % pc.block_tokens != 0u && tokens[t0 - 1u].x == pt_off) return;  // uniform: t0 leads no run
+  if (tid == 0u) {
+    uint block_end = min(t0 - t0 % pc.block_tokens + pc.block_tokens, gl_NumWorkGroups.z);
+    uint len = 1u, max_pos = tokens[t0].y;
+    for (uint t = t0 + 1u; t < block_end; ++t) {
+      uvec2 tk = tokens[t];
+      if (tk.x != pt_off) break;
+      ++len;
+      max_pos = max(max_pos, tk.y);
+    }
+    run_info[0] = len;
+    run_info[1] = max_pos;
+  }
+  barrier();
+  uint start = c * pc.chunk;
+  if (start > run_info[1]) return;  // uniform: no token of the run reaches this split
+  uint wg_end = min(start + pc.chunk, run_info[1] + 1u);
+  uint rows = run_info[0] * hn;
+
+  kv_row = tid / 2u;
+  kv_half = tid % 2u;
+  load_kv(pt_off, kh, start, min(BC, wg_end - start));
+
+  // q * scale as f16 rows in kv_tile, then each subgroup's 16 rows as A matrices for the whole split.
+  for (uint i = tid; i < ROWS * DB * 2u; i += 32u * SG) {
+    uint r = i / (DB * 2u), d8 = i % (DB * 2u);
+    float v[8];
+    if (r < rows) {
+      uint o = ((t0 + r / hn) * pc.q_stride + (h0 + r % hn) * HD + 8u * d8) / 4u;
+      vec4 a = q4[o] * pc.scale, b = q4[o + 1u] * pc.scale;
+      v = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+    } else {
+      v = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    }
+    kv_tile[r * STRIDE + d8] = pack8(v);
+  }
+  barrier();
+  MAT_A qa[DB];
+  [[unroll]] for (uint d = 0u; d < DB; ++d)
+    coopMatLoad(qa[d], kv_tile, (16u * sg) * STRIDE + 2u * d, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+  barrier();  // the first tile overwrites kv_tile
+
+  // This lane's softmax row (two lanes a row: keys 16 half .. 16 half + 15 of each tile).
+  uint my_row = 16u * sg + lane / 2u, half_ = lane & 1u;
+  uint my_end = row_end(my_row, rows, t0, hn, start);
+  float m = NEG_BIG, l = 0.0;
+  MAT_C o[DB];
+  [[unroll]] for (uint d = 0u; d < DB; ++d) o[d] = MAT_C(0.0);
+
+  uint s_base = sg * 16u * BC, b_base = sg * 256u;
+  for (uint ts = start; ts < wg_end; ts += BC) {
+    [[unroll]] for (uint i = 0u; i < DB; ++i) kv_tile[kv_row * STRIDE + DB * kv_half + i] = kv_regs[i];
+    barrier();
+    if (ts + BC < wg_end) load_kv(pt_off, kh, ts + BC, min(BC, wg_end - ts - BC));  // in flight meanwhile
+
+    // S = q K^T: B(d, key) = K[key][d], column-major in the K tile.
+    [[unroll]] for (uint j = 0u; j < BC / 16u; ++j) {
+      MAT_C s = MAT_C(0.0);
+      [[unroll]] for (uint d = 0u; d < DB; ++d) {
+        MAT_B kb;
+        coopMatLoad(kb, kv_tile, (16u * j) * STRIDE + 2u * d, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+        s = coopMatMulAdd(qa[d], kb, s);
+      }
+      coopMatStore(s, s_tile, s_base + 16u * j, BC, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+
+    // Online softmax of this lane's 16 keys; the pair's max and sum meet through a shuffle.
+    float sv[16];
+    float mt = NEG_BIG;
+    [[unroll]] for (uint k = 0u; k < 16u; ++k) {
+      uint key = 16u * half_ + k;
+      sv[k] = ts + key < my_end ? s_tile[s_base + (lane / 2u) * BC + key] : NEG_BIG;
+      mt = max(mt, sv[k]);
+    }
+    mt = max(mt, subgroupShuffleXor(mt, 1u));
+    float m_new = max(m, mt);
+    float alpha = exp(m - m_new);
+    float sum = 0.0;
+    float p[8];
+    [[unroll]] for (uint g = 0u; g < 2u; ++g) {
+      [[unroll]] for (uint k = 0u; k < 8u; ++k) {
+        uint kk = 8u * g + k;
+        p[k] = ts + 16u * half_ + kk < my_end ? exp(sv[kk] - m_new) : 0.0;
+        sum += p[k];
+      }
+      p_tile[(16u * sg + lane / 2u) * PSTRIDE + 2u * half_ + g] = pack8(p);
+    }
+    sum += subgroupShuffleXor(sum, 1u);
+    l = l * alpha + sum;
+    m = m_new;
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) block16[b_base + (lane / 2u) * 16u + 8u * half_ + k] = alpha;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+
+    // o = o * alpha (per row) + P V.
+    MAT_C al;
+    coopMatLoad(al, block16, b_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    [[unroll]] for (uint d = 0u; d < DB; ++d)
+      [[unroll]] for (int e = 0; e < o[d].length(); ++e) o[d][e] *= al[e];
+    [[unroll]] for (uint j = 0u; j < BC / 16u; ++j) {
+      MAT_A pa;
+      coopMatLoad(pa, p_tile, (16u * sg) * PSTRIDE + 2u * j, PSTRIDE, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint d = 0u; d < DB; ++d) {
+        MAT_B vb;
+        coopMatLoad(vb, kv_tile, (BC + 16u * j) * STRIDE + 2u * d, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+        o[d] = coopMatMulAdd(pa, vb, o[d]);
+      }
+    }
+    barrier();  // kv_tile is refilled, and this subgroup's block16 rewritten, by the next tile
+  }
+
+  if (half_ == 0u && my_end > 0u) {
+    uint base = partial_base(my_row, t0, hn, h0, c);
+    partial[base] = m;
+    partial[base + 1u] = l;
+  }
+  [[unroll]] for (uint d = 0u; d < DB; ++d) {
+    coopMatStore(o[d], block16, b_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = lane; e < 256u; e += 32u) {
+      uint r = 16u * sg + e / 16u;
+      if (row_end(r, rows, t0, hn, start) > 0u)
+        partial[partial_base(r, t0, hn, h0, c) + 2u + 16u * d + e % 16u] = block16[b_base + e];
+    }
+    subgroupBarrier();  // every lane has read the block before the next store
+  }
+}
