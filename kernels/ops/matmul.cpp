@@ -107,7 +107,7 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
         MatmulArgs f16 = args;
         f16.x = args.x_f16;
         dispatch_matmul_coopmat(rec, k, f16, k.pipeline("matmul_coopmat_khr_xh", type_variant(args.w.type)),
-                                CoopmatTile{});
+                                kF16XTile);
         return;
       }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")

@@ -67,6 +67,9 @@ struct CoopmatTile {
 };
 // The tile of products of up to 32 tokens (batched decode): 64 rows x 32 tokens, 4 subgroups.
 inline constexpr CoopmatTile kSmallTile{4, 1, 1, 2};
+// The tile of the build that reads x as f16 (coopmat_takes_f16_x): the default shape with k steps of 64 and
+// one shared buffer.
+inline constexpr CoopmatTile kF16XTile{4, 2, 2, 4, 64, 1};
 
 // Records the CoopMat product with a pipeline built for `tile` (the tuning harness; matmul() uses the
 // default tile).

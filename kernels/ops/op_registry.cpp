@@ -69,6 +69,9 @@ bool khr_coopmat_path(const vk::Device& d) {
 vk::SpecConstants spec_coopmat(const vk::Device&) {
   return CoopmatTile{}.spec();
 }
+vk::SpecConstants spec_coopmat_f16_x(const vk::Device&) {
+  return kF16XTile.spec();
+}
 vk::SpecConstants spec_coopmat_small(const vk::Device&) {
   return kSmallTile.spec();
 }
@@ -127,7 +130,7 @@ const OpRegistration kOps[] = {
     {"matmul", kAllTypes, spec_none},
     {"matmul_coopmat", kAllTypes, spec_coopmat, nv_coopmat_path},
     {"matmul_coopmat_khr", kAllTypes, spec_coopmat, khr_coopmat_path},
-    {"matmul_coopmat_khr_xh", kAllTypes, spec_coopmat, khr_coopmat_path},  // x as f16 (X_F16)
+    {"matmul_coopmat_khr_xh", kAllTypes, spec_coopmat_f16_x, khr_coopmat_path},  // x as f16 (X_F16)
     {"matmul_coopmat_t32", kAllTypes, spec_coopmat_small, nv_coopmat_path, "matmul_coopmat"},
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
     {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},

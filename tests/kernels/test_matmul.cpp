@@ -214,8 +214,9 @@ TEST_P(MatmulTest, CoopMatDeepStepTilesMatchReference) {
 }
 
 // The KHR build reads x as f16 where the caller gives it (MatmulArgs::x_f16, converted on the device by
-// convert_f16) and rows are whole groups of 8 values: whole and edge tiles through matmul(), and a deep-step
-// tile whose partial last step must read zeros past k. Rows of another length keep the f32 read.
+// convert_f16) and rows are whole groups of 8 values: whole and edge tiles through matmul() (kF16XTile, k
+// steps of 64 whose partial last step must read zeros past k), and the two-buffer tile of 32-value steps.
+// Rows of another length keep the f32 read.
 TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
   const vk::Device& device = context().device();
   if (!coopmat_supported(device))
@@ -243,14 +244,15 @@ TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
                                        })),
                            2e-3);
   if (khr) {
-    const CoopmatTile deep{4, 2, 2, 4, 64, 1};
+    const CoopmatTile other{};
+    static_assert(CoopmatTile{}.bk != kF16XTile.bk, "the explicit tile must differ from matmul()'s");
     const vk::ComputePipeline& pipeline =
-        context().pipelines().get("matmul_coopmat_khr_xh_" + std::string(type_variant(type)), deep.spec());
+        context().pipelines().get("matmul_coopmat_khr_xh_" + std::string(type_variant(type)), other.spec());
     expect_matches_reference(m, rows, cols, x, tokens,
                              run_product(w, type, rows, cols, x, tokens, with_f16_x([&](auto& rec, auto& k, auto& a) {
                                            MatmulArgs f16 = a;
                                            f16.x = a.x_f16;
-                                           dispatch_matmul_coopmat(rec, k, f16, pipeline, deep);
+                                           dispatch_matmul_coopmat(rec, k, f16, pipeline, other);
                                          })),
                              2e-3);
   }
