@@ -21,15 +21,18 @@
 #define MAT_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
-// HD (head_dim, a multiple of 16) is a build define. Subgroups are 32 invocations (checked on the host).
-#define SG 4u
+// HD (head_dim, a multiple of 16) and SG (4 or 8) are build defines. Subgroups are 32 invocations
+// (checked on the host).
 #define ROWS (16u * SG)
 #define BC 32u                  // keys per tile
 #define DB (HD / 16u)           // 16-value blocks of a row
 #define STRIDE (HD / 8u + 1u)   // uvec4s (8 halves) per staged K/V/q row: HD halves padded by 8
 #define PSTRIDE (BC / 8u + 1u)  // uvec4s per row of P
 #define NEG_BIG -3.0e38
-layout(local_size_x = 128) in;  // 32 SG
+#define THREADS (32u * SG)
+#define KV_SPLIT (THREADS / (2u * BC))  // threads per staged K/V row
+#define KV_PIECES (HD / 8u / KV_SPLIT)   // uvec4s per thread and tile
+layout(local_size_x = THREADS) in;
 
 layout(set = 0, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
@@ -58,12 +61,12 @@ layout(push_constant) uniform Push {  // attention.comp's; tile_keys and row_str
   uint row_stride4;
 } pc;
 
-// 34 KiB at HD 128: the K and V tile (the q rows at the start), and each subgroup's P, scores and 16x16
-// staging block (the alpha broadcast, then the output).
+// 34 KiB at HD 128 and SG 4, 43 at SG 8: the K and V tile (64 q rows at a time at the start), each
+// subgroup's P, and its scores (whose first 256 floats then hold the alpha broadcast, and at the end each
+// 16x16 output block on its way out).
 shared uvec4 kv_tile[2u * BC * STRIDE];
 shared uvec4 p_tile[SG * 16u * PSTRIDE];
 shared float s_tile[SG * 16u * BC];
-shared float block16[SG * 256u];
 shared uint run_info[2];
 
 // Word index (in 32-bit words) of element 0 of key (is_v 0) or value (is_v 1) row j of KV head kh, with
@@ -88,15 +91,15 @@ uvec4 kv_load4(uint loc) {
   }
 }
 
-// Staging of K and V tiles: thread tid carries half (kv_half) of key (rows 0..BC-1) or value (BC..2BC-1)
-// row kv_row of the tile, DB uvec4s loaded into kv_regs one tile ahead of its use.
-uint kv_row, kv_half;
-uvec4 kv_regs[DB];
+// Staging of K and V tiles: thread tid carries piece kv_piece (KV_PIECES uvec4s) of key (rows 0..BC-1) or
+// value (BC..2BC-1) row kv_row of the tile, loaded into kv_regs one tile ahead of its use.
+uint kv_row, kv_piece;
+uvec4 kv_regs[KV_PIECES];
 void load_kv(uint pt_off, uint kh, uint ts, uint nk) {
   uint jj = kv_row % BC;
   bool inside = jj < nk;
-  uint loc = inside ? kv_word(pt_off, ts + jj, kh, kv_row / BC) + 4u * DB * kv_half : 0u;
-  [[unroll]] for (uint i = 0u; i < DB; ++i) kv_regs[i] = inside ? kv_load4(loc + 4u * i) : uvec4(0u);
+  uint loc = inside ? kv_word(pt_off, ts + jj, kh, kv_row / BC) + 4u * KV_PIECES * kv_piece : 0u;
+  [[unroll]] for (uint i = 0u; i < KV_PIECES; ++i) kv_regs[i] = inside ? kv_load4(loc + 4u * i) : uvec4(0u);
 }
 
 uvec4 pack8(float a[8]) {
@@ -146,28 +149,32 @@ void main() {
   uint wg_end = min(start + pc.chunk, run_info[1] + 1u);
   uint rows = run_info[0] * hn;
 
-  kv_row = tid / 2u;
-  kv_half = tid % 2u;
+  kv_row = tid / KV_SPLIT;
+  kv_piece = tid % KV_SPLIT;
   load_kv(pt_off, kh, start, min(BC, wg_end - start));
 
-  // q * scale as f16 rows in kv_tile, then each subgroup's 16 rows as A matrices for the whole split.
-  for (uint i = tid; i < ROWS * DB * 2u; i += 32u * SG) {
-    uint r = i / (DB * 2u), d8 = i % (DB * 2u);
-    float v[8];
-    if (r < rows) {
-      uint o = ((t0 + r / hn) * pc.q_stride + (h0 + r % hn) * HD + 8u * d8) / 4u;
-      vec4 a = q4[o] * pc.scale, b = q4[o + 1u] * pc.scale;
-      v = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
-    } else {
-      v = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-    }
-    kv_tile[r * STRIDE + d8] = pack8(v);
-  }
-  barrier();
+  // q * scale as f16 rows in kv_tile, 64 rows (four subgroups') at a time, then each subgroup's 16 rows as
+  // A matrices for the whole split.
   MAT_A qa[DB];
-  [[unroll]] for (uint d = 0u; d < DB; ++d)
-    coopMatLoad(qa[d], kv_tile, (16u * sg) * STRIDE + 2u * d, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-  barrier();  // the first tile overwrites kv_tile
+  [[unroll]] for (uint pass = 0u; pass < SG / 4u; ++pass) {
+    for (uint i = tid; i < 64u * DB * 2u; i += THREADS) {
+      uint r = 64u * pass + i / (DB * 2u), d8 = i % (DB * 2u);
+      float v[8];
+      if (r < rows) {
+        uint o = ((t0 + r / hn) * pc.q_stride + (h0 + r % hn) * HD + 8u * d8) / 4u;
+        vec4 a = q4[o] * pc.scale, b = q4[o + 1u] * pc.scale;
+        v = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+      } else {
+        v = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+      }
+      kv_tile[(r - 64u * pass) * STRIDE + d8] = pack8(v);
+    }
+    barrier();
+    if (sg / 4u == pass)
+      [[unroll]] for (uint d = 0u; d < DB; ++d)
+        coopMatLoad(qa[d], kv_tile, (16u * (sg % 4u)) * STRIDE + 2u * d, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+    barrier();  // the next pass, or the first tile, overwrites kv_tile
+  }
 
   // This lane's softmax row (two lanes a row: keys 16 half .. 16 half + 15 of each tile).
   uint my_row = 16u * sg + lane / 2u, half_ = lane & 1u;
@@ -176,9 +183,10 @@ void main() {
   MAT_C o[DB];
   [[unroll]] for (uint d = 0u; d < DB; ++d) o[d] = MAT_C(0.0);
 
-  uint s_base = sg * 16u * BC, b_base = sg * 256u;
+  uint s_base = sg * 16u * BC;
   for (uint ts = start; ts < wg_end; ts += BC) {
-    [[unroll]] for (uint i = 0u; i < DB; ++i) kv_tile[kv_row * STRIDE + DB * kv_half + i] = kv_regs[i];
+    [[unroll]] for (uint i = 0u; i < KV_PIECES; ++i)
+      kv_tile[kv_row * STRIDE + KV_PIECES * kv_piece + i] = kv_regs[i];
     barrier();
     if (ts + BC < wg_end) load_kv(pt_off, kh, ts + BC, min(BC, wg_end - ts - BC));  // in flight meanwhile
 
@@ -219,13 +227,14 @@ void main() {
     sum += subgroupShuffleXor(sum, 1u);
     l = l * alpha + sum;
     m = m_new;
-    [[unroll]] for (uint k = 0u; k < 8u; ++k) block16[b_base + (lane / 2u) * 16u + 8u * half_ + k] = alpha;
+    subgroupBarrier();  // every lane has read its scores: the alphas overwrite the first 256
+    [[unroll]] for (uint k = 0u; k < 8u; ++k) s_tile[s_base + (lane / 2u) * 16u + 8u * half_ + k] = alpha;
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 
     // o = o * alpha (per row) + P V.
     MAT_C al;
-    coopMatLoad(al, block16, b_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(al, s_tile, s_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
     [[unroll]] for (uint d = 0u; d < DB; ++d)
       [[unroll]] for (int e = 0; e < o[d].length(); ++e) o[d][e] *= al[e];
     [[unroll]] for (uint j = 0u; j < BC / 16u; ++j) {
@@ -237,7 +246,7 @@ void main() {
         o[d] = coopMatMulAdd(pa, vb, o[d]);
       }
     }
-    barrier();  // kv_tile is refilled, and this subgroup's block16 rewritten, by the next tile
+    barrier();  // kv_tile is refilled, and this subgroup's scores rewritten, by the next tile
   }
 
   if (half_ == 0u && my_end > 0u) {
@@ -246,13 +255,13 @@ void main() {
     partial[base + 1u] = l;
   }
   [[unroll]] for (uint d = 0u; d < DB; ++d) {
-    coopMatStore(o[d], block16, b_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatStore(o[d], s_tile, s_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint e = lane; e < 256u; e += 32u) {
       uint r = 16u * sg + e / 16u;
       if (row_end(r, rows, t0, hn, start) > 0u)
-        partial[partial_base(r, t0, hn, h0, c) + 2u + 16u * d + e % 16u] = block16[b_base + e];
+        partial[partial_base(r, t0, hn, h0, c) + 2u + 16u * d + e % 16u] = s_tile[s_base + e];
     }
     subgroupBarrier();  // every lane has read the block before the next store
   }

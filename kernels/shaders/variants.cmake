@@ -41,10 +41,11 @@ endif()
 # paged attention (owner: mm): split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
-# ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim.
+# ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the
+# subgroups a work group that measured fastest for it (attention.cpp, coopmat_rows).
 if(KVTRIE_GLSL_KHR_COOPMAT)
-  kvtrie_shader(attention_coopmat_d64 attention_coopmat.comp HD=64u)
-  kvtrie_shader(attention_coopmat_d128 attention_coopmat.comp HD=128u)
+  kvtrie_shader(attention_coopmat_d64 attention_coopmat.comp HD=64u SG=4u)
+  kvtrie_shader(attention_coopmat_d128 attention_coopmat.comp HD=128u SG=8u)
 endif()
 # Tuning probes of the tensor-core matmul (bench sweep-matmul only): without the loads, without the multiplies.
 if(KVTRIE_GLSL_KHR_COOPMAT)
