@@ -2,7 +2,7 @@
 // copies (device->host for demotion, host->device for promotion, device->device for copy-on-write of a
 // shared partial page) and later waits for them, or polls them while the GPU computes other sequences.
 // The Vulkan implementation (cache/vk_page_store.h, on a transfer queue) plugs in behind this interface;
-// RecordingPageCopier is the CPU mock for tests.
+// tests use the simulated copier of tests/cache/simulated_kv.h.
 // Ordering contract an implementation must keep:
 //   - a queued copy reads its source after all GPU work already completed (observed by the host) that
 //     writes that page;
@@ -16,7 +16,6 @@
 #pragma once
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "cache/page_pool.h"
 
@@ -43,40 +42,6 @@ class PageCopier {
   virtual CopyTicket completed() = 0;
   // Blocks until every copy queued so far is complete.
   virtual void wait() = 0;
-};
-
-// Test mock: records every batch and every wait; copies "complete" at wait() or finish_queued() (pending()
-// lists the rest).
-class RecordingPageCopier final : public PageCopier {
- public:
-  CopyTicket copy(std::span<const PageCopy> batch) override {
-    if (batch.empty()) return queued_;
-    pending_.insert(pending_.end(), batch.begin(), batch.end());
-    all_.insert(all_.end(), batch.begin(), batch.end());
-    ++batches_;
-    return ++queued_;
-  }
-  CopyTicket completed() override { return done_; }
-  void wait() override {
-    finish_queued();
-    ++waits_;
-  }
-  // As if the GPU finished every queued batch (without anyone waiting).
-  void finish_queued() {
-    completed_.insert(completed_.end(), pending_.begin(), pending_.end());
-    pending_.clear();
-    done_ = queued_;
-  }
-  const std::vector<PageCopy>& all() const { return all_; }
-  const std::vector<PageCopy>& pending() const { return pending_; }
-  const std::vector<PageCopy>& completed() const { return completed_; }
-  int batches() const { return batches_; }
-  int waits() const { return waits_; }
-
- private:
-  std::vector<PageCopy> all_, pending_, completed_;
-  int batches_ = 0, waits_ = 0;
-  CopyTicket queued_ = 0, done_ = 0;
 };
 
 }  // namespace kvtrie

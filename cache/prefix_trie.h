@@ -170,7 +170,6 @@ class PrefixTrie {
   std::uint32_t group_device_pages(GroupId group) const;
   TrieNode* coldest_host_evictable() const;
   std::uint32_t node_pages(const TrieNode* node) const;
-  bool has_children(const TrieNode* node) const { return !node->children.empty(); }
   // Splits an evictable node so that the returned node (the same handle) keeps only its last `pages` pages.
   TrieNode* split_tail(TrieNode* node, std::uint32_t pages);
   // A device-evictable node moves to host_pages (one per page; the trie takes over the references that

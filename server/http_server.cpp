@@ -28,7 +28,6 @@ struct HttpServer::Impl {
   httplib::Server& server;
   Gate gate;
   std::map<std::string, std::set<std::string>> methods_by_path;  // for 405 and the Allow header
-  std::atomic<bool> stopping{false};
   std::atomic<int> open_streams{0};
   std::thread listener;
   std::atomic<bool> listener_done{false};
@@ -74,8 +73,7 @@ struct StreamGuard {
   std::atomic<int>& count;
 };
 
-void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bool>& stopping,
-           std::atomic<int>& open_streams) {
+void apply(const HttpResponse& from, httplib::Response& to, std::atomic<int>& open_streams) {
   to.status = from.status;
   for (const auto& [k, v] : from.headers) to.set_header(k, v);
   if (!from.stream) {
@@ -86,8 +84,8 @@ void apply(const HttpResponse& from, httplib::Response& to, const std::atomic<bo
   auto guard = std::make_shared<StreamGuard>(open_streams);
   // The provider (and with it the stream, and the generation it reads) is destroyed with the response,
   // whether the body completed or the client went away.
-  to.set_chunked_content_provider(from.content_type, [stream, guard, &stopping](size_t, httplib::DataSink& sink) {
-    ShouldStop should_stop = [&] { return stopping.load() || !sink.is_writable(); };
+  to.set_chunked_content_provider(from.content_type, [stream, guard](size_t, httplib::DataSink& sink) {
+    ShouldStop should_stop = [&] { return !sink.is_writable(); };
     std::string piece;
     bool more = stream->next(piece, should_stop);
     if (!piece.empty() && !sink.write(piece.data(), piece.size())) return false;  // client gone
@@ -235,7 +233,7 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
       err.body = nlohmann::json{{"error", {{"code", res.status}, {"message", "bad request"},
                                            {"type", type_name(ErrorType::InvalidRequest)}}}}.dump();
     }
-    apply(err, res, impl->stopping, impl->open_streams);
+    apply(err, res, impl->open_streams);
     return httplib::Server::HandlerResponse::Handled;
   };
   svr.set_error_handler(on_error);
@@ -265,7 +263,7 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
     auto fn = [impl, access, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
       HttpRequest request = to_request(req);
       std::optional<HttpResponse> denied = impl->admit(request, access);
-      apply(denied ? *denied : invoke_guarded(handler, request), res, impl->stopping, impl->open_streams);
+      apply(denied ? *denied : invoke_guarded(handler, request), res, impl->open_streams);
     };
     if (method == "GET")
       svr.Get(pattern, fn);
@@ -282,11 +280,11 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
     const BodyProblem problem = read_body(req, res, reader, impl->options.max_body_bytes, request.body);
     if (denied) {
       if (problem != BodyProblem::None) denied->headers.emplace_back("Connection", "close");
-      apply(*denied, res, impl->stopping, impl->open_streams);
+      apply(*denied, res, impl->open_streams);
       return;
     }
     apply(problem == BodyProblem::None ? invoke_guarded(handler, request) : impl->refused(problem, req), res,
-          impl->stopping, impl->open_streams);
+          impl->open_streams);
   };
   if (method == "POST")
     svr.Post(pattern, fn);
@@ -313,7 +311,7 @@ bool HttpServer::start(std::string& error) {
     const BodyProblem problem = read_body(req, res, reader, impl->options.max_body_bytes, discarded);
     apply(problem == BodyProblem::TooLarge ? impl->too_large(req.get_header_value("Content-Length"))
                                            : impl->no_route(req.method, req.path),
-          res, impl->stopping, impl->open_streams);
+          res, impl->open_streams);
   };
   impl_->server.Post(".*", no_route).Put(".*", no_route).Patch(".*", no_route).Delete(".*", no_route);
   int port = o.port;
@@ -337,8 +335,6 @@ bool HttpServer::start(std::string& error) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return true;
 }
-
-void HttpServer::begin_shutdown() { impl_->stopping = true; }
 
 int HttpServer::open_streams() const { return impl_->open_streams.load(); }
 

@@ -7,8 +7,8 @@
 // the Content-Type (a form-encoded body is not parsed as a form). Requests to an unknown path get 404, a
 // known path with another method 405, bodies over max_body_bytes 413 (naming the limit), multipart bodies
 // 415, all with the error JSON. stop() closes the listener and joins the workers once their responses end
-// (begin_shutdown() first makes every stream's should_stop() true, to cut streams short); the destructor
-// calls it. The handlers (and whatever they capture) must outlive the HttpServer.
+// (a stream ends when its generation does, or when its client goes away); the destructor calls it. The
+// handlers (and whatever they capture) must outlive the HttpServer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,8 +48,6 @@ class HttpServer {
   // Binds host:port and starts serving in the background. Returns false (with `error` set) when the address
   // cannot be bound or the TLS certificate or key cannot be loaded.
   bool start(std::string& error);
-  // Streams see should_stop() from now on (shutdown began); the listener keeps running until stop().
-  void begin_shutdown();
   void stop();
   // Streaming responses not yet finished (the daemon waits for these to drain before stop()).
   int open_streams() const;

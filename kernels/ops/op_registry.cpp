@@ -30,7 +30,7 @@ vk::SpecConstants spec_row_reduce(const vk::Device& d) {
   return {size};
 }
 
-// Matrix ops (owner: mm): matvec's and attention's reduction order follows the work-group size, fixed per
+// Matrix ops: matvec's and attention's reduction order follows the work-group size, fixed per
 // device; matmul tiles have a fixed size.
 vk::SpecConstants spec_matvec(const vk::Device& d) {
   return {matvec_workgroup_size(d)};

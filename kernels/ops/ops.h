@@ -1,4 +1,4 @@
-// Contract: the elementwise ops of the forward pass (owner: vk). Each records one (or, for chunked
+// Contract: the elementwise ops of the forward pass. Each records one (or, for chunked
 // tables, a few) dispatches into a CommandRecorder; barriers are the recorder's job. Activations are f32,
 // contiguous unless a stride says otherwise; counts are in elements. All views must stay alive until the
 // recording has executed. Call from the thread that owns the Context. Throws kvtrie::Error on bad arguments.

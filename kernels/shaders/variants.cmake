@@ -38,7 +38,7 @@ if(KVTRIE_GLSL_NV_COOPMAT2)
     kvtrie_shader(matmul_cm2_${_name} matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=${_id})
   endforeach()
 endif()
-# paged attention (owner: mm): split pass + combine pass.
+# paged attention: split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
 # ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the

@@ -65,7 +65,6 @@ void CommandRecorder::begin() {
   VK_CHECK(vkResetCommandBuffer(commands_, 0));
   descriptors_.reset();
   pending_.clear();
-  dispatches_ = 0;
   barriers_ = 0;
   VkCommandBufferBeginInfo info{};
   info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
@@ -185,7 +184,6 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
     vkCmdPushConstants(commands_, pipeline.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                        static_cast<uint32_t>(push.size()), push.data());
   if (groups_x > 0 && groups_y > 0 && groups_z > 0) vkCmdDispatch(commands_, groups_x, groups_y, groups_z);
-  ++dispatches_;
   if (profile_pool_ != nullptr && profiled_.size() + 1 < profile_pool_->count()) {
     profiled_.push_back(&pipeline.name());
     vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_pool_->handle(),

@@ -118,7 +118,6 @@ class CommandRecorder {
   std::vector<DispatchTime> dispatch_times() const;
 
   // Counters of the current recording, for tests and profiling.
-  uint32_t dispatch_count() const { return dispatches_; }
   uint32_t barrier_count() const { return barriers_; }
 
  private:
@@ -147,7 +146,6 @@ class CommandRecorder {
   bool recording_ = false;
   bool ended_ = false;
   uint64_t serial_ = 0;  // the context's submission serial while in flight, else 0
-  uint32_t dispatches_ = 0;
   uint32_t barriers_ = 0;
 };
 

@@ -69,7 +69,6 @@ class Context {
   // Submission bookkeeping used by CommandRecorder: a serial per submit, marked complete after its fence.
   uint64_t begin_submission();
   void end_submission(uint64_t serial);
-  size_t submissions_in_flight() const { return in_flight_.size(); }
 
  private:
   struct Retired {

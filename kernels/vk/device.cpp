@@ -73,7 +73,7 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
   std::vector<const char*> extensions;
   if (info_.has_memory_budget) extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
 
-  // VK_NV_cooperative_matrix for the matmul_coopmat shaders (owner: mm), which also use the Vulkan memory
+  // VK_NV_cooperative_matrix for the matmul_coopmat shaders, which also use the Vulkan memory
   // model; enabled only when the device has both.
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
   coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;

@@ -58,10 +58,8 @@ class Tokenizer {
   int32_t bos() const { return vocab_.bos(); }  // -1 when absent
   int32_t eos() const { return vocab_.eos(); }  // -1 when absent
   bool add_bos_default() const { return vocab_.add_bos(); }
-  bool add_eos_default() const { return vocab_.add_eos(); }
   // eos, eot and eom ids, and control tokens that end a turn in the common chat formats.
   bool is_end_of_generation(int32_t id) const { return vocab_.is_end_of_generation(id); }
-  bool is_control(int32_t id) const { return vocab_.contains(id) && vocab_.type(id) == TokenType::control; }
   VocabModel model() const { return vocab_.model(); }
   // Whether decode drops the space encode put in front of a text (SentencePiece's add_space_prefix).
   bool strips_leading_space() const { return vocab_.model() == VocabModel::spm && vocab_.add_space_prefix(); }
