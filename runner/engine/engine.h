@@ -1,6 +1,6 @@
-// Contract: the interface between the HTTP layer and an inference engine (the CPU ReferenceEngine now, the
-// Vulkan prefix-cache scheduler later). Every method of Engine is safe to call from any thread (HTTP worker
-// threads submit concurrently); an engine owns one internal thread that owns the model and the KV state.
+// Contract: the interface between the HTTP layer and an inference engine (GpuEngine, the Vulkan prefix-cache
+// scheduler; the CPU ReferenceEngine for tests). Every method of Engine is safe to call from any thread
+// (HTTP worker threads submit concurrently); an engine owns one internal thread that owns the model and the KV state.
 // submit() either rejects a request at once (a SubmitRejection: overloaded, invalid, shutting down) or returns
 // a GenerationStream, the RAII pull handle of that request's output: the caller pulls chunks with a timeout;
 // destroying the handle before the final chunk cancels the generation (the engine stops at its next step and
