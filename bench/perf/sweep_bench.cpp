@@ -12,9 +12,9 @@
 //
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
-// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices (KHR-xh:
-// the build reading x as f16, converted beforehand), and
-// on matmul_cm2 (VK_NV_cooperative_matrix2, extension CM2, x converted to f16) built with each tile of
+// specialization constants), with NV and, where the device and build have it, KHR cooperative matrices
+// (KHR-xh: the build reading x as f16, converted beforehand), and on matmul_cm2 (VK_NV_cooperative_matrix2,
+// extension CM2, x converted to f16) built with each tile of
 // --cm2-tiles. Gate and up are timed as one product of n_ff rows, as prefill runs them.
 // One row per (type, shape, extension, tile): microseconds per product and TFLOP/s.
 #include <algorithm>
@@ -225,8 +225,8 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       KVTRIE_CHECK((n == 4 || n == 5 || n == 6) && t.bk % 32 == 0 && (t.buffers == 1 || t.buffers == 2),
                    "sweep-matmul: a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1");
       if (t.shared_bytes() > dev.info().max_shared_memory) {  // left out, so one tile does not end the sweep
-        std::cerr << "sweep-matmul: tile " << item << " needs " << t.shared_bytes() << " bytes of shared memory, "
-                  << dev.info().max_shared_memory << " available: left out\n";
+        std::cerr << "sweep-matmul: tile " << item << " needs " << t.shared_bytes()
+                  << " bytes of shared memory, " << dev.info().max_shared_memory << " available: left out\n";
         continue;
       }
       tiles.push_back(t);
@@ -299,7 +299,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       for (const std::string ext : {"NV", "KHR", "KHR-xh", "KHR-noload", "KHR-nomul"}) {
         if (!listed(options.extensions, ext)) continue;
         const bool khr = ext != "NV";
-        const std::string variant = ext == "KHR-noload" ? "noload_"
+        const std::string variant = ext == "KHR-noload"  ? "noload_"
                                     : ext == "KHR-nomul" ? "nomul_"
                                     : ext == "KHR-xh"    ? "xh_"
                                                          : "";

@@ -1,12 +1,13 @@
 // Contract: the interface between the HTTP layer and an inference engine (GpuEngine, the Vulkan prefix-cache
 // scheduler; the CPU ReferenceEngine for tests). Every method of Engine is safe to call from any thread
-// (HTTP worker threads submit concurrently); an engine owns one internal thread that owns the model and the KV state.
-// submit() either rejects a request at once (a SubmitRejection: overloaded, invalid, shutting down) or returns
-// a GenerationStream, the RAII pull handle of that request's output: the caller pulls chunks with a timeout;
-// destroying the handle before the final chunk cancels the generation (the engine stops at its next step and
-// frees the slot). Tokens and text are produced through the shared Generation piece (generation.h), so every
-// engine detokenizes, matches stop strings and computes logprobs the same way. The tokenizer an engine is
-// built with must outlive it; streams may outlive the engine (they then end with done_reason "cancelled").
+// (HTTP worker threads submit concurrently); an engine owns one internal thread that owns the model and the
+// KV state. submit() either rejects a request at once (a SubmitRejection: overloaded, invalid, shutting down)
+// or returns a GenerationStream, the RAII pull handle of that request's output: the caller pulls chunks with
+// a timeout; destroying the handle before the final chunk cancels the generation (the engine stops at its
+// next step and frees the slot). Tokens and text are produced through the shared Generation piece
+// (generation.h), so every engine detokenizes, matches stop strings and computes logprobs the same way. The
+// tokenizer an engine is built with must outlive it; streams may outlive the engine (they then end with
+// done_reason "cancelled").
 #pragma once
 #include <chrono>
 #include <cstdint>

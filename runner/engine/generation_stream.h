@@ -46,7 +46,7 @@ struct GenerationStats {
   uint32_t cached_tokens = 0;       // prompt tokens served from the cache (device + host)
   uint32_t cached_tokens_device = 0;
   uint32_t cached_tokens_host = 0;
-  uint32_t completion_tokens = 0;   // tokens generated (an end-of-generation token that stopped it is not counted)
+  uint32_t completion_tokens = 0;   // tokens generated (not the end-of-generation token that stopped it)
   double ttft_ms = 0;               // submit -> first token sampled (queueing included)
   double prompt_ms = 0;             // time computing the uncached prompt tokens
   double decode_ms = 0;             // first token sampled -> end

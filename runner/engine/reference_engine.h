@@ -1,9 +1,10 @@
 // Contract: an Engine backed by the CPU float32 ReferenceModel: one worker thread owns the model and every
 // sequence's KV, serving up to `parallel` requests round-robin (one prompt or one decode step per turn), with
 // up to `queue_capacity` more waiting. Slow and memory-hungry (4 bytes per parameter): for HTTP tests with
-// tiny models (`kvtrie serve --cpu-reference`), and it says so in the log. It has no prefix cache: cached token
-// counts and cache stats are honest zeros. Thread-safety and lifetimes as in engine.h: every public method may
-// be called from any thread; the Tokenizer must outlive the engine; the GgufFile need not (weights are copied).
+// tiny models (`kvtrie serve --cpu-reference`), and it says so in the log. It has no prefix cache: cached
+// token counts and cache stats are honest zeros. Thread-safety and lifetimes as in engine.h: every public
+// method may be called from any thread; the Tokenizer must outlive the engine; the GgufFile need not (weights
+// are copied).
 #pragma once
 #include <memory>
 

@@ -304,8 +304,9 @@ TEST_P(AttentionTest, TensorCoresMatchReferenceWhereTheDeviceHasThem) {
   const Batch b = make_batch(queries);
   AttentionArgs probe = args_of(b, 48, true);
   if (!attention_uses_tensor_cores(context().device(), probe))
-    GTEST_SKIP() << "device " << context().device().info().name << " with head_dim " << GetParam().head_dim
-                 << " runs attention.comp (tensor cores need VK_KHR_cooperative_matrix and head_dim 64 or 128)";
+    GTEST_SKIP()
+        << "device " << context().device().info().name << " with head_dim " << GetParam().head_dim
+        << " runs attention.comp (tensor cores need VK_KHR_cooperative_matrix and head_dim 64 or 128)";
   const std::vector<uint16_t> pool_host = make_pool();
   vk::Buffer pool = device_buffer(pool_host);
   const std::vector<double> ref = reference(b, pool_host);
