@@ -76,7 +76,7 @@ struct ModelRig {
     for (uint32_t begin = 0; begin < tokens.size(); begin += chunk) {
       const auto end = static_cast<uint32_t>(std::min<size_t>(tokens.size(), begin + chunk));
       batch.clear();
-      batch.page_tables.push_back(page_table(seq));
+      batch.add_sequence(page_table(seq));
       for (uint32_t p = begin; p < end; ++p) {
         batch.tokens.push_back(tokens[p]);
         batch.positions.push_back(p);
@@ -230,7 +230,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   for (uint32_t s = 0; s < options.sequences; ++s)
     rig.prefill(s, pseudo_random_tokens(options.context, 100 + s, rig.config.n_vocab), logits);
   Batch batch;
-  for (uint32_t s = 0; s < options.sequences; ++s) batch.page_tables.push_back(rig.page_table(s));
+  for (uint32_t s = 0; s < options.sequences; ++s) batch.add_sequence(rig.page_table(s));
   std::vector<double> step_seconds;
   const auto next = pseudo_random_tokens(steps * options.sequences, 7, rig.config.n_vocab);
   for (uint32_t step = 0; step < steps; ++step) {

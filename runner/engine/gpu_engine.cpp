@@ -438,9 +438,7 @@ bool GpuEngine::State::build_batch() {
       const uint32_t n = job.step_tokens;
       if (n == 0 || (job.pending() > 1) != (pass == 1)) continue;
       if (job.prefilling() && job.prompt_started == Clock::time_point{}) job.prompt_started = Clock::now();
-      const auto seq_index = static_cast<uint32_t>(batch.page_tables.size());
-      const auto table = cache.page_table(job.seq);
-      batch.page_tables.emplace_back(table.begin(), table.end());
+      const uint32_t seq_index = batch.add_sequence(cache.page_table(job.seq));
       for (uint32_t i = 0; i < n; ++i) {
         batch.tokens.push_back(job.tokens[job.computed + i]);
         batch.positions.push_back(job.computed + i);

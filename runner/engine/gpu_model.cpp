@@ -504,24 +504,20 @@ struct GpuModel::Impl {
     auto* info = static_cast<uint32_t*>(token_info.data());
     auto* table = static_cast<uint32_t*>(page_table.data());
     auto* index = static_cast<uint32_t*>(logits_index.data());
-    std::vector<uint32_t> offsets(batch.page_tables.size());
-    uint64_t used = 0;
-    const uint64_t capacity = page_table.size() / 4;
-    for (size_t s = 0; s < batch.page_tables.size(); ++s) {
-      offsets[s] = static_cast<uint32_t>(used);
-      KVTRIE_CHECK(used + batch.page_tables[s].size() <= capacity, "page tables exceed the batch's capacity");
-      std::copy(batch.page_tables[s].begin(), batch.page_tables[s].end(), table + used);
-      used += batch.page_tables[s].size();
-    }
+    // The tables go to the device as they lie in the batch: sequence s's starts at table_begin[s].
+    KVTRIE_CHECK(batch.pages.size() <= page_table.size() / 4, "page tables exceed the batch's capacity");
+    std::copy(batch.pages.begin(), batch.pages.end(), table);
     max_position = 0;
     const uint32_t P = options.page_tokens;
     for (size_t t = 0; t < T; ++t) {
       const uint32_t s = batch.seq[t], p = batch.positions[t];
-      KVTRIE_CHECK(p / P < batch.page_tables[s].size(), "a token's position is outside its page table");
+      KVTRIE_CHECK(s < batch.sequences(), "a token's sequence has no page table");
+      const std::span<const uint32_t> pages_of_s = batch.page_table(s);
+      KVTRIE_CHECK(p / P < pages_of_s.size(), "a token's position is outside its page table");
       id[t] = batch.tokens[t];
       pos[t] = static_cast<int32_t>(p);
-      slot[t] = static_cast<int32_t>(batch.page_tables[s][p / P] * P + p % P);
-      info[2 * t] = offsets[s];
+      slot[t] = static_cast<int32_t>(pages_of_s[p / P] * P + p % P);
+      info[2 * t] = batch.table_begin[s];
       info[2 * t + 1] = p;
       max_position = std::max(max_position, p);
     }
@@ -569,7 +565,7 @@ void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
   KVTRIE_CHECK(!batch.tokens.empty() && batch.tokens.size() <= m.options.max_batch_tokens,
                "batch size outside 1..max_batch_tokens");
   KVTRIE_CHECK(batch.logits_for.size() <= m.max_logits, "too many logits rows in one batch");
-  KVTRIE_CHECK(batch.page_tables.size() <= m.options.max_sequences, "too many sequences in one batch");
+  KVTRIE_CHECK(batch.sequences() <= m.options.max_sequences, "too many sequences in one batch");
   for (int32_t t : batch.tokens)
     KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < m.config.n_vocab, "token id outside the vocabulary");
   uint32_t max_position = 0;

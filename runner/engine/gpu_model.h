@@ -42,22 +42,38 @@ struct GpuModelOptions {
   bool f16_x = true;
 };
 
-// One forward step. Token i belongs to sequence seq[i] (an index into page_tables), sits at position
-// positions[i] of it and writes its K/V to global slot page * P + offset (the page from that sequence's
-// page table: slot = page_tables[seq[i]][positions[i] / P] * P + positions[i] % P; the model computes it).
-// Logits are returned for the tokens listed in logits_for, in that order.
+// One forward step. Token i belongs to sequence seq[i] (an index returned by add_sequence), sits at
+// position positions[i] of it and writes its K/V to global slot page * P + offset (the page from that
+// sequence's page table: slot = page_table(seq[i])[positions[i] / P] * P + positions[i] % P; the model
+// computes it). Logits are returned for the tokens listed in logits_for, in that order.
+// The sequences' page tables are stored end to end in one vector, so a Batch that is cleared and refilled
+// every step keeps its storage: once its vectors have grown to the largest step, a step allocates nothing.
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<uint32_t> positions;
   std::vector<uint32_t> seq;
-  std::vector<std::vector<uint32_t>> page_tables;  // device page ids per sequence, covering its positions
-  std::vector<uint32_t> logits_for;                // token indices
+  std::vector<uint32_t> logits_for;  // token indices
+  std::vector<uint32_t> pages;       // every sequence's device page ids, end to end
+  std::vector<uint32_t> table_begin;  // where sequence s's table starts in pages (it ends at the next one's)
+
+  // Appends a sequence's page table (covering its positions); returns its index for seq[].
+  uint32_t add_sequence(std::span<const uint32_t> table) {
+    table_begin.push_back(static_cast<uint32_t>(pages.size()));
+    pages.insert(pages.end(), table.begin(), table.end());
+    return static_cast<uint32_t>(table_begin.size() - 1);
+  }
+  uint32_t sequences() const { return static_cast<uint32_t>(table_begin.size()); }
+  std::span<const uint32_t> page_table(uint32_t s) const {
+    const size_t end = s + 1 < table_begin.size() ? table_begin[s + 1] : pages.size();
+    return std::span<const uint32_t>(pages).subspan(table_begin[s], end - table_begin[s]);
+  }
   void clear() {
     tokens.clear();
     positions.clear();
     seq.clear();
-    page_tables.clear();
     logits_for.clear();
+    pages.clear();
+    table_begin.clear();
   }
 };
 

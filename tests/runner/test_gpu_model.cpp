@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -64,8 +65,9 @@ struct Rig {
   // Runs tokens at positions first.. of sequence 0, logits for every token (or the last `logits_last`).
   std::vector<float> step(std::span<const int32_t> tokens, uint32_t first, uint32_t logits_last = 0) {
     Batch b;
-    b.page_tables.push_back({});
-    for (uint32_t p = 0; p < n_pages; ++p) b.page_tables[0].push_back(p);
+    std::vector<uint32_t> table(n_pages);
+    std::iota(table.begin(), table.end(), 0u);
+    b.add_sequence(table);
     for (uint32_t i = 0; i < tokens.size(); ++i) {
       b.tokens.push_back(tokens[i]);
       b.positions.push_back(first + i);
