@@ -1,27 +1,31 @@
 // kvtrie-bench: GPU measurements (docs/BENCHMARKS.md says what each subcommand measures). Each measurement
 // prints one JSON line on stdout and a human row on stderr.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "bench/perf/benches.h"
 
 int main(int argc, char** argv) {
   using namespace kvtrie::bench;
-  CLI::App app{"kvtrie-bench: load, prefill, decode, multi-turn cache and copy measurements on a Vulkan device"};
+  CLI::App app{
+      "kvtrie-bench: load, prefill, decode, multi-turn cache and copy measurements on a Vulkan device"};
   app.require_subcommand(1);
   CommonOptions common;
   auto add_common = [&](CLI::App* sub, uint32_t repeats, uint32_t warmup) {
     common.repeats = repeats;
     common.warmup = warmup;
-    sub->add_option("--device", common.device, "Vulkan device index (-1: default choice)")->capture_default_str();
+    sub->add_option("--device", common.device, "Vulkan device index (-1: default choice)")
+        ->capture_default_str();
     sub->add_option("--repeats", common.repeats, "timed repeats (median reported)")->capture_default_str();
-    sub->add_option("--warmup", common.warmup, "untimed runs (decode: untimed steps) first")->capture_default_str();
+    sub->add_option("--warmup", common.warmup, "untimed runs (decode: untimed steps) first")
+        ->capture_default_str();
   };
-  // Defaults are set per subcommand after parsing (add_common's assignments above only fix the shown default).
+  // Defaults are set per subcommand after parsing (add_common's assignments above only fix the shown
+  // default).
   struct Defaults {
     uint32_t repeats, warmup;
   };
@@ -34,49 +38,84 @@ int main(int argc, char** argv) {
   auto* prefill_cmd = app.add_subcommand("prefill", "one sequence's prompt through GpuModel, tokens/s");
   prefill_cmd->add_option("--model", prefill.model, "GGUF model")->required()->check(CLI::ExistingFile);
   prefill_cmd->add_option("--prompt", prefill.prompt, "prompt tokens")->capture_default_str();
-  prefill_cmd->add_option("--batch", prefill.max_batch_tokens, "max_batch_tokens (chunk size)")->capture_default_str();
-  prefill_cmd->add_flag("--profile", prefill.profile, "after timing, the last chunk of one more run per dispatch: time by op");
-  prefill_cmd->add_flag("--deterministic", prefill.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
-  prefill_cmd->add_option("--attention-split", prefill.attention_split, "positions per attention split (0: the model's rules)")
+  prefill_cmd->add_option("--batch", prefill.max_batch_tokens, "max_batch_tokens (chunk size)")
       ->capture_default_str();
-  prefill_cmd->add_flag("--coopmat2", prefill.coopmat2, "large products through VK_NV_cooperative_matrix2 (matmul CoopMat2)");
-  prefill_cmd->add_flag("--f32-x", prefill.f32_x, "tensor-core tiles convert x themselves (no f16 copy of x)");
+  prefill_cmd->add_flag("--profile", prefill.profile,
+                        "after timing, the last chunk of one more run per dispatch: time by op");
+  prefill_cmd->add_flag("--deterministic", prefill.deterministic,
+                        "batch-invariant kernels (kvtrie serve --deterministic)");
+  prefill_cmd
+      ->add_option("--attention-split", prefill.attention_split,
+                   "positions per attention split (0: the model's rules)")
+      ->capture_default_str();
+  prefill_cmd->add_flag("--coopmat2", prefill.coopmat2,
+                        "large products through VK_NV_cooperative_matrix2 (matmul CoopMat2)");
+  prefill_cmd->add_flag("--f32-x", prefill.f32_x,
+                        "tensor-core tiles convert x themselves (no f16 copy of x)");
 
   DecodeOptions decode;
-  auto* decode_cmd = app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");
+  auto* decode_cmd =
+      app.add_subcommand("decode", "one token per sequence per step, tokens/s and bandwidth bound");
   decode_cmd->add_option("--model", decode.model, "GGUF model")->required()->check(CLI::ExistingFile);
-  decode_cmd->add_option("--context", decode.context, "KV tokens per sequence before decoding")->capture_default_str();
+  decode_cmd->add_option("--context", decode.context, "KV tokens per sequence before decoding")
+      ->capture_default_str();
   decode_cmd->add_option("--sequences", decode.sequences, "sequences decoding together")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  decode_cmd->add_option("--tokens", decode.tokens, "timed decode steps")->check(CLI::PositiveNumber)->capture_default_str();
+  decode_cmd->add_option("--tokens", decode.tokens, "timed decode steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   decode_cmd->add_option("--read-bandwidth", decode.read_bandwidth, "device read bandwidth, bytes/s (bound)")
       ->capture_default_str();
-  decode_cmd->add_flag("--profile", decode.profile, "after timing, one step with a timestamp per dispatch: time by op");
-  decode_cmd->add_flag("--deterministic", decode.deterministic, "batch-invariant kernels (kvtrie serve --deterministic)");
-  decode_cmd->add_option("--attention-split", decode.attention_split, "positions per attention split (0: the model's rules)")
+  decode_cmd->add_flag("--profile", decode.profile,
+                       "after timing, one step with a timestamp per dispatch: time by op");
+  decode_cmd->add_flag("--deterministic", decode.deterministic,
+                       "batch-invariant kernels (kvtrie serve --deterministic)");
+  decode_cmd
+      ->add_option("--attention-split", decode.attention_split,
+                   "positions per attention split (0: the model's rules)")
       ->capture_default_str();
 
   MultiturnOptions multi;
-  auto* multi_cmd = app.add_subcommand("multiturn", "shared-prefix conversations through GpuEngine, cache on/off");
+  auto* multi_cmd =
+      app.add_subcommand("multiturn", "shared-prefix conversations through GpuEngine, cache on/off");
   multi_cmd->add_option("--model", multi.model, "GGUF model")->required()->check(CLI::ExistingFile);
-  multi_cmd->add_option("--conversations", multi.conversations)->check(CLI::PositiveNumber)->capture_default_str();
+  multi_cmd->add_option("--conversations", multi.conversations)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   multi_cmd->add_option("--turns", multi.turns)->check(CLI::PositiveNumber)->capture_default_str();
-  multi_cmd->add_option("--system", multi.system, "system prompt tokens")->check(CLI::PositiveNumber)->capture_default_str();
-  multi_cmd->add_option("--user", multi.user, "user tokens per turn")->check(CLI::PositiveNumber)->capture_default_str();
-  multi_cmd->add_option("--answer", multi.answer, "answer tokens per turn")->check(CLI::PositiveNumber)->capture_default_str();
-  multi_cmd->add_option("--parallel", multi.parallel, "engine slots")->check(CLI::PositiveNumber)->capture_default_str();
-  multi_cmd->add_option("--kv-device-mib", multi.kv_device_mib, "device tier MiB (0: engine default)")->capture_default_str();
-  multi_cmd->add_option("--kv-host-mib", multi.kv_host_mib, "host tier MiB (0: engine default)")->capture_default_str();
+  multi_cmd->add_option("--system", multi.system, "system prompt tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  multi_cmd->add_option("--user", multi.user, "user tokens per turn")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  multi_cmd->add_option("--answer", multi.answer, "answer tokens per turn")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  multi_cmd->add_option("--parallel", multi.parallel, "engine slots")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  multi_cmd->add_option("--kv-device-mib", multi.kv_device_mib, "device tier MiB (0: engine default)")
+      ->capture_default_str();
+  multi_cmd->add_option("--kv-host-mib", multi.kv_host_mib, "host tier MiB (0: engine default)")
+      ->capture_default_str();
   bool no_baseline = false;
   multi_cmd->add_flag("--no-baseline", no_baseline, "skip the cache-off run");
 
   CopyOptions copy;
-  auto* copy_cmd = app.add_subcommand("copy", "host<->device KV page copies (VkPageStore) vs one vkCmdCopyBuffer");
+  auto* copy_cmd =
+      app.add_subcommand("copy", "host<->device KV page copies (VkPageStore) vs one vkCmdCopyBuffer");
   copy_cmd->add_option("--pages", copy.pages)->check(CLI::PositiveNumber)->capture_default_str();
-  copy_cmd->add_option("--batch", copy.batch, "pages per copy batch")->check(CLI::PositiveNumber)->capture_default_str();
-  copy_cmd->add_option("--layers", copy.layers, "page shape: layers")->check(CLI::PositiveNumber)->capture_default_str();
-  copy_cmd->add_option("--kv-dim", copy.kv_dim, "page shape: n_kv_heads * head_dim")->check(CLI::PositiveNumber)->capture_default_str();
+  copy_cmd->add_option("--batch", copy.batch, "pages per copy batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  copy_cmd->add_option("--layers", copy.layers, "page shape: layers")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  copy_cmd->add_option("--kv-dim", copy.kv_dim, "page shape: n_kv_heads * head_dim")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   copy_cmd->add_option("--page-tokens", copy.page_tokens)->check(CLI::PositiveNumber)->capture_default_str();
 
   BandwidthOptions bw;
@@ -84,13 +123,17 @@ int main(int argc, char** argv) {
   bw_cmd->add_option("--mib", bw.mib, "buffer size")->check(CLI::PositiveNumber)->capture_default_str();
 
   KernelOptions kernel;
-  auto* kernel_cmd = app.add_subcommand("kernel", "one matrix product many times: per-dispatch time, weight GB/s");
+  auto* kernel_cmd =
+      app.add_subcommand("kernel", "one matrix product many times: per-dispatch time, weight GB/s");
   kernel_cmd->add_option("--type", kernel.type, "weight type (GGUF name, e.g. Q4_0)")->capture_default_str();
-  kernel_cmd->add_option("--path", kernel.path, "auto, deterministic, tiled or coopmat")->capture_default_str();
+  kernel_cmd->add_option("--path", kernel.path, "auto, deterministic, tiled or coopmat")
+      ->capture_default_str();
   kernel_cmd->add_option("--rows", kernel.rows)->check(CLI::PositiveNumber)->capture_default_str();
   kernel_cmd->add_option("--cols", kernel.cols)->check(CLI::PositiveNumber)->capture_default_str();
   kernel_cmd->add_option("--tokens", kernel.tokens)->check(CLI::PositiveNumber)->capture_default_str();
-  kernel_cmd->add_option("--dispatches", kernel.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
+  kernel_cmd->add_option("--dispatches", kernel.dispatches)
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
 
   SweepMatvecOptions sweep;
   auto* sweep_cmd =
@@ -100,7 +143,8 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--tokens", sweep.tokens, "token counts, comma-separated")->capture_default_str();
   sweep_cmd->add_option("--rows-per-lane", sweep.rows_per_lane, "matvec_q8 rows per lane, comma-separated")
       ->capture_default_str();
-  sweep_cmd->add_option("--threads-per-row", sweep.threads_per_row, "matvec_q8 threads per row lane (0: default)")
+  sweep_cmd
+      ->add_option("--threads-per-row", sweep.threads_per_row, "matvec_q8 threads per row lane (0: default)")
       ->capture_default_str();
   sweep_cmd->add_option("--mode", sweep.mode, "matvec_q8 fold for every shape: store, norm, acc, norm_swiglu")
       ->check(CLI::IsMember({"store", "norm", "acc", "norm_swiglu"}));
@@ -120,7 +164,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sweep_mm_cmd->add_option("--extensions", sweep_mm.extensions, "NV, KHR, KHR-xh, CM2, KHR-noload, KHR-nomul")
       ->capture_default_str();
-  sweep_mm_cmd->add_option("--cm2-tiles", sweep_mm.cm2_tiles, "CM2 tiles THREADSxROWSxTOKENSkBK, comma-separated")
+  sweep_mm_cmd
+      ->add_option("--cm2-tiles", sweep_mm.cm2_tiles, "CM2 tiles THREADSxROWSxTOKENSkBK, comma-separated")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
       ->capture_default_str();

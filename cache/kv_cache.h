@@ -167,9 +167,9 @@ class KvCache {
   struct Sequence {
     NamespaceId ns = 0;
     GroupId group = 0;
-    std::vector<TokenId> tokens;  // committed (or reused) tokens: their KV is in pages
-    std::vector<PageId> pages;    // page table; one reference each
-    Lease lease;                  // pins the trie path of the shared prefix
+    std::vector<TokenId> tokens;    // committed (or reused) tokens: their KV is in pages
+    std::vector<PageId> pages;      // page table; one reference each
+    Lease lease;                    // pins the trie path of the shared prefix
     std::size_t checked_pages = 0;  // full pages of the table already checked against the trie (commit)
     CopyTicket ready_at = 0;        // its page table may be read once the copier completes this ticket
   };
@@ -195,7 +195,7 @@ class KvCache {
   std::unordered_map<std::uint64_t, Sequence> sequences_;  // after the trie: leases go first
   std::vector<PageCopy> in_flight_;                        // queued and not yet seen complete
   CopyTicket last_ticket_ = 0;                             // of the last batch queued
-  std::vector<Sequence> retired_;  // released while copies were in flight; freed after the wait
+  std::vector<Sequence> retired_;     // released while copies were in flight; freed after the wait
   std::vector<PageId> copy_sources_;  // a reference on each copy-on-write source until its copy completes
   std::uint64_t next_seq_ = 1;
   KvCacheStats stats_;

@@ -219,10 +219,10 @@ class PrefixTrie {
   PagePool& host_;
   std::uint32_t page_tokens_;
   std::map<NamespaceId, std::unique_ptr<TrieNode>> roots_;
-  std::set<LruKey> device_lru_;           // device-evictable nodes, coldest first
-  std::set<LruKey> host_lru_;             // host-evictable nodes, coldest first
+  std::set<LruKey> device_lru_;                      // device-evictable nodes, coldest first
+  std::set<LruKey> host_lru_;                        // host-evictable nodes, coldest first
   std::unordered_map<GroupId, GroupTotals> groups_;  // per group but 0: what the device-tier share needs
-  std::vector<TrieNode*> transfer_pins_;  // nodes pinned by an in-flight promotion
+  std::vector<TrieNode*> transfer_pins_;             // nodes pinned by an in-flight promotion
   TrieTotals totals_;
   std::uint64_t tick_ = 0;
   std::uint64_t next_serial_ = 0;

@@ -92,7 +92,8 @@ TrieNode* PrefixTrie::coldest_device_evictable() const {
 
 TrieNode* PrefixTrie::coldest_device_evictable(GroupId group) const {
   auto it = groups_.find(group);
-  return it == groups_.end() || it->second.device_lru.empty() ? nullptr : std::get<2>(*it->second.device_lru.begin());
+  return it == groups_.end() || it->second.device_lru.empty() ? nullptr
+                                                              : std::get<2>(*it->second.device_lru.begin());
 }
 
 std::uint32_t PrefixTrie::group_device_pages(GroupId group) const {

@@ -33,7 +33,7 @@ struct NodeAccount {
 
 struct TrieNode {
   NamespaceId ns = 0;
-  GroupId group = 0;  // its root's
+  GroupId group = 0;         // its root's
   std::vector<TokenId> key;  // this edge's tokens; empty only at a root
   std::uint32_t end = 0;     // tokens from the root to the end of key; end - key.size() is page-aligned
   std::vector<PageId> device_pages;  // one per page of key when resident on device, else empty

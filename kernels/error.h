@@ -29,7 +29,7 @@ class InputError : public Error {
 }  // namespace kvtrie
 
 // KVTRIE_CHECK(cond, message): throw kvtrie::Error naming the failed condition when cond is false.
-#define KVTRIE_CHECK(cond, msg)                                                          \
-  do {                                                                                   \
+#define KVTRIE_CHECK(cond, msg)                                                           \
+  do {                                                                                    \
     if (!(cond)) throw ::kvtrie::Error(std::string("check failed: " #cond ": ") + (msg)); \
   } while (0)

@@ -36,11 +36,11 @@ struct TensorTypeInfo {
 };
 
 inline constexpr TensorTypeInfo kTensorTypes[] = {
-    {TensorType::F32, "F32", 1, 4},         {TensorType::F16, "F16", 1, 2},
-    {TensorType::BF16, "BF16", 1, 2},       {TensorType::Q8_0, "Q8_0", 32, 34},
-    {TensorType::Q4_0, "Q4_0", 32, 18},     {TensorType::Q4_1, "Q4_1", 32, 20},
-    {TensorType::Q5_0, "Q5_0", 32, 22},     {TensorType::Q5_1, "Q5_1", 32, 24},
-    {TensorType::Q4_K, "Q4_K", 256, 144},   {TensorType::Q5_K, "Q5_K", 256, 176},
+    {TensorType::F32, "F32", 1, 4},       {TensorType::F16, "F16", 1, 2},
+    {TensorType::BF16, "BF16", 1, 2},     {TensorType::Q8_0, "Q8_0", 32, 34},
+    {TensorType::Q4_0, "Q4_0", 32, 18},   {TensorType::Q4_1, "Q4_1", 32, 20},
+    {TensorType::Q5_0, "Q5_0", 32, 22},   {TensorType::Q5_1, "Q5_1", 32, 24},
+    {TensorType::Q4_K, "Q4_K", 256, 144}, {TensorType::Q5_K, "Q5_K", 256, 176},
     {TensorType::Q6_K, "Q6_K", 256, 210},
 };
 

@@ -216,9 +216,10 @@ size_t Sampler::apply_typical(size_t count, bool& sorted, double& total, float m
   }
   for (size_t i = 0; i < count; ++i) {
     Candidate& c = candidates_[i];
-    c.score = c.weight > 0.0f
-                  ? static_cast<float>(std::abs(mean - static_cast<double>((c.logit - max) * inv_temperature)))
-                  : std::numeric_limits<float>::infinity();
+    c.score =
+        c.weight > 0.0f
+            ? static_cast<float>(std::abs(mean - static_cast<double>((c.logit - max) * inv_temperature)))
+            : std::numeric_limits<float>::infinity();
   }
   auto more_typical = [](const Candidate& a, const Candidate& b) {
     return a.score != b.score ? a.score < b.score : ranks_before(a.logit, a.id, b.logit, b.id);

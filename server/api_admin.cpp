@@ -30,8 +30,11 @@ class Prometheus {
 };
 
 Json tier_json(const engine::CacheTierStats& t) {
-  return {{"pages_total", t.pages_total}, {"pages_used", t.pages_used}, {"bytes_budget", t.bytes_budget},
-          {"bytes_used", t.bytes_used}, {"hit_tokens", t.hit_tokens}};
+  return {{"pages_total", t.pages_total},
+          {"pages_used", t.pages_used},
+          {"bytes_budget", t.bytes_budget},
+          {"bytes_used", t.bytes_used},
+          {"hit_tokens", t.hit_tokens}};
 }
 
 // Requests per tenant (labelled by tenant name, never by key) and the requests refused for want of a key.
@@ -42,8 +45,8 @@ void tenant_metrics(Prometheus& p, const Authenticator& auth, const Caller& call
   // Tenant names are [A-Za-z0-9._-] (valid_tenant_name): nothing to escape in a label.
   for (const auto& [tenant, n] : auth.tenant_requests())
     if (caller.tenant.empty() || caller.admin || caller.tenant == tenant)
-      p.metric("kvtrie_tenant_requests_total", "counter", "Requests admitted per tenant (all endpoints but /health)",
-               n, "tenant=\"" + tenant + "\"");
+      p.metric("kvtrie_tenant_requests_total", "counter",
+               "Requests admitted per tenant (all endpoints but /health)", n, "tenant=\"" + tenant + "\"");
 }
 
 HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& caller) {
@@ -54,32 +57,42 @@ HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& c
   if (!model) return HttpResponse::text(p.str(), "text/plain; version=0.0.4");
   const engine::EngineCounters c = model->engine->counters();
   const engine::CacheStats s = model->engine->cache_stats();
-  p.metric("kvtrie_requests_total", "counter", "Generation requests by outcome", c.requests_completed, "result=\"completed\"");
+  p.metric("kvtrie_requests_total", "counter", "Generation requests by outcome", c.requests_completed,
+           "result=\"completed\"");
   p.metric("kvtrie_requests_total", "counter", "", c.requests_cancelled, "result=\"cancelled\"");
   p.metric("kvtrie_requests_total", "counter", "", c.requests_rejected, "result=\"rejected\"");
-  p.metric("kvtrie_requests_preempted_total", "counter", "Running requests preempted for KV room (they resume from the cache)", c.requests_preempted);
-  p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted", c.requests_submitted);
+  p.metric("kvtrie_requests_preempted_total", "counter",
+           "Running requests preempted for KV room (they resume from the cache)", c.requests_preempted);
+  p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted",
+           c.requests_submitted);
   p.metric("kvtrie_requests_active", "gauge", "Requests holding a slot", c.active);
   p.metric("kvtrie_requests_queued", "gauge", "Requests waiting for a slot", c.queued);
   p.metric("kvtrie_prompt_tokens_total", "counter", "Prompt tokens of finished requests", c.prompt_tokens);
-  p.metric("kvtrie_prompt_tokens_computed_total", "counter", "Prompt tokens computed (not from the cache)", c.prompt_tokens_computed);
+  p.metric("kvtrie_prompt_tokens_computed_total", "counter", "Prompt tokens computed (not from the cache)",
+           c.prompt_tokens_computed);
   p.metric("kvtrie_completion_tokens_total", "counter", "Tokens generated", c.completion_tokens);
   p.metric("kvtrie_cache_enabled", "gauge", "1 when the engine has a prefix cache", s.enabled ? 1 : 0);
-  p.metric("kvtrie_cache_hit_tokens_total", "counter", "Prompt tokens served from the cache, by tier", s.device.hit_tokens, "tier=\"device\"");
+  p.metric("kvtrie_cache_hit_tokens_total", "counter", "Prompt tokens served from the cache, by tier",
+           s.device.hit_tokens, "tier=\"device\"");
   p.metric("kvtrie_cache_hit_tokens_total", "counter", "", s.host.hit_tokens, "tier=\"host\"");
-  p.metric("kvtrie_cache_miss_tokens_total", "counter", "Prompt tokens computed for lack of a cached prefix", s.miss_tokens);
+  p.metric("kvtrie_cache_miss_tokens_total", "counter", "Prompt tokens computed for lack of a cached prefix",
+           s.miss_tokens);
   p.metric("kvtrie_cache_pages", "gauge", "KV pages in use, by tier", s.device.pages_used, "tier=\"device\"");
   p.metric("kvtrie_cache_pages", "gauge", "", s.host.pages_used, "tier=\"host\"");
-  p.metric("kvtrie_cache_pages_capacity", "gauge", "KV pages available, by tier", s.device.pages_total, "tier=\"device\"");
+  p.metric("kvtrie_cache_pages_capacity", "gauge", "KV pages available, by tier", s.device.pages_total,
+           "tier=\"device\"");
   p.metric("kvtrie_cache_pages_capacity", "gauge", "", s.host.pages_total, "tier=\"host\"");
   p.metric("kvtrie_cache_bytes", "gauge", "KV bytes in use, by tier", s.device.bytes_used, "tier=\"device\"");
   p.metric("kvtrie_cache_bytes", "gauge", "", s.host.bytes_used, "tier=\"host\"");
-  p.metric("kvtrie_cache_bytes_budget", "gauge", "KV byte budget, by tier", s.device.bytes_budget, "tier=\"device\"");
+  p.metric("kvtrie_cache_bytes_budget", "gauge", "KV byte budget, by tier", s.device.bytes_budget,
+           "tier=\"device\"");
   p.metric("kvtrie_cache_bytes_budget", "gauge", "", s.host.bytes_budget, "tier=\"host\"");
   p.metric("kvtrie_cache_demotions_total", "counter", "Pages moved from device to host memory", s.demotions);
-  p.metric("kvtrie_cache_promotions_total", "counter", "Pages moved from host to device memory", s.promotions);
+  p.metric("kvtrie_cache_promotions_total", "counter", "Pages moved from host to device memory",
+           s.promotions);
   p.metric("kvtrie_cache_evictions_total", "counter", "Pages dropped", s.evictions);
-  p.metric("kvtrie_cache_copy_bytes_total", "counter", "Bytes copied between tiers", s.copy_bytes_to_host, "direction=\"to_host\"");
+  p.metric("kvtrie_cache_copy_bytes_total", "counter", "Bytes copied between tiers", s.copy_bytes_to_host,
+           "direction=\"to_host\"");
   p.metric("kvtrie_cache_copy_bytes_total", "counter", "", s.copy_bytes_to_device, "direction=\"to_device\"");
   p.metric(
       "kvtrie_cache_copy_seconds_total", "counter",
@@ -107,16 +120,19 @@ HttpResponse cache(ModelHost& host) {
 HttpResponse flush(ModelHost& host) {
   LoadedModel& model = host.require();
   const engine::FlushResult r = model.engine->flush_cache();
-  return HttpResponse::json({{"flushed", true}, {"pages_freed", r.pages_freed}, {"pages_pinned", r.pages_pinned}});
+  return HttpResponse::json(
+      {{"flushed", true}, {"pages_freed", r.pages_freed}, {"pages_pinned", r.pages_pinned}});
 }
 
 }  // namespace
 
 void register_admin_api(HttpServer& server, ModelHost& host, const Authenticator& auth) {
-  server.route("GET", "/metrics", [&host, &auth](const HttpRequest& r) { return metrics(host, auth, r.caller); },
-               Access::Metrics);
+  server.route(
+      "GET", "/metrics", [&host, &auth](const HttpRequest& r) { return metrics(host, auth, r.caller); },
+      Access::Metrics);
   server.route("GET", "/cache", [&host](const HttpRequest&) { return cache(host); });
-  server.route("POST", "/cache/flush", [&host](const HttpRequest&) { return flush(host); }, Access::Admin);
+  server.route(
+      "POST", "/cache/flush", [&host](const HttpRequest&) { return flush(host); }, Access::Admin);
 }
 
 }  // namespace kvtrie::server

@@ -86,8 +86,9 @@ std::optional<size_t> find_key(const std::vector<ApiKey>& keys, const KeyDigest&
   size_t found = 0;
   size_t matched = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const size_t equal = static_cast<size_t>(CRYPTO_memcmp(keys[i].digest.data(), digest.data(), digest.size()) == 0);
-    const size_t mask = ~(equal - 1);  // all ones when equal
+    const size_t equal =
+        static_cast<size_t>(CRYPTO_memcmp(keys[i].digest.data(), digest.data(), digest.size()) == 0);
+    const size_t mask = ~(equal - 1);            // all ones when equal
     found |= i & mask & ~(size_t{0} - matched);  // only while nothing matched before
     matched |= equal;
   }

@@ -14,10 +14,14 @@ using engine::StopKind;
 
 const char* stop_type(StopKind k) {
   switch (k) {
-    case StopKind::Eos: return "eos";
-    case StopKind::StopString: return "word";
-    case StopKind::Length: return "limit";
-    case StopKind::Cancelled: return "none";
+    case StopKind::Eos:
+      return "eos";
+    case StopKind::StopString:
+      return "word";
+    case StopKind::Length:
+      return "limit";
+    case StopKind::Cancelled:
+      return "none";
   }
   return "none";
 }
@@ -40,8 +44,12 @@ Json probs_json(const Tokenizer& tok, const std::vector<engine::TokenLogprob>& l
   Json arr = Json::array();
   for (const auto& lp : lps) {
     Json top = Json::array();
-    for (const auto& t : lp.top) top.push_back({{"id", t.token}, {"token", tok.token_piece(t.token)}, {"logprob", t.logprob}});
-    arr.push_back({{"id", lp.token}, {"token", tok.token_piece(lp.token)}, {"logprob", lp.logprob}, {"top_logprobs", top}});
+    for (const auto& t : lp.top)
+      top.push_back({{"id", t.token}, {"token", tok.token_piece(t.token)}, {"logprob", t.logprob}});
+    arr.push_back({{"id", lp.token},
+                   {"token", tok.token_piece(lp.token)},
+                   {"logprob", lp.logprob},
+                   {"top_logprobs", top}});
   }
   return arr;
 }
@@ -72,8 +80,8 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
   read_sampling(body, req.sampling);
   req.stop = read_strings(body, "stop", 16).value_or(std::vector<std::string>{});
   req.logprobs = static_cast<uint32_t>(read_int(body, "n_probs", 0, 20).value_or(0));
-  read_int(body, "n_keep", -1, INT32_MAX);          // context shift is not needed: prompts must fit
-  read_bool(body, "cache_prompt");                  // the prefix cache is always on
+  read_int(body, "n_keep", -1, INT32_MAX);  // context shift is not needed: prompts must fit
+  read_bool(body, "cache_prompt");          // the prefix cache is always on
   req.ignore_eos = read_bool(body, "ignore_eos").value_or(false);
   check_fits(model, req);
   const bool stream = read_bool(body, "stream").value_or(false);
@@ -110,12 +118,16 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
 
 HttpResponse health(ModelHost& host) {
   switch (host.phase()) {
-    case ModelHost::Phase::Loading: return HttpResponse::json({{"status", "loading model"}}, 503);
+    case ModelHost::Phase::Loading:
+      return HttpResponse::json({{"status", "loading model"}}, 503);
     case ModelHost::Phase::Failed:
-      return HttpResponse::json({{"error", {{"code", 500}, {"message", host.failure()}, {"type", "server_error"}}}}, 500);
-    case ModelHost::Phase::Ready: break;
+      return HttpResponse::json(
+          {{"error", {{"code", 500}, {"message", host.failure()}, {"type", "server_error"}}}}, 500);
+    case ModelHost::Phase::Ready:
+      break;
   }
-  if (!host.model()->engine->has_free_slot()) return HttpResponse::json({{"status", "no slot available"}}, 503);
+  if (!host.model()->engine->has_free_slot())
+    return HttpResponse::json({{"status", "no slot available"}}, 503);
   return HttpResponse::json({{"status", "ok"}});
 }
 
@@ -138,7 +150,8 @@ HttpResponse props(ModelHost& host) {
 }  // namespace
 
 void register_llama_api(HttpServer& server, ModelHost& host) {
-  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
+  server.route(
+      "GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
   server.route("POST", "/completion", [&host](const HttpRequest& r) { return completion(host, r); });
   server.route("POST", "/completions", [&host](const HttpRequest& r) { return completion(host, r); });
   register_tokenize_api(server, host);

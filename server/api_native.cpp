@@ -28,13 +28,17 @@ engine::GenerateRequest parse_generate(const Json& body, const LoadedModel& mode
   engine::GenerateRequest req;
   const bool has_prompt = body.contains("prompt") && !body["prompt"].is_null();
   const bool has_tokens = body.contains("tokens") && !body["tokens"].is_null();
-  if (has_prompt == has_tokens) throw_invalid("give exactly one of \"prompt\" (a string) and \"tokens\" (token ids)");
+  if (has_prompt == has_tokens)
+    throw_invalid("give exactly one of \"prompt\" (a string) and \"tokens\" (token ids)");
   auto add_bos = read_bool(body, "add_bos");
   if (has_prompt) {
-    if (!body["prompt"].is_string()) throw_invalid(std::string("\"prompt\" must be a string, not ") + body["prompt"].type_name());
+    if (!body["prompt"].is_string())
+      throw_invalid(std::string("\"prompt\" must be a string, not ") + body["prompt"].type_name());
     req.prompt = tokenize_prompt(model, body["prompt"], "prompt", add_bos, /*parse_special=*/true);
   } else {
-    if (!body["tokens"].is_array()) throw_invalid(std::string("\"tokens\" must be an array of token ids, not ") + body["tokens"].type_name());
+    if (!body["tokens"].is_array())
+      throw_invalid(std::string("\"tokens\" must be an array of token ids, not ") +
+                    body["tokens"].type_name());
     req.prompt = tokenize_prompt(model, body["tokens"], "tokens", add_bos, false);
   }
   const uint32_t n_ctx = model.engine->info().n_ctx;
@@ -84,9 +88,12 @@ HttpResponse generate(ModelHost& host, const HttpRequest& http) {
 
 HttpResponse health(ModelHost& host) {
   switch (host.phase()) {
-    case ModelHost::Phase::Ready: return HttpResponse::json({{"status", "ok"}});
-    case ModelHost::Phase::Loading: return HttpResponse::json({{"status", "loading model"}}, 503);
-    case ModelHost::Phase::Failed: break;
+    case ModelHost::Phase::Ready:
+      return HttpResponse::json({{"status", "ok"}});
+    case ModelHost::Phase::Loading:
+      return HttpResponse::json({{"status", "loading model"}}, 503);
+    case ModelHost::Phase::Failed:
+      break;
   }
   return HttpResponse::json({{"status", "error"}, {"error", host.failure()}}, 500);
 }
@@ -96,7 +103,8 @@ HttpResponse health(ModelHost& host) {
 void register_native_api(HttpServer& server, ModelHost& host) {
   server.route("POST", "/generate", [&host](const HttpRequest& r) { return generate(host, r); });
   register_tokenize_api(server, host);
-  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
+  server.route(
+      "GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
 }
 
 }  // namespace kvtrie::server

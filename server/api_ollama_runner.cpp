@@ -12,14 +12,22 @@ using engine::Chunk;
 // Ollama's ServerStatus values.
 enum RunnerStatus { kReady = 0, kNoSlots = 1, kLaunched = 2, kLoading = 3, kError = 5 };
 
-int64_t ns(double ms) { return static_cast<int64_t>(ms * 1e6); }
+int64_t ns(double ms) {
+  return static_cast<int64_t>(ms * 1e6);
+}
 
 HttpResponse health(ModelHost& host) {
   int status = kLoading;
   switch (host.phase()) {
-    case ModelHost::Phase::Loading: status = host.progress() > 0 ? kLoading : kLaunched; break;
-    case ModelHost::Phase::Failed: status = kError; break;
-    case ModelHost::Phase::Ready: status = host.model()->engine->has_free_slot() ? kReady : kNoSlots; break;
+    case ModelHost::Phase::Loading:
+      status = host.progress() > 0 ? kLoading : kLaunched;
+      break;
+    case ModelHost::Phase::Failed:
+      status = kError;
+      break;
+    case ModelHost::Phase::Ready:
+      status = host.model()->engine->has_free_slot() ? kReady : kNoSlots;
+      break;
   }
   Json out = {{"status", status}, {"progress", host.progress()}};
   if (status == kError) out["error"] = host.failure();
@@ -33,13 +41,17 @@ HttpResponse load(ModelHost& host, const HttpRequest& http) {
   for (const char* key : {"Parallel", "BatchSize", "KvSize", "NumThreads"}) read_int(body, key, 0, INT32_MAX);
   if (*op == 3) return HttpResponse::json({{"Success", true}});
   LoadedModel& model = host.require();
-  // The CPU reference engine holds float32 weights in host memory; report that so Ollama's accounting is honest.
+  // The CPU reference engine holds float32 weights in host memory; report that so Ollama's accounting is
+  // honest.
   uint64_t weights = 0;
   for (const auto& t : model.file.tensors()) weights += t.element_count() * sizeof(float);
-  return HttpResponse::json({{"Success", true},
-                             {"Memory", {{"InputWeights", weights},
-                                         {"CPU", {{"Name", "CPU"}, {"Weights", Json::array({weights})}, {"Cache", Json::array()}, {"Graph", 0}}},
-                                         {"GPUs", Json::array()}}}});
+  return HttpResponse::json(
+      {{"Success", true},
+       {"Memory",
+        {{"InputWeights", weights},
+         {"CPU",
+          {{"Name", "CPU"}, {"Weights", Json::array({weights})}, {"Cache", Json::array()}, {"Graph", 0}}},
+         {"GPUs", Json::array()}}}});
 }
 
 HttpResponse completion(ModelHost& host, const HttpRequest& http) {
@@ -64,10 +76,14 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
 
   auto format = [](const Chunk& c, bool last) {
     std::string out;
-    if (!c.text.empty()) out += Json{{"content", c.text}, {"done", false}}.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    if (!c.text.empty())
+      out += Json{{"content", c.text}, {"done", false}}.dump(-1, ' ', false, Json::error_handler_t::replace) +
+             "\n";
     if (last) {
       const auto& s = *c.final;
-      int reason = s.stop_kind == engine::StopKind::Length ? 1 : s.stop_kind == engine::StopKind::Cancelled ? 2 : 0;
+      int reason = s.stop_kind == engine::StopKind::Length      ? 1
+                   : s.stop_kind == engine::StopKind::Cancelled ? 2
+                                                                : 0;
       out += Json{{"content", ""},
                   {"done", true},
                   {"done_reason", reason},
@@ -75,7 +91,8 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
                   {"prompt_eval_duration", ns(s.prompt_ms)},
                   {"eval_count", s.completion_tokens},
                   {"eval_duration", ns(s.decode_ms)}}
-                 .dump() + "\n";
+                 .dump() +
+             "\n";
     }
     return out;
   };
@@ -85,7 +102,8 @@ HttpResponse completion(ModelHost& host, const HttpRequest& http) {
 }  // namespace
 
 void register_ollama_runner_api(HttpServer& server, ModelHost& host) {
-  server.route("GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
+  server.route(
+      "GET", "/health", [&host](const HttpRequest&) { return health(host); }, Access::Public);
   server.route("POST", "/load", [&host](const HttpRequest& r) { return load(host, r); });
   server.route("POST", "/completion", [&host](const HttpRequest& r) { return completion(host, r); });
 }

@@ -40,7 +40,8 @@ std::optional<std::string_view> presented_key(const HttpRequest& request) {
 uint64_t random_nonzero() {
   uint64_t v = 0;
   while (v == 0)
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1) throw std::runtime_error("RAND_bytes failed");
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1)
+      throw std::runtime_error("RAND_bytes failed");
   return v;
 }
 

@@ -1,9 +1,10 @@
-// Contract: the gate in front of every route when the daemon has API keys (--api-key, --api-key-file). It owns
-// the key table (digests only), each tenant's cache salt and the per-tenant request counters. admit() runs on
-// HTTP worker threads, concurrently with reload() (the main thread, on SIGHUP) and the counters' readers; a
-// reload swaps the whole table at once, so a request sees either the old keys or the new ones, and requests
-// already admitted (open streams) are not affected. A tenant keeps its salt across reloads for the daemon's
-// lifetime: its cached prefixes stay its own. Keys never leave this class: not in messages, logs or counters.
+// Contract: the gate in front of every route when the daemon has API keys (--api-key, --api-key-file). It
+// owns the key table (digests only), each tenant's cache salt and the per-tenant request counters. admit()
+// runs on HTTP worker threads, concurrently with reload() (the main thread, on SIGHUP) and the counters'
+// readers; a reload swaps the whole table at once, so a request sees either the old keys or the new ones, and
+// requests already admitted (open streams) are not affected. A tenant keeps its salt across reloads for the
+// daemon's lifetime: its cached prefixes stay its own. Keys never leave this class: not in messages, logs or
+// counters.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -58,9 +59,9 @@ class Authenticator {
   const AuthOptions options_;
   const bool enabled_;
   mutable std::mutex mutex_;
-  std::shared_ptr<const Table> table_;                  // replaced whole by reload()
-  std::map<std::string, uint64_t> salts_;               // tenant -> salt, never forgotten
-  std::map<std::string, uint64_t> requests_;            // tenant -> requests admitted
+  std::shared_ptr<const Table> table_;        // replaced whole by reload()
+  std::map<std::string, uint64_t> salts_;     // tenant -> salt, never forgotten
+  std::map<std::string, uint64_t> requests_;  // tenant -> requests admitted
   std::atomic<uint64_t> refused_{0};
 };
 

@@ -235,12 +235,18 @@ std::optional<ChatFormat> detect_chat_format(std::string_view src) {
 std::string render_chat(const ChatFormat& format, const std::vector<ChatMessage>& messages,
                         const RenderOptions& options) {
   switch (format.family) {
-    case ChatTemplate::ChatML: return render_chatml(format, messages, options);
-    case ChatTemplate::Qwen3: return render_qwen3(messages, options);
-    case ChatTemplate::Llama3: return render_llama3(messages, options);
-    case ChatTemplate::Llama2: return render_llama2(messages, options);
-    case ChatTemplate::Mistral: return render_mistral(messages, options);
-    case ChatTemplate::Gemma: return render_gemma(messages, options);
+    case ChatTemplate::ChatML:
+      return render_chatml(format, messages, options);
+    case ChatTemplate::Qwen3:
+      return render_qwen3(messages, options);
+    case ChatTemplate::Llama3:
+      return render_llama3(messages, options);
+    case ChatTemplate::Llama2:
+      return render_llama2(messages, options);
+    case ChatTemplate::Mistral:
+      return render_mistral(messages, options);
+    case ChatTemplate::Gemma:
+      return render_gemma(messages, options);
   }
   return render_chatml(format, messages, options);
 }
@@ -248,11 +254,15 @@ std::string render_chat(const ChatFormat& format, const std::vector<ChatMessage>
 std::vector<std::string> chat_stop_strings(ChatTemplate t) {
   switch (t) {
     case ChatTemplate::ChatML:
-    case ChatTemplate::Qwen3: return {"<|im_end|>"};
-    case ChatTemplate::Llama3: return {"<|eot_id|>"};
+    case ChatTemplate::Qwen3:
+      return {"<|im_end|>"};
+    case ChatTemplate::Llama3:
+      return {"<|eot_id|>"};
     case ChatTemplate::Llama2:
-    case ChatTemplate::Mistral: return {"</s>"};
-    case ChatTemplate::Gemma: return {"<end_of_turn>"};
+    case ChatTemplate::Mistral:
+      return {"</s>"};
+    case ChatTemplate::Gemma:
+      return {"<end_of_turn>"};
   }
   return {};
 }

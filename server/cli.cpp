@@ -20,7 +20,8 @@ namespace {
 
 std::string env_name(const std::string& option) {
   std::string name = "KVTRIE_";
-  for (char c : option) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char c : option)
+    name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return name;
 }
 
@@ -32,24 +33,31 @@ void opt(CLI::Option* option, const std::string& name) {
 // API keys and TLS (docs/security.md). Keys are repeatable: every --api-key adds one (and so does each
 // api-key line of the config file); KVTRIE_API_KEY gives one key when the command line gives none.
 void add_security_options(CLI::App& app, ServeOptions& o) {
-  app.add_option("--api-key", o.api_keys,
-                 "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every endpoint but /health; "
-                 "repeatable; a user key, its own tenant")
+  app.add_option(
+         "--api-key", o.api_keys,
+         "require this key (Authorization: Bearer KEY or x-api-key: KEY) on every endpoint but /health; "
+         "repeatable; a user key, its own tenant")
       ->envname(env_name("api-key"))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_size(1)
       ->allow_extra_args(false);
   opt(app.add_option("--api-key-file", o.api_key_file,
-                     "API keys, one per line: KEY [TENANT] [admin] (re-read on SIGHUP)")->check(CLI::ExistingFile),
+                     "API keys, one per line: KEY [TENANT] [admin] (re-read on SIGHUP)")
+          ->check(CLI::ExistingFile),
       "api-key-file");
-  opt(app.add_flag("--metrics-public", o.metrics_public, "serve /metrics without an API key"), "metrics-public");
+  opt(app.add_flag("--metrics-public", o.metrics_public, "serve /metrics without an API key"),
+      "metrics-public");
   opt(app.add_option("--tenant-kv-share", o.tenant_kv_share,
                      "share of the device KV tier one tenant's cached prefixes may hold before its own are "
                      "evicted first (1: no limit)")
-          ->capture_default_str()->check(CLI::Range(0.01, 1.0)), "tenant-kv-share");
+          ->capture_default_str()
+          ->check(CLI::Range(0.01, 1.0)),
+      "tenant-kv-share");
   opt(app.add_option("--ssl-cert-file", o.ssl_cert_file, "PEM certificate (chain): serve HTTPS only")
-          ->check(CLI::ExistingFile), "ssl-cert-file");
-  opt(app.add_option("--ssl-key-file", o.ssl_key_file, "PEM private key of --ssl-cert-file")->check(CLI::ExistingFile),
+          ->check(CLI::ExistingFile),
+      "ssl-cert-file");
+  opt(app.add_option("--ssl-key-file", o.ssl_key_file, "PEM private key of --ssl-cert-file")
+          ->check(CLI::ExistingFile),
       "ssl-key-file");
 }
 
@@ -58,28 +66,45 @@ void add_security_options(CLI::App& app, ServeOptions& o) {
 // of precedence is: command line, environment, config file, default.
 void add_serve_options(CLI::App& app, ServeOptions& o) {
   opt(app.add_option("--model,-m", o.model, "GGUF model file")->check(CLI::ExistingFile), "model");
-  opt(app.add_option("--host", o.host, "address to listen on (loopback by default)")->capture_default_str(), "host");
+  opt(app.add_option("--host", o.host, "address to listen on (loopback by default)")->capture_default_str(),
+      "host");
   opt(app.add_option("--port", o.port, "TCP port")->capture_default_str(), "port");
   opt(app.add_option("--ctx-size,-c", o.ctx_size, "tokens per sequence (0: the model's training context)")
-          ->capture_default_str()->check(CLI::Range(0u, 1u << 24)), "ctx-size");
-  opt(app.add_option("--parallel", o.parallel, "sequences decoded together")->capture_default_str()
-          ->check(CLI::Range(1u, 1024u)), "parallel");
-  opt(app.add_option("--queue", o.queue, "requests that may wait for a slot before 503")->capture_default_str(), "queue");
-  opt(app.add_option("--kv-device-mb", o.kv_device_mb, "KV cache budget in device memory (0: from free memory)")
-          ->capture_default_str(), "kv-device-mb");
+          ->capture_default_str()
+          ->check(CLI::Range(0u, 1u << 24)),
+      "ctx-size");
+  opt(app.add_option("--parallel", o.parallel, "sequences decoded together")
+          ->capture_default_str()
+          ->check(CLI::Range(1u, 1024u)),
+      "parallel");
+  opt(app.add_option("--queue", o.queue, "requests that may wait for a slot before 503")
+          ->capture_default_str(),
+      "queue");
+  opt(app.add_option("--kv-device-mb", o.kv_device_mb,
+                     "KV cache budget in device memory (0: from free memory)")
+          ->capture_default_str(),
+      "kv-device-mb");
   opt(app.add_option("--kv-host-mb", o.kv_host_mb, "KV cache budget in host memory (0: from free memory)")
-          ->capture_default_str(), "kv-host-mb");
+          ->capture_default_str(),
+      "kv-host-mb");
   opt(app.add_option("--device", o.device, "Vulkan device index (see --list-devices)"), "device");
-  opt(app.add_flag("--deterministic", o.deterministic, "batch-invariant kernels: cached and cold runs agree exactly"),
+  opt(app.add_flag("--deterministic", o.deterministic,
+                   "batch-invariant kernels: cached and cold runs agree exactly"),
       "deterministic");
-  opt(app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, off")->capture_default_str()
-          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"})), "log-level");
+  opt(app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error, off")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"})),
+      "log-level");
   opt(app.add_flag("--cpu-reference", o.cpu_reference, "serve with the slow CPU reference engine (tests)"),
       "cpu-reference");
-  opt(app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms, "time in-flight requests get to finish on SIGTERM")
-          ->capture_default_str(), "shutdown-grace-ms");
-  opt(app.add_option("--max-body-mb", o.max_body_mb, "largest request body accepted")->capture_default_str()
-          ->check(CLI::Range(1u, 1024u)), "max-body-mb");
+  opt(app.add_option("--shutdown-grace-ms", o.shutdown_grace_ms,
+                     "time in-flight requests get to finish on SIGTERM")
+          ->capture_default_str(),
+      "shutdown-grace-ms");
+  opt(app.add_option("--max-body-mb", o.max_body_mb, "largest request body accepted")
+          ->capture_default_str()
+          ->check(CLI::Range(1u, 1024u)),
+      "max-body-mb");
   add_security_options(app, o);
 }
 
@@ -129,15 +154,17 @@ int run_cli(int argc, char** argv) {
                    ? std::string()
                    : "unknown chat template \"" + name + "\" (built in: " + chat_template_names() + ")";
       });
-  serve->add_option("--config", config_unused, std::string("config file of key = value lines (default ") +
-                                                    kDefaultConfigPath + " when it exists; env KVTRIE_CONFIG)");
+  serve->add_option("--config", config_unused,
+                    std::string("config file of key = value lines (default ") + kDefaultConfigPath +
+                        " when it exists; env KVTRIE_CONFIG)");
 
   ServeOptions runner_opts;
   runner_opts.mode = ApiMode::OllamaRunner;
   bool ollama_engine = false;
   CLI::App* runner = app.add_subcommand("runner", "serve Ollama's older runner protocol (ollama runner)");
   add_serve_options(*runner, runner_opts);
-  runner->add_flag("--ollama-engine", ollama_engine, "accepted for compatibility (kvtrie always uses its own engine)");
+  runner->add_flag("--ollama-engine", ollama_engine,
+                   "accepted for compatibility (kvtrie always uses its own engine)");
 
   // The config file applies to serve only: insert its values right after the subcommand name, where the
   // user's own arguments (and the environment) override them.
@@ -174,11 +201,12 @@ int run_cli(int argc, char** argv) {
       if (a.rfind("--", 0) != 0) continue;
       const std::string name = a.substr(0, a.find('='));
       bool known = app.get_option_no_throw(name) != nullptr;
-      for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_option_no_throw(name) != nullptr;
+      for (const CLI::App* sub : app.get_subcommands({}))
+        known = known || sub->get_option_no_throw(name) != nullptr;
       if (!known) names += " " + name;
     }
-    std::cerr << "kvtrie: unexpected arguments (values are not shown):" << (names.empty() ? " a value" : names)
-              << "\nRun with --help for more information.\n";
+    std::cerr << "kvtrie: unexpected arguments (values are not shown):"
+              << (names.empty() ? " a value" : names) << "\nRun with --help for more information.\n";
     return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
@@ -187,7 +215,8 @@ int run_cli(int argc, char** argv) {
   if (serve->parsed()) {
     setup_logging(serve_opts.log_level, true);
     if (serve_opts.model.empty()) {
-      std::cerr << "kvtrie serve: --model PATH is required (or KVTRIE_MODEL, or model = PATH in the config file)\n";
+      std::cerr
+          << "kvtrie serve: --model PATH is required (or KVTRIE_MODEL, or model = PATH in the config file)\n";
       return 2;
     }
     return run_daemon(serve_opts);

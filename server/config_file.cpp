@@ -24,7 +24,8 @@ std::variant<ConfigEntries, std::string> read_config_file(const std::string& pat
     std::string t = trim(line);
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     size_t eq = t.find('=');
-    if (eq == std::string::npos) return path + ":" + std::to_string(n) + ": expected \"key = value\", got \"" + t + "\"";
+    if (eq == std::string::npos)
+      return path + ":" + std::to_string(n) + ": expected \"key = value\", got \"" + t + "\"";
     std::string key = trim(t.substr(0, eq));
     std::string value = trim(t.substr(eq + 1));
     if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front())

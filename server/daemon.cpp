@@ -27,8 +27,12 @@ namespace {
 // mid-teardown) never runs.
 std::atomic<int> g_signal_seen{0};
 std::atomic<bool> g_reload_seen{false};
-extern "C" void on_shutdown_signal(int sig) { g_signal_seen.store(sig); }
-extern "C" void on_reload_signal(int) { g_reload_seen.store(true); }
+extern "C" void on_shutdown_signal(int sig) {
+  g_signal_seen.store(sig);
+}
+extern "C" void on_reload_signal(int) {
+  g_reload_seen.store(true);
+}
 
 // SIGTERM and SIGINT stop the daemon; SIGHUP re-reads the API key file.
 sigset_t handled_signals() {
@@ -72,9 +76,12 @@ std::string check_security(const ServeOptions& o) {
 
 const char* mode_name(ApiMode mode) {
   switch (mode) {
-    case ApiMode::Native: return "native and OpenAI-compatible";
-    case ApiMode::LlamaServer: return "llama-server compatible";
-    case ApiMode::OllamaRunner: return "Ollama runner (legacy)";
+    case ApiMode::Native:
+      return "native and OpenAI-compatible";
+    case ApiMode::LlamaServer:
+      return "llama-server compatible";
+    case ApiMode::OllamaRunner:
+      return "Ollama runner (legacy)";
   }
   return "?";
 }
@@ -108,9 +115,10 @@ int run_daemon(const ServeOptions& options) {
     spdlog::info("API keys required on every endpoint but /health{}: {}",
                  options.metrics_public ? " and /metrics" : "", message);
   } else if (!is_loopback(options.host)) {
-    spdlog::warn("listening on {} without API keys: anyone who can reach the port may generate, read the cache "
-                 "statistics and flush the cache (see --api-key, --api-key-file and docs/security.md)",
-                 options.host);
+    spdlog::warn(
+        "listening on {} without API keys: anyone who can reach the port may generate, read the cache "
+        "statistics and flush the cache (see --api-key, --api-key-file and docs/security.md)",
+        options.host);
   }
 
   ModelHost host(options);
@@ -132,7 +140,9 @@ int run_daemon(const ServeOptions& options) {
       register_llama_api(server, host);
       register_openai_api(server, host);
       break;
-    case ApiMode::OllamaRunner: register_ollama_runner_api(server, host); break;
+    case ApiMode::OllamaRunner:
+      register_ollama_runner_api(server, host);
+      break;
   }
   register_admin_api(server, host, auth);
 

@@ -22,7 +22,8 @@ std::vector<std::string> device_lines() {
 #if KVTRIE_HAS_VK_LISTING
   try {
     vk::Instance instance;
-    for (const auto& info : vk::list_physical_devices(instance)) lines.push_back(vk::describe_device_line(info));
+    for (const auto& info : vk::list_physical_devices(instance))
+      lines.push_back(vk::describe_device_line(info));
   } catch (const std::exception& e) {
     spdlog::warn("cannot enumerate Vulkan devices: {}", e.what());
   }

@@ -17,8 +17,10 @@ void read_sampling(const Json& obj, SamplingParams& p) {
   if (auto v = read_number(obj, "typical_p", 0.0, 1.0)) p.typical_p = static_cast<float>(*v);
   if (auto v = read_number(obj, "repeat_penalty", 0.0, 100.0)) p.repeat_penalty = static_cast<float>(*v);
   if (auto v = read_int(obj, "repeat_last_n", -1, 1 << 20)) p.repeat_last_n = static_cast<int32_t>(*v);
-  if (auto v = read_number(obj, "presence_penalty", -100.0, 100.0)) p.presence_penalty = static_cast<float>(*v);
-  if (auto v = read_number(obj, "frequency_penalty", -100.0, 100.0)) p.frequency_penalty = static_cast<float>(*v);
+  if (auto v = read_number(obj, "presence_penalty", -100.0, 100.0))
+    p.presence_penalty = static_cast<float>(*v);
+  if (auto v = read_number(obj, "frequency_penalty", -100.0, 100.0))
+    p.frequency_penalty = static_cast<float>(*v);
   // Seeds come as any integer; -1 (and other negatives) mean "random" in llama.cpp and Ollama.
   if (auto v = read_int(obj, "seed", INT64_MIN, INT64_MAX)) {
     if (*v >= 0) p.seed = static_cast<uint64_t>(*v);
@@ -34,7 +36,8 @@ std::vector<int32_t> tokenize_prompt(const LoadedModel& model, const Json& promp
     const std::string& text = prompt.get_ref<const std::string&>();
     if (text.empty()) throw_invalid(std::string("\"") + key + "\" is empty");
     if (text.size() > kMaxPromptBytes)
-      throw_invalid(std::string("\"") + key + "\" is longer than " + std::to_string(kMaxPromptBytes) + " bytes");
+      throw_invalid(std::string("\"") + key + "\" is longer than " + std::to_string(kMaxPromptBytes) +
+                    " bytes");
     if (!valid_utf8(text)) throw_invalid(std::string("\"") + key + "\" is not valid UTF-8");
     EncodeOptions options;
     options.add_bos = add_bos.value_or(tok.add_bos_default());
@@ -46,7 +49,8 @@ std::vector<int32_t> tokenize_prompt(const LoadedModel& model, const Json& promp
     if (add_bos.value_or(false) && tok.bos() >= 0 && (ids.empty() || ids.front() != tok.bos()))
       ids.insert(ids.begin(), tok.bos());
   } else {
-    throw_invalid(std::string("\"") + key + "\" must be a string or an array of token ids, not " + prompt.type_name());
+    throw_invalid(std::string("\"") + key + "\" must be a string or an array of token ids, not " +
+                  prompt.type_name());
   }
   if (ids.empty()) throw_invalid(std::string("\"") + key + "\" is empty");
   return ids;
@@ -55,11 +59,13 @@ std::vector<int32_t> tokenize_prompt(const LoadedModel& model, const Json& promp
 void check_fits(const LoadedModel& model, const engine::GenerateRequest& request) {
   const uint32_t n_ctx = model.engine->info().n_ctx;
   if (request.prompt.size() >= n_ctx)
-    throw_invalid("the prompt has " + std::to_string(request.prompt.size()) + " tokens but the context holds " +
-                  std::to_string(n_ctx) + " (prompt + at least one generated token)");
+    throw_invalid("the prompt has " + std::to_string(request.prompt.size()) +
+                  " tokens but the context holds " + std::to_string(n_ctx) +
+                  " (prompt + at least one generated token)");
 }
 
-GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request, const Caller& caller) {
+GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request,
+                                 const Caller& caller) {
   request.tenant_salt = caller.tenant_salt;
   auto result = engine.submit(std::move(request));
   if (auto* stream = std::get_if<GenerationStream>(&result)) return std::move(*stream);
@@ -69,7 +75,8 @@ GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest
       throw ApiError(ErrorType::Overloaded, r.message, static_cast<int>(r.retry_after.count()));
     case engine::SubmitError::ShuttingDown:
       throw ApiError(ErrorType::Unavailable, r.message, static_cast<int>(r.retry_after.count()));
-    case engine::SubmitError::InvalidRequest: throw ApiError(ErrorType::InvalidRequest, r.message);
+    case engine::SubmitError::InvalidRequest:
+      throw ApiError(ErrorType::InvalidRequest, r.message);
   }
   throw ApiError(ErrorType::Internal, "unknown submit result");
 }
@@ -77,8 +84,10 @@ GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest
 bool pull_chunk(GenerationStream& stream, Chunk& out, const ShouldStop& should_stop) {
   for (;;) {
     switch (stream.next(out, std::chrono::milliseconds(100))) {
-      case engine::StreamChannel::Poll::Chunk: return true;
-      case engine::StreamChannel::Poll::End: return false;
+      case engine::StreamChannel::Poll::Chunk:
+        return true;
+      case engine::StreamChannel::Poll::End:
+        return false;
       case engine::StreamChannel::Poll::Timeout:
         if (should_stop && should_stop()) return false;
         break;
@@ -99,7 +108,6 @@ bool merge_chunk(Chunk& all, Chunk& c) {
 }
 
 }  // namespace
-
 
 namespace {
 
@@ -187,10 +195,12 @@ HttpResponse collected_json(GenerationStream stream, std::function<Json(const Ch
   auto finish = [build = std::move(build)](const Chunk& all) {
     return build(all).dump(-1, ' ', false, Json::error_handler_t::replace);
   };
-  return HttpResponse::streaming(make_collected_body(std::move(stream), std::move(finish)), "application/json");
+  return HttpResponse::streaming(make_collected_body(std::move(stream), std::move(finish)),
+                                 "application/json");
 }
 
-std::shared_ptr<StreamBody> make_stream_body(GenerationStream stream, ChunkFormatter format, std::string trailer) {
+std::shared_ptr<StreamBody> make_stream_body(GenerationStream stream, ChunkFormatter format,
+                                             std::string trailer) {
   return std::make_shared<GenerationBody>(std::move(stream), std::move(format), std::move(trailer));
 }
 

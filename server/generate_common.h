@@ -39,7 +39,6 @@ engine::GenerationStream submit_or_throw(engine::Engine& engine, engine::Generat
 // Waits for the next chunk in short slices, polling should_stop between them; false when it fired.
 bool pull_chunk(engine::GenerationStream& stream, engine::Chunk& out, const ShouldStop& should_stop);
 
-
 // Formats each chunk into the bytes to send; `last` is true for the final chunk. `trailer` (may be empty) is
 // sent after the final chunk (SSE's "data: [DONE]").
 using ChunkFormatter = std::function<std::string(const engine::Chunk& chunk, bool last)>;
@@ -51,11 +50,13 @@ std::shared_ptr<StreamBody> make_stream_body(engine::GenerationStream stream, Ch
 // single space goes out every `heartbeat` (JSON allows leading white space), and a write that fails cancels
 // the generation.
 using CollectedFormatter = std::function<std::string(const engine::Chunk& merged)>;
-std::shared_ptr<StreamBody> make_collected_body(engine::GenerationStream stream, CollectedFormatter finish,
-                                                std::chrono::milliseconds heartbeat = std::chrono::seconds(1));
+std::shared_ptr<StreamBody> make_collected_body(
+    engine::GenerationStream stream, CollectedFormatter finish,
+    std::chrono::milliseconds heartbeat = std::chrono::seconds(1));
 
 // The non-streaming answer of a generation: make_collected_body() with `build(merged)` as the JSON body.
-HttpResponse collected_json(engine::GenerationStream stream, std::function<Json(const engine::Chunk& merged)> build);
+HttpResponse collected_json(engine::GenerationStream stream,
+                            std::function<Json(const engine::Chunk& merged)> build);
 
 // The JSON of logprob entries as SPEC 5 writes them: {"token", "logprob", "top": [{"token", "logprob"}]}.
 Json logprobs_json(const std::vector<engine::TokenLogprob>& logprobs);

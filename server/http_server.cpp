@@ -220,7 +220,8 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
   });
   // Every failure httplib detects itself (no route for GET, bad request line) and every error our handlers
   // answered without a body ends here, so all of them carry the same error JSON.
-  httplib::Server::HandlerWithResponse on_error = [impl](const httplib::Request& req, httplib::Response& res) {
+  httplib::Server::HandlerWithResponse on_error = [impl](const httplib::Request& req,
+                                                         httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     HttpResponse err;
     if (res.status == 404) {
@@ -230,8 +231,11 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
     } else {
       err = error_response(ErrorType::InvalidRequest, "bad request");
       err.status = res.status;
-      err.body = nlohmann::json{{"error", {{"code", res.status}, {"message", "bad request"},
-                                           {"type", type_name(ErrorType::InvalidRequest)}}}}.dump();
+      err.body = nlohmann::json{{"error",
+                                 {{"code", res.status},
+                                  {"message", "bad request"},
+                                  {"type", type_name(ErrorType::InvalidRequest)}}}}
+                     .dump();
     }
     apply(err, res, impl->open_streams);
     return httplib::Server::HandlerResponse::Handled;
@@ -245,9 +249,13 @@ HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>
   });
 }
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
-void HttpServer::set_gate(Gate gate) { impl_->gate = std::move(gate); }
+void HttpServer::set_gate(Gate gate) {
+  impl_->gate = std::move(gate);
+}
 
 void HttpServer::route(const std::string& method, const std::string& path, Handler handler, Access access) {
   impl_->methods_by_path[path].insert(method);
@@ -260,7 +268,8 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
   }
   auto& svr = impl_->server;
   if (method == "GET" || method == "OPTIONS") {
-    auto fn = [impl, access, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    auto fn = [impl, access, handler = std::move(handler)](const httplib::Request& req,
+                                                           httplib::Response& res) {
       HttpRequest request = to_request(req);
       std::optional<HttpResponse> denied = impl->admit(request, access);
       apply(denied ? *denied : invoke_guarded(handler, request), res, impl->open_streams);
@@ -288,8 +297,10 @@ void HttpServer::route(const std::string& method, const std::string& path, Handl
   };
   if (method == "POST")
     svr.Post(pattern, fn);
-  else if (method == "PUT") svr.Put(pattern, fn);
-  else if (method == "DELETE") svr.Delete(pattern, fn);
+  else if (method == "PUT")
+    svr.Put(pattern, fn);
+  else if (method == "DELETE")
+    svr.Delete(pattern, fn);
   else if (method == "PATCH")
     svr.Patch(pattern, fn);
 }
@@ -336,7 +347,9 @@ bool HttpServer::start(std::string& error) {
   return true;
 }
 
-int HttpServer::open_streams() const { return impl_->open_streams.load(); }
+int HttpServer::open_streams() const {
+  return impl_->open_streams.load();
+}
 
 void HttpServer::stop() {
   if (!impl_) return;
@@ -346,8 +359,12 @@ void HttpServer::stop() {
   }
 }
 
-uint16_t HttpServer::port() const { return static_cast<uint16_t>(impl_->bound_port); }
+uint16_t HttpServer::port() const {
+  return static_cast<uint16_t>(impl_->bound_port);
+}
 
-bool HttpServer::tls() const { return impl_->tls(); }
+bool HttpServer::tls() const {
+  return impl_->tls();
+}
 
 }  // namespace kvtrie::server

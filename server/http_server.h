@@ -24,10 +24,11 @@ namespace kvtrie::server {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // loopback by default: exposing the daemon is an explicit choice
   uint16_t port = 11435;
-  size_t threads = 32;  // concurrent connections served (a streaming client holds one)
+  size_t threads = 32;               // concurrent connections served (a streaming client holds one)
   size_t max_body_bytes = 8u << 20;  // whatever the Content-Type: bodies are read as bytes, never as forms
   std::string body_limit_hint = "raise it with --max-body-mb";  // ends the 413 message: what sets the limit
-  std::string tls_cert_file;  // PEM certificate (chain) and private key: both set, the server speaks only HTTPS
+  std::string
+      tls_cert_file;  // PEM certificate (chain) and private key: both set, the server speaks only HTTPS
   std::string tls_key_file;
 };
 
@@ -41,7 +42,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  void route(const std::string& method, const std::string& path, Handler handler, Access access = Access::User);
+  void route(const std::string& method, const std::string& path, Handler handler,
+             Access access = Access::User);
   // Without a gate every request is admitted (with an empty Caller).
   void set_gate(Gate gate);
 

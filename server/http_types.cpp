@@ -39,10 +39,16 @@ const ErrorRow& row_of(ErrorType type) {
 
 }  // namespace
 
-int status_of(ErrorType type) { return row_of(type).status; }
-const char* type_name(ErrorType type) { return row_of(type).name; }
+int status_of(ErrorType type) {
+  return row_of(type).status;
+}
+const char* type_name(ErrorType type) {
+  return row_of(type).name;
+}
 
-void throw_invalid(const std::string& message) { throw ApiError(ErrorType::InvalidRequest, message); }
+void throw_invalid(const std::string& message) {
+  throw ApiError(ErrorType::InvalidRequest, message);
+}
 
 HttpResponse HttpResponse::json(const nlohmann::json& value, int status) {
   HttpResponse r;
@@ -68,7 +74,8 @@ HttpResponse HttpResponse::streaming(std::shared_ptr<StreamBody> stream, std::st
 }
 
 HttpResponse error_response(ErrorType type, const std::string& message, std::optional<int> retry_after_s) {
-  nlohmann::json body = {{"error", {{"code", status_of(type)}, {"message", message}, {"type", type_name(type)}}}};
+  nlohmann::json body = {
+      {"error", {{"code", status_of(type)}, {"message", message}, {"type", type_name(type)}}}};
   HttpResponse r = HttpResponse::json(body, status_of(type));
   if (retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(*retry_after_s));
   if (type == ErrorType::Unauthorized) r.headers.emplace_back("WWW-Authenticate", "Bearer");  // RFC 6750

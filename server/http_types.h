@@ -1,7 +1,7 @@
 // Contract: the HTTP vocabulary the API handlers speak, independent of the HTTP library (which only
 // http_server.cpp includes). A Handler maps an HttpRequest to an HttpResponse and signals failure only by
-// throwing ApiError (or, for bugs, anything else); the wrapper installed at registration turns exceptions into
-// the error JSON {"error": {"code", "message", "type"}} through the one ErrorType -> status table below.
+// throwing ApiError (or, for bugs, anything else); the wrapper installed at registration turns exceptions
+// into the error JSON {"error": {"code", "message", "type"}} through the one ErrorType -> status table below.
 // A streaming response is a pull generator (StreamBody::next); the server calls it from the connection's
 // thread until it returns false or the client goes away, then destroys it (which cancels any generation it
 // holds). Plain values; no thread affinity.
@@ -10,13 +10,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace kvtrie::server {
 
@@ -74,7 +73,7 @@ struct HttpRequest {
   std::string path;
   std::string body;
   std::multimap<std::string, std::string> headers;  // names as the client spelled them
-  Caller caller;  // filled by the server's gate before the handler runs
+  Caller caller;                                    // filled by the server's gate before the handler runs
 };
 
 // should_stop() turns true once the client is gone or the server is shutting down.
@@ -101,7 +100,8 @@ struct HttpResponse {
 };
 
 // The error JSON for a status and message; what every failure path answers.
-HttpResponse error_response(ErrorType type, const std::string& message, std::optional<int> retry_after_s = {});
+HttpResponse error_response(ErrorType type, const std::string& message,
+                            std::optional<int> retry_after_s = {});
 
 using Handler = std::function<HttpResponse(const HttpRequest&)>;
 

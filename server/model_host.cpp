@@ -11,7 +11,9 @@ namespace kvtrie::server {
 
 namespace {
 
-uint64_t mib(uint64_t bytes) { return (bytes + (1u << 20) - 1) >> 20; }
+uint64_t mib(uint64_t bytes) {
+  return (bytes + (1u << 20) - 1) >> 20;
+}
 
 // The lines Ollama reads from a runner's log for its memory accounting (SPEC 5): "using device ...",
 // "offloaded N/M layers to GPU" and "<word>: <device> <kind> buffer size = X MiB".
@@ -35,8 +37,8 @@ void log_memory_accounting(const LoadedModel& m) {
   for (const auto& t : m.file.tensors()) params += t.element_count();
   const uint64_t kv_bytes = uint64_t{c.n_layers} * info.n_ctx * info.parallel * c.n_kv_heads *
                             (c.head_dim_k + c.head_dim_v) * sizeof(float);
-  const uint64_t compute_bytes = uint64_t{c.n_vocab} * sizeof(float) * info.parallel +
-                                 uint64_t{c.n_ff} * sizeof(float) * 4;
+  const uint64_t compute_bytes =
+      uint64_t{c.n_vocab} * sizeof(float) * info.parallel + uint64_t{c.n_ff} * sizeof(float) * 4;
   spdlog::info("load_tensors: offloaded 0/{} layers to GPU", c.n_layers + 1);
   spdlog::info("load_tensors: CPU model buffer size = {} MiB", mib(params * sizeof(float)));
   spdlog::info("kv_cache: CPU KV buffer size = {} MiB", mib(kv_bytes));

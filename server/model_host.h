@@ -24,8 +24,9 @@ struct LoadedModel {
   GgufFile file;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<vk::Context> context;    // the Vulkan device (null with the CPU reference engine)
-  std::unique_ptr<engine::Engine> engine;  // declared last: destroyed first, it uses the tokenizer and context
+  std::unique_ptr<vk::Context> context;  // the Vulkan device (null with the CPU reference engine)
+  std::unique_ptr<engine::Engine>
+      engine;                 // declared last: destroyed first, it uses the tokenizer and context
   std::string name;           // general.name, else the file name
   std::string chat_template;  // tokenizer.chat_template metadata ("" when absent)
   ChatFormat chat_format;     // what chat requests are rendered with (choose_chat_format)

@@ -11,28 +11,28 @@ namespace kvtrie::server {
 
 // Which HTTP protocol the daemon speaks (one per process, chosen by how it was started).
 enum class ApiMode {
-  Native,         // kvtrie serve
-  LlamaServer,    // started as llama-server (Ollama's current runner)
-  OllamaRunner,   // kvtrie runner (Ollama's older runner protocol)
+  Native,        // kvtrie serve
+  LlamaServer,   // started as llama-server (Ollama's current runner)
+  OllamaRunner,  // kvtrie runner (Ollama's older runner protocol)
 };
 
 struct ServeOptions {
   ApiMode mode = ApiMode::Native;
-  std::string model;              // GGUF path; empty only for llama-server device discovery
+  std::string model;  // GGUF path; empty only for llama-server device discovery
   std::string host = "127.0.0.1";
   uint16_t port = 11435;
-  uint32_t ctx_size = 4096;       // tokens per sequence; 0: the model's training context
-  uint32_t parallel = 4;          // sequences decoded together
-  uint32_t queue = 64;            // requests waiting for a slot before 503
-  uint64_t kv_device_mb = 0;      // 0: from free memory
+  uint32_t ctx_size = 4096;   // tokens per sequence; 0: the model's training context
+  uint32_t parallel = 4;      // sequences decoded together
+  uint32_t queue = 64;        // requests waiting for a slot before 503
+  uint64_t kv_device_mb = 0;  // 0: from free memory
   uint64_t kv_host_mb = 0;
-  std::optional<uint32_t> device; // Vulkan device index; unset: the preferred one
+  std::optional<uint32_t> device;  // Vulkan device index; unset: the preferred one
   bool deterministic = false;
-  bool cpu_reference = false;     // serve with the CPU reference engine (tiny models, tests)
+  bool cpu_reference = false;  // serve with the CPU reference engine (tiny models, tests)
   std::string log_level = "info";
   uint32_t shutdown_grace_ms = 5000;
   uint32_t max_body_mb = 8;
-  std::string chat_template;      // built-in chat template name forced by --chat-template ("": the model's)
+  std::string chat_template;  // built-in chat template name forced by --chat-template ("": the model's)
   bool verbose = false;
   // Security (docs/security.md). With no key every endpoint is open, as on a single-user machine.
   std::vector<std::string> api_keys;  // user keys, each its own tenant

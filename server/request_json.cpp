@@ -9,7 +9,9 @@ namespace kvtrie::server {
 
 namespace {
 
-const char* kind_of(const Json& v) { return v.type_name(); }
+const char* kind_of(const Json& v) {
+  return v.type_name();
+}
 
 [[noreturn]] void wrong_type(const char* key, const char* want, const Json& v) {
   throw_invalid(std::string("\"") + key + "\" must be " + want + ", not " + kind_of(v));
@@ -23,7 +25,9 @@ const Json* present(const Json& obj, const char* key) {
 
 }  // namespace
 
-bool valid_utf8(const std::string& text) { return utf8::is_valid(text); }
+bool valid_utf8(const std::string& text) {
+  return utf8::is_valid(text);
+}
 
 Json parse_object(const std::string& body) {
   if (body.empty()) throw_invalid("the request body is empty; expected a JSON object");
@@ -42,8 +46,8 @@ std::optional<int64_t> read_int(const Json& obj, const char* key, int64_t min, i
     if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
       throw_invalid(std::string("\"") + key + "\" is out of range");
     x = v->get<int64_t>();
-  } else if (v->is_number_float() && std::isfinite(v->get<double>()) && v->get<double>() == std::floor(v->get<double>()) &&
-             std::fabs(v->get<double>()) < 9e15) {
+  } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+             v->get<double>() == std::floor(v->get<double>()) && std::fabs(v->get<double>()) < 9e15) {
     x = static_cast<int64_t>(v->get<double>());  // 5.0 is an integer in JSON's eyes
   } else {
     wrong_type(key, "an integer", *v);
@@ -107,8 +111,11 @@ std::optional<std::vector<int32_t>> read_tokens(const Json& obj, const char* key
   std::vector<int32_t> out;
   out.reserve(v->size());
   for (const auto& e : *v) {
-    if (!e.is_number_integer()) throw_invalid(std::string("\"") + key + "\" must hold only integer token ids");
-    int64_t id = e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX) ? -1 : e.get<int64_t>();
+    if (!e.is_number_integer())
+      throw_invalid(std::string("\"") + key + "\" must hold only integer token ids");
+    int64_t id = e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                     ? -1
+                     : e.get<int64_t>();
     if (id < 0 || id >= static_cast<int64_t>(n_vocab))
       throw_invalid("token id " + e.dump() + " in \"" + key + "\" is outside the vocabulary (0.." +
                     std::to_string(n_vocab - 1) + ")");

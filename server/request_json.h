@@ -1,14 +1,13 @@
-// Contract: reading client JSON with exact errors. parse_object() refuses malformed or truncated JSON, invalid
-// UTF-8 and non-object bodies; the typed readers refuse wrong types and out-of-range values. Every refusal is
-// an ApiError(InvalidRequest) whose message names the field, so handlers stay free of validation noise.
-// Pure functions; any thread.
+// Contract: reading client JSON with exact errors. parse_object() refuses malformed or truncated JSON,
+// invalid UTF-8 and non-object bodies; the typed readers refuse wrong types and out-of-range values. Every
+// refusal is an ApiError(InvalidRequest) whose message names the field, so handlers stay free of validation
+// noise. Pure functions; any thread.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kvtrie::server {
 

@@ -32,7 +32,9 @@ std::string number(double v, const char* format) {
 }
 }  // namespace
 
-Row::Row(std::string_view bench) { text("bench", bench); }
+Row::Row(std::string_view bench) {
+  text("bench", bench);
+}
 
 Row& Row::text(std::string_view key, std::string_view value) {
   json_.emplace_back(std::string(key), json_string(value));
@@ -97,6 +99,8 @@ std::vector<int32_t> pseudo_random_tokens(uint32_t count, uint64_t seed, uint32_
   return out;
 }
 
-std::string model_label(const std::filesystem::path& path) { return path.stem().string(); }
+std::string model_label(const std::filesystem::path& path) {
+  return path.stem().string();
+}
 
 }  // namespace kvtrie::bench

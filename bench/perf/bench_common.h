@@ -15,7 +15,7 @@ namespace kvtrie::bench {
 
 // Options every subcommand takes.
 struct CommonOptions {
-  int device = -1;      // Vulkan device index; -1: the default choice
+  int device = -1;       // Vulkan device index; -1: the default choice
   uint32_t repeats = 5;  // timed repeats (the median is reported)
   uint32_t warmup = 1;   // untimed runs first
 };

@@ -34,11 +34,11 @@ struct DecodeOptions {
   std::filesystem::path model;
   uint32_t context = 512;
   uint32_t sequences = 1;
-  uint32_t tokens = 128;                 // decode steps timed
-  double read_bandwidth = 4.44e12;       // bytes/s, for the bandwidth bound
-  bool profile = false;                  // also time one step per dispatch (a decode_profile row per op)
-  bool deterministic = false;            // GpuModelOptions::deterministic
-  uint32_t attention_split = 0;          // GpuModelOptions::attention_split (0: the default)
+  uint32_t tokens = 128;            // decode steps timed
+  double read_bandwidth = 4.44e12;  // bytes/s, for the bandwidth bound
+  bool profile = false;             // also time one step per dispatch (a decode_profile row per op)
+  bool deterministic = false;       // GpuModelOptions::deterministic
+  uint32_t attention_split = 0;     // GpuModelOptions::attention_split (0: the default)
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);
 
@@ -101,10 +101,12 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
 struct SweepMatmulOptions {
   std::string model = "llama3-8b";
   std::string types = "Q4_0,Q4_K";
-  std::string tokens = "512";  // prompt tokens per product, comma-separated
-  std::string extensions = "NV,KHR";  // also KHR-xh (x as f16), CM2 and KHR-noload, KHR-nomul: Q4_0 probes without loads / multiplies
+  std::string tokens = "512";         // prompt tokens per product, comma-separated
+  std::string extensions = "NV,KHR";  // also KHR-xh (x as f16), CM2 and KHR-noload, KHR-nomul: Q4_0 probes
+                                      // without loads / multiplies
   std::string tiles = "4x2x2x4,2x2x2x2,2x2x4x4,4x2x2x2,2x4x4x2,2x2x2x4";  // sg_m x sg_n x tm x tn
-  std::string cm2_tiles = "256x128x128k32,256x128x256k32,256x256x128k32,128x64x64k32,256x128x128k64,256x64x128k32";
+  std::string cm2_tiles =
+      "256x128x128k32,256x128x256k32,256x256x128k32,128x64x64k32,256x128x128k64,256x64x128k32";
   uint32_t dispatches = 16;
 };
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options);

@@ -18,7 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-
 // One whole-buffer copy, recorded once and replayed.
 double plain_copy_seconds(vk::Context& ctx, const CommonOptions& common, const vk::Buffer& src,
                           const vk::Buffer& dst) {

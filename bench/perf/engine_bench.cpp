@@ -177,8 +177,9 @@ void run_multiturn(const CommonOptions& common, const MultiturnOptions& options)
   // Room for the longest prompt: every turn's user and answer tokens plus the probe turn.
   const uint32_t longest = options.system + (options.turns + 1) * (options.user + options.answer);
   KVTRIE_CHECK(longest <= mc.n_ctx_train || mc.n_ctx_train == 0,
-               "multiturn: conversations of " + std::to_string(longest) + " tokens exceed the model's context " +
-                   std::to_string(mc.n_ctx_train) + " (write the model with kvtrie-synth --ctx)");
+               "multiturn: conversations of " + std::to_string(longest) +
+                   " tokens exceed the model's context " + std::to_string(mc.n_ctx_train) +
+                   " (write the model with kvtrie-synth --ctx)");
   GpuEngineConfig config;
   config.n_ctx = longest;
   config.parallel = options.parallel;

@@ -5,8 +5,8 @@
 // per-dispatch cost of a barrier-separated dispatch that does (almost) nothing: a 4-float add.
 #include <algorithm>
 #include <optional>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/perf/benches.h"
@@ -54,7 +54,8 @@ void run_kernel(const CommonOptions& common, const KernelOptions& options) {
   vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
   const uint64_t y_bytes = uint64_t{options.tokens} * options.rows * 4;
   std::vector<vk::Buffer> ys;
-  for (uint32_t i = 0; i < options.dispatches; ++i) ys.emplace_back(ctx.device(), y_bytes, vk::MemoryKind::DeviceLocal);
+  for (uint32_t i = 0; i < options.dispatches; ++i)
+    ys.emplace_back(ctx.device(), y_bytes, vk::MemoryKind::DeviceLocal);
   vk::Buffer tiny(ctx.device(), 16, vk::MemoryKind::DeviceLocal);
 
   auto per_dispatch_us = [&](auto&& record) {
@@ -65,7 +66,8 @@ void run_kernel(const CommonOptions& common, const KernelOptions& options) {
     return median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
   };
   auto product = [&](vk::CommandRecorder& rec, const vk::Buffer& y) {
-    kernels::MatmulArgs a{{w.view(0, w_bytes), *type, options.rows, options.cols}, x.view(), y.view(), options.tokens};
+    kernels::MatmulArgs a{
+        {w.view(0, w_bytes), *type, options.rows, options.cols}, x.view(), y.view(), options.tokens};
     kernels::matmul(rec, k, a, *path);
   };
   const double chained = per_dispatch_us([&](vk::CommandRecorder& rec) {
@@ -75,7 +77,8 @@ void run_kernel(const CommonOptions& common, const KernelOptions& options) {
     for (uint32_t i = 0; i < options.dispatches; ++i) product(rec, ys[i]);
   });
   const double empty = per_dispatch_us([&](vk::CommandRecorder& rec) {
-    for (uint32_t i = 0; i < options.dispatches; ++i) kernels::add(rec, k, tiny.view(), tiny.view(), tiny.view(), 4);
+    for (uint32_t i = 0; i < options.dispatches; ++i)
+      kernels::add(rec, k, tiny.view(), tiny.view(), tiny.view(), 4);
   });
   Row("kernel")
       .text("device", ctx.device().info().name)

@@ -1,14 +1,14 @@
 // load, prefill and decode: the forward pass alone (GpuModel driven directly with a bench-owned page
 // allocator: sequence s owns device pages [s * pages_per_seq, (s + 1) * pages_per_seq)), and load to ready
 // through GpuEngine.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "bench/perf/benches.h"
 #include "cache/vk_page_store.h"
@@ -144,7 +144,8 @@ void emit_profile(const std::string& bench, const std::string& model, const std:
     it->second.first += t.ns;
     ++it->second.second;
   }
-  std::sort(by_op.begin(), by_op.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::sort(by_op.begin(), by_op.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
   for (const auto& [name, v] : by_op)
     Row(bench + "_profile")
         .text("model", model)
@@ -181,7 +182,8 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   if (options.profile) {  // the last chunk of one more prefill, per dispatch
     rig.model->set_profiling(true);
     rig.prefill(0, prompt, logits);
-    emit_profile("prefill", model_label(options.model), "prompt", options.prompt, rig.model->last_dispatch_times(),
+    emit_profile("prefill", model_label(options.model), "prompt", options.prompt,
+                 rig.model->last_dispatch_times(),
                  med * std::min<double>(1.0, static_cast<double>(options.max_batch_tokens) / options.prompt));
     rig.model->set_profiling(false);
   }
@@ -224,7 +226,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   GpuModelOptions knobs;
   knobs.deterministic = options.deterministic;
   knobs.attention_split = options.attention_split;
-  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512, knobs);  // +2: profile steps
+  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,
+               knobs);  // +2: profile steps
   std::vector<float> logits;
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)

@@ -162,7 +162,8 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         });
         emit(tokens, "legacy", legacy, legacy);
         if (!kernels::matvec_q8_supported(format, shape.cols)) continue;
-        const bool want_portable = options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");
+        const bool want_portable =
+            options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");
         const uint32_t group = tokens == 1 ? 1 : 8;
         for (const bool int_dot : {false, true}) {
           const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + shape.mode + "_" +
@@ -170,29 +171,31 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
           if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
-          for (uint32_t tpr : threads_per_row) {
-            kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, format, shape.rows, shape.cols, group);
-            s.rows_per_lane = rpl;
-            if (tpr != 0) {
-              if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup) continue;
-              s.threads_per_row = tpr;
+            for (uint32_t tpr : threads_per_row) {
+              kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, format, shape.rows, shape.cols, group);
+              s.rows_per_lane = rpl;
+              if (tpr != 0) {
+                if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
+                  continue;
+                s.threads_per_row = tpr;
+              }
+              const vk::ComputePipeline& p = ctx.pipelines().get(
+                  variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+              const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+                kernels::MatvecQ8Args a;
+                a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
+                const std::string_view mode = shape.mode;
+                if (mode == "norm" || mode == "norm_swiglu")
+                  a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
+                a.accumulate = mode == "acc";
+                a.swiglu = mode == "norm_swiglu";
+                kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
+              });
+              emit(tokens,
+                   std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
+                       std::to_string(s.threads_per_row),
+                   us, legacy);
             }
-            const vk::ComputePipeline& p = ctx.pipelines().get(
-                variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
-            const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
-              kernels::MatvecQ8Args a;
-              a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
-              const std::string_view mode = shape.mode;
-              if (mode == "norm" || mode == "norm_swiglu") a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
-              a.accumulate = mode == "acc";
-              a.swiglu = mode == "norm_swiglu";
-              kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
-            });
-            emit(tokens,
-                 std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
-                     std::to_string(s.threads_per_row),
-                 us, legacy);
-          }
         }
       }
     }
@@ -221,7 +224,8 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
     std::stringstream in(options.tiles);
     for (std::string item; std::getline(in, item, ',');) {
       kernels::CoopmatTile t;
-      const int n = std::sscanf(item.c_str(), "%ux%ux%ux%uk%ub%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn, &t.bk, &t.buffers);
+      const int n =
+          std::sscanf(item.c_str(), "%ux%ux%ux%uk%ub%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn, &t.bk, &t.buffers);
       KVTRIE_CHECK((n == 4 || n == 5 || n == 6) && t.bk % 32 == 0 && (t.buffers == 1 || t.buffers == 2),
                    "sweep-matmul: a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1");
       if (t.shared_bytes() > dev.info().max_shared_memory) {  // left out, so one tile does not end the sweep
@@ -238,98 +242,100 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
     for (std::string item; std::getline(in, item, ',');) {
       kernels::Cm2Tile t;
       const int n = std::sscanf(item.c_str(), "%ux%ux%uk%u", &t.threads, &t.rows, &t.tokens, &t.bk);
-      KVTRIE_CHECK(n == 4 && 256 % t.bk == 0, "sweep-matmul: a CM2 tile is THREADSxROWSxTOKENSkBK, e.g. 256x128x128k32");
+      KVTRIE_CHECK(n == 4 && 256 % t.bk == 0,
+                   "sweep-matmul: a CM2 tile is THREADSxROWSxTOKENSkBK, e.g. 256x128x128k32");
       cm2_tiles.push_back(t);
     }
   }
   std::mt19937_64 rng(11);
   for (const uint32_t T : parse_list(options.tokens))
-  for (const std::string& type_name :
-       {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
-    if (options.types.find(type_name) == std::string::npos) continue;
-    const TensorType file_type = *tensor_type_from_name(type_name);
-    for (Shape shape : shapes_of(options.model)) {
-      if (std::string_view(shape.name) == "logits") continue;  // prefill reads logits of one token
-      // Prefill multiplies gate and up separately (GpuModel joins them only for matvec_q8): time one.
-      if (std::string_view(shape.name) == "gate_up") shape = Shape{"gate", shape.rows / 2, shape.cols, shape.mode};
-      const TensorType format = kernels::device_format(file_type, shape.cols);
-      const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
-      vk::Buffer w(dev, bytes + 16, vk::MemoryKind::DeviceLocal);
-      std::vector<uint8_t> host(bytes);
-      for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
-      vk::upload(ctx, w, 0, std::as_bytes(std::span(host)));
-      {
-        vk::CommandRecorder rec(ctx);
-        rec.begin();
-        kernels::repack_to_device_format(rec, k, w.view(0, bytes), file_type, shape.rows, shape.cols);
-        rec.end();
-        rec.submit_and_wait();
-      }
-      std::vector<float> xs(uint64_t{T} * shape.cols);
-      for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
-      vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
-      vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
-      const kernels::MatmulArgs args{
-          {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
-      // Times --dispatches products recorded by `record` in one recording and emits the row.
-      const auto measure = [&](const std::string& ext, const std::string& tile, auto record) {
-        vk::CommandRecorder rec(ctx);
-        rec.begin();
-        for (uint32_t i = 0; i < options.dispatches; ++i) record(rec);
-        rec.end();
-        const double us = median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
-        Row("sweep_matmul")
-            .text("device", dev.info().name)
-            .text("model", options.model)
-            .text("type", type_name)
-            .text("shape", shape.name)
-            .integer("rows", shape.rows)
-            .integer("cols", shape.cols)
-            .integer("tokens", T)
-            .text("extension", ext)
-            .text("tile", tile)
-            .num("us", us)
-            .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
-            .emit();
-      };
-      // x as f16 (converted beforehand, as GpuModel does) for KHR-xh and CM2.
-      std::vector<uint16_t> xh(xs.size());
-      for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
-      vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
-      for (const std::string ext : {"NV", "KHR", "KHR-xh", "KHR-noload", "KHR-nomul"}) {
-        if (!listed(options.extensions, ext)) continue;
-        const bool khr = ext != "NV";
-        const std::string variant = ext == "KHR-noload"  ? "noload_"
-                                    : ext == "KHR-nomul" ? "nomul_"
-                                    : ext == "KHR-xh"    ? "xh_"
-                                                         : "";
-        const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + variant +
-                                   kernels::type_variant(format);
-        if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
-        kernels::MatmulArgs a = args;
-        if (ext == "KHR-xh") a.x = x16.view();
-        for (const kernels::CoopmatTile& t : tiles) {
-          const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
-          measure(ext,
-                  std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
-                      std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers),
-                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
+    for (const std::string& type_name :
+         {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
+      if (options.types.find(type_name) == std::string::npos) continue;
+      const TensorType file_type = *tensor_type_from_name(type_name);
+      for (Shape shape : shapes_of(options.model)) {
+        if (std::string_view(shape.name) == "logits") continue;  // prefill reads logits of one token
+        // Prefill multiplies gate and up separately (GpuModel joins them only for matvec_q8): time one.
+        if (std::string_view(shape.name) == "gate_up")
+          shape = Shape{"gate", shape.rows / 2, shape.cols, shape.mode};
+        const TensorType format = kernels::device_format(file_type, shape.cols);
+        const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
+        vk::Buffer w(dev, bytes + 16, vk::MemoryKind::DeviceLocal);
+        std::vector<uint8_t> host(bytes);
+        for (auto& b : host) b = static_cast<uint8_t>(rng() & 0x3F);
+        vk::upload(ctx, w, 0, std::as_bytes(std::span(host)));
+        {
+          vk::CommandRecorder rec(ctx);
+          rec.begin();
+          kernels::repack_to_device_format(rec, k, w.view(0, bytes), file_type, shape.rows, shape.cols);
+          rec.end();
+          rec.submit_and_wait();
         }
-      }
-      if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {
-        kernels::MatmulArgs a = args;
-        a.x_f16 = x16.view();
-        for (const kernels::Cm2Tile& t : cm2_tiles) {
-          const vk::ComputePipeline& p =
-              ctx.pipelines().get("matmul_cm2_" + std::string(kernels::type_variant(format)), t.spec());
-          measure("CM2",
-                  std::to_string(t.threads) + "x" + std::to_string(t.rows) + "x" + std::to_string(t.tokens) + "k" +
-                      std::to_string(t.bk),
-                  [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_cm2(rec, k, a, p, t); });
+        std::vector<float> xs(uint64_t{T} * shape.cols);
+        for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+        vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
+        vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+        const kernels::MatmulArgs args{
+            {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
+        // Times --dispatches products recorded by `record` in one recording and emits the row.
+        const auto measure = [&](const std::string& ext, const std::string& tile, auto record) {
+          vk::CommandRecorder rec(ctx);
+          rec.begin();
+          for (uint32_t i = 0; i < options.dispatches; ++i) record(rec);
+          rec.end();
+          const double us = median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
+          Row("sweep_matmul")
+              .text("device", dev.info().name)
+              .text("model", options.model)
+              .text("type", type_name)
+              .text("shape", shape.name)
+              .integer("rows", shape.rows)
+              .integer("cols", shape.cols)
+              .integer("tokens", T)
+              .text("extension", ext)
+              .text("tile", tile)
+              .num("us", us)
+              .num("tflops", 2.0 * shape.rows * shape.cols * T / us / 1e6)
+              .emit();
+        };
+        // x as f16 (converted beforehand, as GpuModel does) for KHR-xh and CM2.
+        std::vector<uint16_t> xh(xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) xh[i] = fp32_to_fp16(xs[i]);
+        vk::Buffer x16 = vk::make_buffer(ctx, std::span<const uint16_t>(xh), vk::MemoryKind::DeviceLocal);
+        for (const std::string ext : {"NV", "KHR", "KHR-xh", "KHR-noload", "KHR-nomul"}) {
+          if (!listed(options.extensions, ext)) continue;
+          const bool khr = ext != "NV";
+          const std::string variant = ext == "KHR-noload"  ? "noload_"
+                                      : ext == "KHR-nomul" ? "nomul_"
+                                      : ext == "KHR-xh"    ? "xh_"
+                                                           : "";
+          const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + variant +
+                                     kernels::type_variant(format);
+          if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
+          kernels::MatmulArgs a = args;
+          if (ext == "KHR-xh") a.x = x16.view();
+          for (const kernels::CoopmatTile& t : tiles) {
+            const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
+            measure(ext,
+                    std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
+                        std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers),
+                    [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
+          }
+        }
+        if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {
+          kernels::MatmulArgs a = args;
+          a.x_f16 = x16.view();
+          for (const kernels::Cm2Tile& t : cm2_tiles) {
+            const vk::ComputePipeline& p =
+                ctx.pipelines().get("matmul_cm2_" + std::string(kernels::type_variant(format)), t.spec());
+            measure("CM2",
+                    std::to_string(t.threads) + "x" + std::to_string(t.rows) + "x" +
+                        std::to_string(t.tokens) + "k" + std::to_string(t.bk),
+                    [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_cm2(rec, k, a, p, t); });
+          }
         }
       }
     }
-  }
 }
 
 }  // namespace kvtrie::bench

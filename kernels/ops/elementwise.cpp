@@ -15,7 +15,8 @@ void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk:
                grid.y);
 }
 
-void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out, uint32_t count) {
+void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,
+                 uint32_t count) {
   KVTRIE_CHECK(count % 2 == 0, "convert_f16: an even count of values (two per word)");
   if (count == 0) return;
   const uint32_t pairs = count / 2;
@@ -44,7 +45,8 @@ void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, 
                 uint32_t threads) {
   KVTRIE_CHECK(src.range % 16 == 0 && src.range / 16 <= UINT32_MAX, "read_probe: whole 16-byte elements");
   const uint32_t wg = k.workgroup_size("read_probe");
-  KVTRIE_CHECK(sink.range >= uint64_t{div_up(threads, wg)} * wg * 4, "read_probe: sink smaller than one word per invocation");
+  KVTRIE_CHECK(sink.range >= uint64_t{div_up(threads, wg)} * wg * 4,
+               "read_probe: sink smaller than one word per invocation");
   const uint32_t push = static_cast<uint32_t>(src.range / 16);
   rec.dispatch(k.pipeline("read_probe", "u32"), {vk::read(src), vk::write(sink)}, push, div_up(threads, wg));
 }

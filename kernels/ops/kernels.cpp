@@ -31,8 +31,8 @@ bool wanted(const OpRegistration& row, std::string_view variant, std::span<const
   if (indexed_by_weight_type(row)) return std::find(types.begin(), types.end(), variant) != types.end();
   if (!row.variants_end_in_type) return true;
   return std::any_of(types.begin(), types.end(), [&](std::string_view t) {
-    return variant == t ||
-           (variant.size() > t.size() && variant.ends_with(t) && variant[variant.size() - t.size() - 1] == '_');
+    return variant == t || (variant.size() > t.size() && variant.ends_with(t) &&
+                            variant[variant.size() - t.size() - 1] == '_');
   });
 }
 

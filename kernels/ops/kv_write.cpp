@@ -17,8 +17,15 @@ KvWritePush push_of(const KvWriteArgs& a) {
   KVTRIE_CHECK(l.kv_dim % 2 == 0 && l.kv_dim > 0, "kv_write: kv_dim must be even");
   KVTRIE_CHECK(a.layer < l.n_layers, "kv_write: layer out of range");
   KVTRIE_CHECK(a.pages.range >= l.page_bytes() * a.page_count, "kv_write: pages view smaller than its pages");
-  return {a.n_tokens, l.kv_dim, a.k_stride ? a.k_stride : l.kv_dim, a.v_stride ? a.v_stride : l.kv_dim,
-          l.page_tokens, l.n_layers, a.layer, a.page_begin, a.page_count};
+  return {a.n_tokens,
+          l.kv_dim,
+          a.k_stride ? a.k_stride : l.kv_dim,
+          a.v_stride ? a.v_stride : l.kv_dim,
+          l.page_tokens,
+          l.n_layers,
+          a.layer,
+          a.page_begin,
+          a.page_count};
 }
 
 Grid grid_of(const Kernels& k, const KvWriteArgs& a) {
@@ -67,7 +74,8 @@ void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs
   const vk::BufferView& q = q_rope->x;
   KVTRIE_CHECK(q_rope->mode == rope.mode && q_rope->head_dim == rope.head_dim &&
                    q_rope->rope_dims == rope.rope_dims && q_rope->freq_base == rope.freq_base &&
-                   q_rope->freq_factors.empty() == rope.freq_factors.empty() && q_rope->n_tokens == a.n_tokens,
+                   q_rope->freq_factors.empty() == rope.freq_factors.empty() &&
+                   q_rope->n_tokens == a.n_tokens,
                "kv_write_rope: Q's rope must match K's");
   KVTRIE_CHECK(a.k.buffer == q.buffer && a.v.buffer == q.buffer,
                "kv_write_rope: Q, K and V must be views of one buffer to rotate Q too");
@@ -91,11 +99,11 @@ void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs
          floats_from_start(q),
          q_rope->token_stride ? q_rope->token_stride : q_rope->n_heads * q_rope->head_dim,
          q_rope->n_heads * q_rope->head_dim / 2};
-  const Grid grid =
-      grid_1d(div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2 + push.q_pairs), k.workgroup_size("kv_write")));
+  const Grid grid = grid_1d(
+      div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2 + push.q_pairs), k.workgroup_size("kv_write")));
   rec.dispatch(k.pipeline("kv_write", "rope_qkv_f16"),
-               {vk::read_write(rows.view), vk::read(a.slots), vk::read_write(a.pages), vk::read(rope.positions),
-                vk::read(factors)},
+               {vk::read_write(rows.view), vk::read(a.slots), vk::read_write(a.pages),
+                vk::read(rope.positions), vk::read(factors)},
                push, grid.x, grid.y);
 }
 

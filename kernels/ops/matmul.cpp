@@ -76,7 +76,8 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, c
     case MatmulPath::Tiled:
       return requested;
     case MatmulPath::CoopMat:
-      KVTRIE_CHECK(coopmat_supported(device), "matmul: cooperative matrices are not available on this device");
+      KVTRIE_CHECK(coopmat_supported(device),
+                   "matmul: cooperative matrices are not available on this device");
       return requested;
     case MatmulPath::CoopMat2:
       check_coopmat2(device, args);
@@ -86,7 +87,8 @@ MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, c
   }
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
   const bool coopmat = coopmat_supported(device) && x_stride % 4 == 0;
-  if (args.tokens <= kMatvecTokens && !(coopmat && args.tokens > kCoopmatMinTokens)) return MatmulPath::Deterministic;
+  if (args.tokens <= kMatvecTokens && !(coopmat && args.tokens > kCoopmatMinTokens))
+    return MatmulPath::Deterministic;
   if (!args.x_f16.empty() && coopmat2_wanted(device, requested, args)) return MatmulPath::CoopMat2;
   return coopmat ? MatmulPath::CoopMat : MatmulPath::Tiled;
 }
@@ -112,7 +114,8 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")
                            : (few ? "matmul_coopmat_t32" : "matmul_coopmat");
-      dispatch_matmul_coopmat(rec, k, args, k.pipeline(op, type_variant(args.w.type)), few ? kSmallTile : CoopmatTile{});
+      dispatch_matmul_coopmat(rec, k, args, k.pipeline(op, type_variant(args.w.type)),
+                              few ? kSmallTile : CoopmatTile{});
       return;
     }
     case MatmulPath::CoopMat2:

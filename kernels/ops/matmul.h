@@ -4,7 +4,8 @@
 //                  whatever the batch, the --deterministic contract. Re-reads W once per 8 tokens.
 //   Tiled:         portable 64x64 shared-memory tiles, f32; each output is reduced in k order by one thread,
 //                  so it is batch-invariant among Tiled calls but not equal to matvec bit for bit.
-//   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16 inputs, f32
+//   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16 inputs,
+//   f32
 //                  accumulate), only where the device has one; tiles of CoopmatTile (default 128 rows x 128
 //                  tokens, 8 subgroups). Reads x as f16 from MatmulArgs::x_f16 where it is given and
 //                  coopmat_takes_f16_x (the same f16 values as its own conversion of x).
@@ -49,7 +50,8 @@ inline constexpr uint64_t kCoopmat2MinWeights = uint64_t{14336} * 4096;
 // CoopMat2 is requested where it cannot run). CoopMat needs x_stride % 4 == 0; CoopMat2 needs x_f16.
 MatmulPath resolve_matmul_path(const vk::Device& device, MatmulPath requested, const MatmulArgs& args);
 
-void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, MatmulPath path = MatmulPath::Auto);
+void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
+            MatmulPath path = MatmulPath::Auto);
 
 // The cooperative-matrix tile: sg_m x sg_n subgroups of 32, each tm x tn blocks of 16x16 outputs, k steps
 // of bk values through `buffers` shared buffers (2: alternating; 1: refilled after a second barrier). Its

@@ -28,15 +28,17 @@ std::vector<RowChunk> split_rows(const WeightMatrix& w, uint64_t max_range, uint
   const uint64_t per_chunk = std::min<uint64_t>((max_range - slack) / rb, w.rows);
   std::vector<RowChunk> chunks;
   for (uint64_t r = 0; r < w.rows; r += per_chunk)
-    chunks.push_back({static_cast<uint32_t>(r), static_cast<uint32_t>(std::min<uint64_t>(per_chunk, w.rows - r))});
+    chunks.push_back(
+        {static_cast<uint32_t>(r), static_cast<uint32_t>(std::min<uint64_t>(per_chunk, w.rows - r))});
   return chunks;
 }
 
 void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
-                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group,
-                             vk::BufferView extra) {
+                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group,
+                             uint32_t tokens_per_group, vk::BufferView extra) {
   const WeightMatrix& w = args.w;
-  KVTRIE_CHECK(w.cols % tensor_type_info(w.type).block_elements == 0, "matmul: row length is not whole blocks");
+  KVTRIE_CHECK(w.cols % tensor_type_info(w.type).block_elements == 0,
+               "matmul: row length is not whole blocks");
   if (w.rows == 0 || args.tokens == 0) return;
   const vk::PhysicalDeviceInfo& dev = k.device().info();
   const uint64_t rb = row_bytes(w.type, w.cols);
@@ -45,17 +47,19 @@ void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const M
   const uint32_t y_stride = args.y_stride ? args.y_stride : w.rows;
   const uint32_t gz = div_up(args.tokens, tokens_per_group);
   KVTRIE_CHECK(gz <= 65535, "matmul: too many tokens for one dispatch");
-  for (const RowChunk& chunk : split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment)) {
+  for (const RowChunk& chunk :
+       split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment)) {
     const AlignedBinding wb = align_binding(k.device(), w.data.sub(chunk.first_row * rb, chunk.rows * rb));
-    const MatmulPush push{chunk.rows, w.cols, args.tokens, static_cast<uint32_t>(rb), x_stride, y_stride,
-                          chunk.first_row, wb.byte_offset};
+    const MatmulPush push{chunk.rows, w.cols,   args.tokens,     static_cast<uint32_t>(rb),
+                          x_stride,   y_stride, chunk.first_row, wb.byte_offset};
     // Row groups beyond 65535 wrap into y (the shaders flatten x and y); tokens go along z.
     const Grid grid = grid_1d(div_up(chunk.rows, rows_per_group));
     if (extra.empty())
-      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y)}, push, grid.x, grid.y, gz);
+      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y)}, push, grid.x, grid.y,
+                   gz);
     else
-      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y), vk::read(extra)}, push, grid.x,
-                   grid.y, gz);
+      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y), vk::read(extra)}, push,
+                   grid.x, grid.y, gz);
   }
 }
 
@@ -90,7 +94,8 @@ void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, cons
                                 vk::BufferView up) {
   KVTRIE_CHECK(args.tokens == 1, "matvec_single_token_swiglu: one token");
   check_x_stride(args);
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1_swiglu", type_variant(args.w.type)), kRows1, 1, up);
+  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1_swiglu", type_variant(args.w.type)), kRows1, 1,
+                          up);
 }
 
 }  // namespace kvtrie::kernels

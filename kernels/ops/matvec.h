@@ -27,12 +27,12 @@ struct WeightMatrix {
 // Arguments shared by matvec and matmul: Y[t][r] = dot(W[r, :], X[t, :]) for t < tokens.
 struct MatmulArgs {
   WeightMatrix w;
-  vk::BufferView x;       // f32, token t at float t * x_stride, cols values each (matvec of block types:
-                          // x_stride a multiple of 4)
-  vk::BufferView y;       // f32, token t at float t * y_stride, rows values each
+  vk::BufferView x;  // f32, token t at float t * x_stride, cols values each (matvec of block types:
+                     // x_stride a multiple of 4)
+  vk::BufferView y;  // f32, token t at float t * y_stride, rows values each
   uint32_t tokens = 1;
-  uint32_t x_stride = 0;  // 0: w.cols
-  uint32_t y_stride = 0;  // 0: w.rows
+  uint32_t x_stride = 0;   // 0: w.cols
+  uint32_t y_stride = 0;   // 0: w.rows
   vk::BufferView x_f16{};  // optional: x as f16 (same layout), which matmul's CoopMat2 path reads
 };
 
@@ -59,8 +59,8 @@ struct MatmulPush {
 // with the MatmulPush block) over row groups of rows_per_group along x/y and token groups along z. A
 // non-empty `extra` is bound as binding 3 (the SwiGLU build's up).
 void dispatch_matmul_variant(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
-                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group, uint32_t tokens_per_group,
-                             vk::BufferView extra = {});
+                             const vk::ComputePipeline& pipeline, uint32_t rows_per_group,
+                             uint32_t tokens_per_group, vk::BufferView extra = {});
 
 // Records y = W x for args.tokens tokens (batch-invariant, see above).
 void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args);

@@ -45,7 +45,8 @@ void rope(vk::CommandRecorder& rec, const Kernels& k, const RopeArgs& a);
 void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
             vk::BufferView out, uint32_t count);
 // out = f16(x) over count values (even), packed: the f16 copy of x that matmul's CoopMat2 path reads.
-void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out, uint32_t count);
+void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,
+                 uint32_t count);
 // out = a + b over count values (out may equal a).
 void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::BufferView b, vk::BufferView out,
          uint32_t count);

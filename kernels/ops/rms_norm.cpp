@@ -39,7 +39,8 @@ void add_rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs&
   const vk::BufferView weight = a.weight.empty() ? residual : a.weight;  // bound but unread when absent
   const Grid grid = grid_1d(a.rows);
   rec.dispatch(k.pipeline("rms_norm", "add_f32"),
-               {vk::read_write(a.x), vk::read(weight), vk::write(a.y), vk::read(residual)}, push, grid.x, grid.y);
+               {vk::read_write(a.x), vk::read(weight), vk::write(a.y), vk::read(residual)}, push, grid.x,
+               grid.y);
 }
 
 }  // namespace kvtrie::kernels

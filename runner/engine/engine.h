@@ -50,12 +50,12 @@ struct SubmitRejection {
 
 // What the HTTP layer needs to know about the loaded model and the engine, fixed after construction.
 struct EngineInfo {
-  std::string name;              // "reference-cpu", "vulkan"
-  std::string device;            // human-readable device name ("CPU reference" for the reference engine)
+  std::string name;    // "reference-cpu", "vulkan"
+  std::string device;  // human-readable device name ("CPU reference" for the reference engine)
   uint32_t n_vocab = 0;
-  uint32_t n_ctx = 0;            // tokens per sequence (prompt + completion)
-  uint32_t parallel = 1;         // sequences decoded together (slots)
-  uint32_t queue_capacity = 0;   // requests that may wait for a slot before submit() answers Overloaded
+  uint32_t n_ctx = 0;           // tokens per sequence (prompt + completion)
+  uint32_t parallel = 1;        // sequences decoded together (slots)
+  uint32_t queue_capacity = 0;  // requests that may wait for a slot before submit() answers Overloaded
 };
 
 // Counters since start, for /metrics. Every field is monotonic except the gauges marked so.
@@ -65,11 +65,11 @@ struct EngineCounters {
   uint64_t requests_completed = 0;
   uint64_t requests_cancelled = 0;
   uint64_t requests_preempted = 0;  // times a running request gave its KV room back and was queued to resume
-  uint64_t prompt_tokens = 0;      // prompt tokens of finished requests (cached or computed)
+  uint64_t prompt_tokens = 0;       // prompt tokens of finished requests (cached or computed)
   uint64_t prompt_tokens_computed = 0;
   uint64_t completion_tokens = 0;
-  uint32_t active = 0;             // gauge: requests holding a slot
-  uint32_t queued = 0;             // gauge: requests waiting for a slot
+  uint32_t active = 0;  // gauge: requests holding a slot
+  uint32_t queued = 0;  // gauge: requests waiting for a slot
 };
 
 // One KV tier (device-local or host-visible memory) as /cache and /metrics report it.
@@ -78,19 +78,19 @@ struct CacheTierStats {
   uint64_t pages_used = 0;
   uint64_t bytes_budget = 0;
   uint64_t bytes_used = 0;
-  uint64_t hit_tokens = 0;    // prompt tokens served from this tier
+  uint64_t hit_tokens = 0;  // prompt tokens served from this tier
 };
 
 // The prefix cache as a whole. An engine without a prefix cache reports enabled=false and zeros.
 struct CacheStats {
   bool enabled = false;
-  uint32_t page_tokens = 0;   // tokens per page
+  uint32_t page_tokens = 0;  // tokens per page
   uint64_t trie_nodes = 0;
-  uint64_t trie_tokens = 0;   // tokens held by the trie
-  uint64_t miss_tokens = 0;   // prompt tokens that had to be computed
-  uint64_t demotions = 0;     // pages moved device -> host
-  uint64_t promotions = 0;    // pages moved host -> device
-  uint64_t evictions = 0;     // pages dropped
+  uint64_t trie_tokens = 0;  // tokens held by the trie
+  uint64_t miss_tokens = 0;  // prompt tokens that had to be computed
+  uint64_t demotions = 0;    // pages moved device -> host
+  uint64_t promotions = 0;   // pages moved host -> device
+  uint64_t evictions = 0;    // pages dropped
   uint64_t copy_bytes_to_host = 0;
   uint64_t copy_bytes_to_device = 0;
   double copy_seconds = 0;  // submit to seen-complete, summed: bytes / seconds bounds the bandwidth below

@@ -50,10 +50,14 @@ struct Generation::Decoder {
 };
 
 Generation::Generation(const Tokenizer& tokenizer, const GenerateRequest& request, uint32_t n_ctx)
-    : tokenizer_(tokenizer), decoder_(std::make_unique<Decoder>(tokenizer)), stops_(request.stop),
-      ignore_eos_(request.ignore_eos), prompt_tokens_(static_cast<uint32_t>(request.prompt.size())) {
+    : tokenizer_(tokenizer),
+      decoder_(std::make_unique<Decoder>(tokenizer)),
+      stops_(request.stop),
+      ignore_eos_(request.ignore_eos),
+      prompt_tokens_(static_cast<uint32_t>(request.prompt.size())) {
   const uint32_t room = n_ctx > prompt_tokens_ ? n_ctx - prompt_tokens_ : 0;
-  max_tokens_ = request.max_tokens < 0 ? room : std::min<uint32_t>(room, static_cast<uint32_t>(request.max_tokens));
+  max_tokens_ =
+      request.max_tokens < 0 ? room : std::min<uint32_t>(room, static_cast<uint32_t>(request.max_tokens));
   if (max_tokens_ == 0) stop_ = StopKind::Length;
 }
 

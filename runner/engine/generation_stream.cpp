@@ -5,9 +5,12 @@ namespace kvtrie::engine {
 const char* done_reason_name(StopKind kind) {
   switch (kind) {
     case StopKind::Eos:
-    case StopKind::StopString: return "stop";
-    case StopKind::Length: return "length";
-    case StopKind::Cancelled: return "cancelled";
+    case StopKind::StopString:
+      return "stop";
+    case StopKind::Length:
+      return "length";
+    case StopKind::Cancelled:
+      return "cancelled";
   }
   return "stop";
 }
@@ -46,7 +49,9 @@ StreamChannel::Poll StreamChannel::next(Chunk& out, std::chrono::milliseconds ti
   return Poll::Chunk;
 }
 
-void StreamChannel::cancel() { cancelled_.store(true, std::memory_order_release); }
+void StreamChannel::cancel() {
+  cancelled_.store(true, std::memory_order_release);
+}
 
 GenerationStream& GenerationStream::operator=(GenerationStream&& other) noexcept {
   if (this != &other) {

@@ -1,8 +1,9 @@
 // Contract: the output of one generation request. A StreamChannel is shared by its two ends: the engine
-// thread pushes Chunks (push / finish) and reads cancelled(); the consumer holds a GenerationStream, the move-
-// only RAII reader, and pulls with next(). Destroying (or cancel()ing) the reader marks the channel cancelled,
-// which the engine sees at its next step. Both ends are thread-safe; a chunk pushed after finish() is dropped.
-// The channel lives as long as either end (shared ownership), so neither end has to outlive the other.
+// thread pushes Chunks (push / finish) and reads cancelled(); the consumer holds a GenerationStream, the
+// move- only RAII reader, and pulls with next(). Destroying (or cancel()ing) the reader marks the channel
+// cancelled, which the engine sees at its next step. Both ends are thread-safe; a chunk pushed after finish()
+// is dropped. The channel lives as long as either end (shared ownership), so neither end has to outlive the
+// other.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -41,16 +42,16 @@ struct TokenLogprob {
 
 struct GenerationStats {
   StopKind stop_kind = StopKind::Length;
-  std::string stop_string;          // the stop string that matched (StopKind::StopString)
+  std::string stop_string;  // the stop string that matched (StopKind::StopString)
   uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;       // prompt tokens served from the cache (device + host)
+  uint32_t cached_tokens = 0;  // prompt tokens served from the cache (device + host)
   uint32_t cached_tokens_device = 0;
   uint32_t cached_tokens_host = 0;
-  uint32_t completion_tokens = 0;   // tokens generated (not the end-of-generation token that stopped it)
-  double ttft_ms = 0;               // submit -> first token sampled (queueing included)
-  double prompt_ms = 0;             // time computing the uncached prompt tokens
-  double decode_ms = 0;             // first token sampled -> end
-  double tokens_per_second = 0;     // completion tokens after the first / decode seconds (0 when undefined)
+  uint32_t completion_tokens = 0;  // tokens generated (not the end-of-generation token that stopped it)
+  double ttft_ms = 0;              // submit -> first token sampled (queueing included)
+  double prompt_ms = 0;            // time computing the uncached prompt tokens
+  double decode_ms = 0;            // first token sampled -> end
+  double tokens_per_second = 0;    // completion tokens after the first / decode seconds (0 when undefined)
 };
 
 // A piece of output: the tokens sampled since the previous chunk and the text that became final with them

@@ -32,9 +32,9 @@ struct Running {
   std::vector<int32_t> tokens;  // prompt, then every sampled token
   uint32_t prompt_size = 0;
   uint32_t max_tokens_total = 0;  // the longest this sequence may grow (prompt + max_tokens, within n_ctx)
-  uint32_t computed = 0;        // tokens whose KV is written and committed
-  uint32_t step_tokens = 0;     // tokens reserved for this step's batch (0: not in it)
-  AcquireResult hit;            // of its first start: what the client is told was cached
+  uint32_t computed = 0;          // tokens whose KV is written and committed
+  uint32_t step_tokens = 0;       // tokens reserved for this step's batch (0: not in it)
+  AcquireResult hit;              // of its first start: what the client is told was cached
   std::unique_ptr<Generation> generation;
   std::unique_ptr<Sampler> sampler;
   Clock::time_point prompt_started{}, first_token{};
@@ -82,14 +82,15 @@ struct GpuEngine::State {
     uint32_t tokens;  // consecutive batch tokens of this job
     bool sampled;     // its last batch token has a logits row
   };
-  std::vector<Scheduled> scheduled;               // this step's jobs, in batch order
+  std::vector<Scheduled> scheduled;  // this step's jobs, in batch order
   mutable std::mutex stats_mutex;  // the snapshots below: written by the engine thread, read by HTTP threads
   KvCacheStats stats_snapshot;
   double copy_seconds_snapshot = 0;
   std::thread worker;
 
   State(vk::Context& context, const GgufFile& file, const ModelConfig& mc, const Tokenizer& tok,
-        const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages, uint32_t host_pages)
+        const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages,
+        uint32_t host_pages)
       : tokenizer(tok),
         config(cfg),
         model(context, file, mc, options),
@@ -123,7 +124,8 @@ struct GpuEngine::State {
   }
 };
 
-GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer, GpuEngineConfig config) {
+GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer,
+                     GpuEngineConfig config) {
   const ModelConfig mc = ModelConfig::from_gguf(file);
   config.n_ctx = context_size(config.n_ctx, mc.n_ctx_train, 8192);
   config.parallel = std::max<uint32_t>(1, config.parallel);
@@ -152,20 +154,24 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   const uint32_t device_pages = tiers.device_pages, host_pages = tiers.host_pages;
   const uint64_t pages_per_seq = tiers.pages_per_sequence;
   if (!config.kv_device_bytes)
-    spdlog::info("kv: device tier by default: max(a quarter of free device memory, 2 contexts per slot = {} "
-                 "pages), at most {} bindings of {} pages", 2 * uint64_t{config.parallel} * pages_per_seq,
-                 GpuModel::kMaxPageChunks, tiers_in.pages_per_binding);
+    spdlog::info(
+        "kv: device tier by default: max(a quarter of free device memory, 2 contexts per slot = {} "
+        "pages), at most {} bindings of {} pages",
+        2 * uint64_t{config.parallel} * pages_per_seq, GpuModel::kMaxPageChunks, tiers_in.pages_per_binding);
   if (device_pages < tiers.wanted_device_pages)
     spdlog::warn("kv: device tier capped at {} pages ({} MiB): {} storage-buffer bindings", device_pages,
                  device_pages * page_bytes >> 20, GpuModel::kMaxPageChunks);
   if (device_pages <= pages_per_seq)
-    spdlog::warn("kv: device tier of {} pages holds less than one context of {} tokens: requests that may grow "
-                 "past {} tokens (max_tokens -1 included) are rejected", device_pages, config.n_ctx,
-                 (device_pages - std::min(device_pages, 1u)) * uint64_t{config.page_tokens});
+    spdlog::warn(
+        "kv: device tier of {} pages holds less than one context of {} tokens: requests that may grow "
+        "past {} tokens (max_tokens -1 included) are rejected",
+        device_pages, config.n_ctx,
+        (device_pages - std::min(device_pages, 1u)) * uint64_t{config.page_tokens});
   else if (device_pages < config.parallel * pages_per_seq)
-    spdlog::warn("kv: device tier holds {} pages; {} sequences of {} tokens need {}: requests may wait in the "
-                 "queue or be preempted (and resumed) for room", device_pages, config.parallel, config.n_ctx,
-                 config.parallel * pages_per_seq);
+    spdlog::warn(
+        "kv: device tier holds {} pages; {} sequences of {} tokens need {}: requests may wait in the "
+        "queue or be preempted (and resumed) for room",
+        device_pages, config.parallel, config.n_ctx, config.parallel * pages_per_seq);
 
   state_ = std::make_unique<State>(context, file, mc, tokenizer, config, options, device_pages, host_pages);
   EngineInfo& info = state_->info;
@@ -178,28 +184,37 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   spdlog::info("engine: vulkan on {} n_ctx={} parallel={} batch={} deterministic={}", info.device, info.n_ctx,
                info.parallel, options.max_batch_tokens, config.deterministic);
   spdlog::info("kv: page {} tokens = {} KiB; device tier {} pages ({} MiB), host tier {} pages ({} MiB)",
-               config.page_tokens, page_bytes >> 10, device_pages, device_pages * page_bytes >> 20, host_pages,
-               host_pages * page_bytes >> 20);
+               config.page_tokens, page_bytes >> 10, device_pages, device_pages * page_bytes >> 20,
+               host_pages, host_pages * page_bytes >> 20);
   state_->publish_stats();
   state_->worker = std::thread([s = state_.get()] { s->run(); });
 }
 
-GpuEngine::~GpuEngine() { shutdown(std::chrono::milliseconds(0)); }
+GpuEngine::~GpuEngine() {
+  shutdown(std::chrono::milliseconds(0));
+}
 
-const EngineInfo& GpuEngine::info() const { return state_->info; }
+const EngineInfo& GpuEngine::info() const {
+  return state_->info;
+}
 
 std::variant<GenerationStream, SubmitRejection> GpuEngine::submit(GenerateRequest request) {
   return state_->queue.submit(std::move(request));
 }
 
-bool GpuEngine::has_free_slot() const { return state_->queue.has_free_slot(); }
+bool GpuEngine::has_free_slot() const {
+  return state_->queue.has_free_slot();
+}
 
-EngineCounters GpuEngine::counters() const { return state_->queue.counters(); }
+EngineCounters GpuEngine::counters() const {
+  return state_->queue.counters();
+}
 
 GpuEngine::MemoryUse GpuEngine::memory_use() const {
   const auto& layout = state_->model.kv_layout();
   uint64_t device = 0, host = 0;
-  for (const PageChunk& c : state_->pages.device_chunks()) device += uint64_t{c.page_count} * layout.page_bytes();
+  for (const PageChunk& c : state_->pages.device_chunks())
+    device += uint64_t{c.page_count} * layout.page_bytes();
   for (const PageChunk& c : state_->pages.host_chunks()) host += uint64_t{c.page_count} * layout.page_bytes();
   return {state_->model.weight_bytes(), device, host, state_->model.compute_bytes()};
 }
@@ -227,7 +242,8 @@ CacheStats GpuEngine::cache_stats() const {
   out.copy_seconds = copy_seconds;
   out.device = {s.device_pages_capacity, s.device_pages_used, s.device_bytes_budget, s.device_bytes_used,
                 s.hit_tokens_device};
-  out.host = {s.host_pages_capacity, s.host_pages_used, s.host_bytes_budget, s.host_bytes_used, s.hit_tokens_host};
+  out.host = {s.host_pages_capacity, s.host_pages_used, s.host_bytes_budget, s.host_bytes_used,
+              s.hit_tokens_host};
   return out;
 }
 
@@ -244,7 +260,8 @@ FlushResult GpuEngine::flush_cache() {
 
 void GpuEngine::shutdown(std::chrono::milliseconds grace) {
   state_->queue.shutdown(grace);
-  if (state_->worker.joinable() && state_->worker.get_id() != std::this_thread::get_id()) state_->worker.join();
+  if (state_->worker.joinable() && state_->worker.get_id() != std::this_thread::get_id())
+    state_->worker.join();
 }
 
 void GpuEngine::State::run() {
@@ -327,7 +344,8 @@ bool GpuEngine::State::fits_now(const QueuedRequest& queued, const std::vector<i
   const KvCache::ReusePreview reuse = cache.preview_acquire(ns, tokens);
   AdmissionInput in;
   in.tokens = static_cast<uint32_t>(tokens.size());
-  in.max_tokens_total = max_sequence_tokens(queued.request.prompt.size(), queued.request.max_tokens, info.n_ctx);
+  in.max_tokens_total =
+      max_sequence_tokens(queued.request.prompt.size(), queued.request.max_tokens, info.n_ctx);
   in.device_reused_tokens = reuse.device_tokens;
   in.host_reused_tokens = reuse.host_tokens;
   in.unpinned_device_pages = reuse.unpinned_device_pages;
@@ -358,9 +376,9 @@ void GpuEngine::State::start(std::unique_ptr<QueuedRequest> queued) {
   job->computed = hit.cached_tokens;
   if (!resumed) job->hit = hit;
   // Running stays in arrival order, so the newest request is the one preempted first.
-  const auto at = std::upper_bound(
-      running.begin(), running.end(), job->queued->submitted,
-      [](Clock::time_point t, const auto& other) { return t < other->queued->submitted; });
+  const auto at =
+      std::upper_bound(running.begin(), running.end(), job->queued->submitted,
+                       [](Clock::time_point t, const auto& other) { return t < other->queued->submitted; });
   running.insert(at, std::move(job));
 }
 
@@ -398,7 +416,8 @@ void GpuEngine::State::reserve_step() {
         break;
       }
       if (running.size() == 1) {
-        // Cannot happen for a request that passed never_fits (it then owns the whole tier): keep the daemon up.
+        // Cannot happen for a request that passed never_fits (it then owns the whole tier): keep the daemon
+        // up.
         spdlog::error("engine: a lone request finds no KV device page for {} tokens; cancelling it",
                       job.computed + n);
         finish(job, StopKind::Cancelled);
@@ -469,7 +488,8 @@ void GpuEngine::State::after_forward() {
       job.first_token = Clock::now();
     }
     std::optional<TokenLogprob> lp;
-    if (job.queued->request.logprobs > 0) lp = make_token_logprob(logits_row, token, job.queued->request.logprobs);
+    if (job.queued->request.logprobs > 0)
+      lp = make_token_logprob(logits_row, token, job.queued->request.logprobs);
     Chunk chunk = job.generation->accept(token, std::move(lp));
     if (!chunk.tokens.empty() || !chunk.text.empty()) job.queued->channel->push(std::move(chunk));
     job.tokens.push_back(token);

@@ -25,16 +25,17 @@ class Tokenizer;
 namespace kvtrie::engine {
 
 struct GpuEngineConfig {
-  uint32_t n_ctx = 0;             // tokens per sequence; 0: the model's training context, capped at 8192
-  uint32_t parallel = 4;          // sequences running together
-  uint32_t queue_capacity = 64;   // requests waiting for a slot
-  uint64_t kv_device_bytes = 0;   // device tier; 0: a quarter of free device memory, at least 2 x parallel x n_ctx
-                                  // tokens (capped at GpuModel::kMaxPageChunks storage-buffer bindings either way)
-  uint64_t kv_host_bytes = 0;     // host tier budget; 0: twice the device tier
-  uint32_t page_tokens = 16;      // tokens per KV page
+  uint32_t n_ctx = 0;            // tokens per sequence; 0: the model's training context, capped at 8192
+  uint32_t parallel = 4;         // sequences running together
+  uint32_t queue_capacity = 64;  // requests waiting for a slot
+  uint64_t kv_device_bytes =
+      0;  // device tier; 0: a quarter of free device memory, at least 2 x parallel x n_ctx
+          // tokens (capped at GpuModel::kMaxPageChunks storage-buffer bindings either way)
+  uint64_t kv_host_bytes = 0;       // host tier budget; 0: twice the device tier
+  uint32_t page_tokens = 16;        // tokens per KV page
   uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)
-  bool deterministic = false;     // batch-invariant kernels: cached and cold runs agree bit for bit
-  double tenant_kv_share = 1.0;   // a tenant's share of the device tier (KvCacheConfig::group_device_share)
+  bool deterministic = false;       // batch-invariant kernels: cached and cold runs agree bit for bit
+  double tenant_kv_share = 1.0;     // a tenant's share of the device tier (KvCacheConfig::group_device_share)
 };
 
 class GpuEngine final : public Engine {

@@ -24,7 +24,8 @@ namespace kvtrie::engine {
 namespace {
 
 // Shader-visible f32/int32 scratch of the largest batch.
-vk::Buffer scratch(const vk::Device& device, uint64_t elements, vk::MemoryKind kind = vk::MemoryKind::DeviceLocal) {
+vk::Buffer scratch(const vk::Device& device, uint64_t elements,
+                   vk::MemoryKind kind = vk::MemoryKind::DeviceLocal) {
   return vk::Buffer(device, std::max<uint64_t>(elements, 4) * 4, kind);
 }
 
@@ -267,8 +268,9 @@ struct GpuModel::Impl {
       slot = &recordings.emplace_back();
       slot->recorder = std::make_unique<vk::CommandRecorder>(context);
     } else {
-      slot = &*std::min_element(recordings.begin(), recordings.end(),
-                                [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
+      slot =
+          &*std::min_element(recordings.begin(), recordings.end(),
+                             [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
     }
     *slot = {T, L, split, splits, steps, std::move(slot->recorder)};
     slot->recorder->set_profiling(profile_pool.get());
@@ -536,11 +538,21 @@ GpuModel::GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig
 
 GpuModel::~GpuModel() = default;
 
-const ModelConfig& GpuModel::config() const { return impl_->config; }
-const GpuModelOptions& GpuModel::options() const { return impl_->options; }
-kernels::KvLayout GpuModel::kv_layout() const { return impl_->layout; }
-uint64_t GpuModel::weight_bytes() const { return impl_->weights.bytes; }
-uint64_t GpuModel::compute_bytes() const { return impl_->compute_bytes; }
+const ModelConfig& GpuModel::config() const {
+  return impl_->config;
+}
+const GpuModelOptions& GpuModel::options() const {
+  return impl_->options;
+}
+kernels::KvLayout GpuModel::kv_layout() const {
+  return impl_->layout;
+}
+uint64_t GpuModel::weight_bytes() const {
+  return impl_->weights.bytes;
+}
+uint64_t GpuModel::compute_bytes() const {
+  return impl_->compute_bytes;
+}
 bool GpuModel::uses_q8_activations() const {
   const Impl& m = *impl_;
   for (const DeviceLayer& l : m.weights.layers)
@@ -554,8 +566,9 @@ void GpuModel::bind_pages(const VkPageStore& pages) {
   KVTRIE_CHECK(!chunks.empty() && chunks.size() <= kMaxPageChunks, "attention binds 1 to 4 device KV chunks");
   KVTRIE_CHECK(pages.layout().page_bytes() == impl_->layout.page_bytes(), "KV page layout mismatch");
   for (size_t c = 0; c + 1 < chunks.size(); ++c)
-    KVTRIE_CHECK(chunks[c].page_count == chunks[0].page_count && chunks[c].page_begin == c * chunks[0].page_count,
-                 "device KV chunks must hold equal runs of pages (all but the last)");
+    KVTRIE_CHECK(
+        chunks[c].page_count == chunks[0].page_count && chunks[c].page_begin == c * chunks[0].page_count,
+        "device KV chunks must hold equal runs of pages (all but the last)");
   impl_->kv_chunks.assign(chunks.begin(), chunks.end());
 }
 
@@ -594,6 +607,8 @@ std::vector<vk::DispatchTime> GpuModel::last_dispatch_times() const {
   return impl_->rec ? impl_->rec->dispatch_times() : std::vector<vk::DispatchTime>{};
 }
 
-uint64_t GpuModel::recordings_made() const { return impl_->recordings_made; }
+uint64_t GpuModel::recordings_made() const {
+  return impl_->recordings_made;
+}
 
 }  // namespace kvtrie::engine

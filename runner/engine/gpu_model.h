@@ -52,8 +52,8 @@ struct Batch {
   std::vector<int32_t> tokens;
   std::vector<uint32_t> positions;
   std::vector<uint32_t> seq;
-  std::vector<uint32_t> logits_for;  // token indices
-  std::vector<uint32_t> pages;       // every sequence's device page ids, end to end
+  std::vector<uint32_t> logits_for;   // token indices
+  std::vector<uint32_t> pages;        // every sequence's device page ids, end to end
   std::vector<uint32_t> table_begin;  // where sequence s's table starts in pages (it ends at the next one's)
 
   // Appends a sequence's page table (covering its positions); returns its index for seq[].
@@ -79,7 +79,8 @@ struct Batch {
 
 class GpuModel {
  public:
-  GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig& config, const GpuModelOptions& options);
+  GpuModel(vk::Context& context, const GgufFile& file, const ModelConfig& config,
+           const GpuModelOptions& options);
   ~GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;

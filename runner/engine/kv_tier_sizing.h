@@ -14,13 +14,13 @@ namespace kvtrie::engine {
 struct KvTierInputs {
   uint64_t page_bytes = 0;
   uint32_t page_tokens = 16;
-  uint32_t n_ctx = 0;               // tokens per sequence at most
-  uint32_t parallel = 1;            // slots
-  uint64_t kv_device_bytes = 0;     // configured; 0: the default rule
-  uint64_t kv_host_bytes = 0;       // configured; 0: the default rule
-  uint64_t device_local_free = 0;   // bytes of free device-local memory
-  uint64_t pages_per_binding = 0;   // whole pages in one storage-buffer binding
-  uint32_t max_bindings = 1;        // bindings attention reads the device tier through
+  uint32_t n_ctx = 0;              // tokens per sequence at most
+  uint32_t parallel = 1;           // slots
+  uint64_t kv_device_bytes = 0;    // configured; 0: the default rule
+  uint64_t kv_host_bytes = 0;      // configured; 0: the default rule
+  uint64_t device_local_free = 0;  // bytes of free device-local memory
+  uint64_t pages_per_binding = 0;  // whole pages in one storage-buffer binding
+  uint32_t max_bindings = 1;       // bindings attention reads the device tier through
 };
 
 struct KvTierSizes {

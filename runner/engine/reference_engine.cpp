@@ -22,7 +22,7 @@ struct Job {
   std::optional<reference::ReferenceModel::Sequence> sequence;  // set when the prompt has run
   std::unique_ptr<Generation> generation;
   std::unique_ptr<Sampler> sampler;
-  std::vector<float> logits;  // of the last token fed
+  std::vector<float> logits;     // of the last token fed
   std::vector<int32_t> history;  // prompt + generated: the repeat-penalty window
   double prompt_ms = 0;
   Clock::time_point first_token{};
@@ -43,7 +43,8 @@ struct ReferenceEngine::State {
   void finish(Job& job, StopKind reason);
 };
 
-ReferenceEngine::ReferenceEngine(const GgufFile& file, const Tokenizer& tokenizer, ReferenceEngineConfig config)
+ReferenceEngine::ReferenceEngine(const GgufFile& file, const Tokenizer& tokenizer,
+                                 ReferenceEngineConfig config)
     : state_(std::make_unique<State>(file, tokenizer)) {
   const ModelConfig& mc = state_->model.config();
   EngineInfo& info = state_->info;
@@ -53,32 +54,46 @@ ReferenceEngine::ReferenceEngine(const GgufFile& file, const Tokenizer& tokenize
   info.n_ctx = context_size(config.n_ctx, mc.n_ctx_train, 4096);
   info.parallel = std::max<uint32_t>(1, config.parallel);
   info.queue_capacity = config.queue_capacity;
-  spdlog::warn("engine: serving with the CPU REFERENCE engine (float32 on one CPU thread, no Vulkan, no prefix "
-               "cache): meant for tiny models and tests, not production");
+  spdlog::warn(
+      "engine: serving with the CPU REFERENCE engine (float32 on one CPU thread, no Vulkan, no prefix "
+      "cache): meant for tiny models and tests, not production");
   spdlog::info("engine: reference-cpu n_ctx={} parallel={} queue={} vocab={}", info.n_ctx, info.parallel,
                info.queue_capacity, info.n_vocab);
   state_->worker = std::thread([s = state_.get()] { s->run(); });
 }
 
-ReferenceEngine::~ReferenceEngine() { shutdown(std::chrono::milliseconds(0)); }
+ReferenceEngine::~ReferenceEngine() {
+  shutdown(std::chrono::milliseconds(0));
+}
 
-const EngineInfo& ReferenceEngine::info() const { return state_->info; }
+const EngineInfo& ReferenceEngine::info() const {
+  return state_->info;
+}
 
 std::variant<GenerationStream, SubmitRejection> ReferenceEngine::submit(GenerateRequest request) {
   return state_->queue.submit(std::move(request));
 }
 
-bool ReferenceEngine::has_free_slot() const { return state_->queue.has_free_slot(); }
+bool ReferenceEngine::has_free_slot() const {
+  return state_->queue.has_free_slot();
+}
 
-EngineCounters ReferenceEngine::counters() const { return state_->queue.counters(); }
+EngineCounters ReferenceEngine::counters() const {
+  return state_->queue.counters();
+}
 
-CacheStats ReferenceEngine::cache_stats() const { return CacheStats{}; }  // no prefix cache: honest zeros
+CacheStats ReferenceEngine::cache_stats() const {
+  return CacheStats{};
+}  // no prefix cache: honest zeros
 
-FlushResult ReferenceEngine::flush_cache() { return FlushResult{}; }
+FlushResult ReferenceEngine::flush_cache() {
+  return FlushResult{};
+}
 
 void ReferenceEngine::shutdown(std::chrono::milliseconds grace) {
   state_->queue.shutdown(grace);
-  if (state_->worker.joinable() && state_->worker.get_id() != std::this_thread::get_id()) state_->worker.join();
+  if (state_->worker.joinable() && state_->worker.get_id() != std::this_thread::get_id())
+    state_->worker.join();
 }
 
 void ReferenceEngine::State::run() {

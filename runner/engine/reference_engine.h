@@ -18,7 +18,7 @@ class Tokenizer;
 namespace kvtrie::engine {
 
 struct ReferenceEngineConfig {
-  uint32_t n_ctx = 0;          // 0: the model's training context (capped at 4096)
+  uint32_t n_ctx = 0;  // 0: the model's training context (capped at 4096)
   uint32_t parallel = 4;
   uint32_t queue_capacity = 64;
 };

@@ -23,9 +23,12 @@ uint32_t context_size(uint32_t requested, uint32_t trained, uint32_t fallback) {
 
 const char* submit_error_name(SubmitError error) {
   switch (error) {
-    case SubmitError::Overloaded: return "overloaded";
-    case SubmitError::InvalidRequest: return "invalid request";
-    case SubmitError::ShuttingDown: return "shutting down";
+    case SubmitError::Overloaded:
+      return "overloaded";
+    case SubmitError::InvalidRequest:
+      return "invalid request";
+    case SubmitError::ShuttingDown:
+      return "shutting down";
   }
   return "unknown";
 }
@@ -41,13 +44,16 @@ std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateReq
   if (request.prompt.empty()) return reject(SubmitError::InvalidRequest, "the prompt is empty");
   for (int32_t t : request.prompt)
     if (t < 0 || static_cast<uint32_t>(t) >= info_.n_vocab)
-      return reject(SubmitError::InvalidRequest, "token id " + std::to_string(t) + " is outside the vocabulary");
+      return reject(SubmitError::InvalidRequest,
+                    "token id " + std::to_string(t) + " is outside the vocabulary");
   if (request.prompt.size() >= info_.n_ctx)
     return reject(SubmitError::InvalidRequest, "the prompt has " + std::to_string(request.prompt.size()) +
-                                                   " tokens; the context holds " + std::to_string(info_.n_ctx));
+                                                   " tokens; the context holds " +
+                                                   std::to_string(info_.n_ctx));
   if (request.logprobs > 20) return reject(SubmitError::InvalidRequest, "logprobs must be 0..20");
   if (check_)
-    if (std::optional<std::string> problem = check_(request)) return reject(SubmitError::InvalidRequest, *problem);
+    if (std::optional<std::string> problem = check_(request))
+      return reject(SubmitError::InvalidRequest, *problem);
 
   auto queued = std::make_unique<QueuedRequest>();
   queued->request = std::move(request);
@@ -58,7 +64,8 @@ std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateReq
     std::lock_guard lock(mutex_);
     if (!accepting_) {
       ++counters_.requests_rejected;
-      return SubmitRejection{SubmitError::ShuttingDown, "the server is shutting down", std::chrono::seconds(5)};
+      return SubmitRejection{SubmitError::ShuttingDown, "the server is shutting down",
+                             std::chrono::seconds(5)};
     }
     if (active_ + queue_.size() >= info_.parallel + info_.queue_capacity) {
       ++counters_.requests_rejected;
@@ -137,8 +144,10 @@ void RequestQueue::set_active(uint32_t active) {
 
 void RequestQueue::report_finished(const GenerationStats& stats, uint32_t computed_tokens) {
   std::lock_guard lock(mutex_);
-  if (stats.stop_kind == StopKind::Cancelled) ++counters_.requests_cancelled;
-  else ++counters_.requests_completed;
+  if (stats.stop_kind == StopKind::Cancelled)
+    ++counters_.requests_cancelled;
+  else
+    ++counters_.requests_completed;
   counters_.prompt_tokens += stats.prompt_tokens;
   counters_.prompt_tokens_computed += computed_tokens;
   counters_.completion_tokens += stats.completion_tokens;
@@ -149,14 +158,16 @@ void RequestQueue::shutdown(std::chrono::milliseconds grace) {
   accepting_ = false;
   idle_.wait_until(lock, Clock::now() + grace, [&] { return active_ == 0 && queue_.empty(); });
   if (active_ != 0 || !queue_.empty())
-    spdlog::warn("engine: grace period over, cancelling {} running and {} queued requests", active_, queue_.size());
+    spdlog::warn("engine: grace period over, cancelling {} running and {} queued requests", active_,
+                 queue_.size());
   cancel_all_ = true;
   stop_ = true;
   lock.unlock();
   wake_.notify_all();
 }
 
-Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings, StopKind reason) {
+Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings,
+                  StopKind reason) {
   Chunk last;
   if (generation) {
     last = generation->finish(timings, reason);

@@ -46,7 +46,8 @@ class RequestQueue {
   // request as InvalidRequest. Called on the submitting thread; must not touch engine-thread state.
   using RequestCheck = std::function<std::optional<std::string>(const GenerateRequest&)>;
   // `info` must outlive the queue (the engine's EngineInfo).
-  explicit RequestQueue(const EngineInfo& info, RequestCheck check = {}) : info_(info), check_(std::move(check)) {}
+  explicit RequestQueue(const EngineInfo& info, RequestCheck check = {})
+      : info_(info), check_(std::move(check)) {}
 
   std::variant<GenerationStream, SubmitRejection> submit(GenerateRequest request);
   bool has_free_slot() const;
@@ -97,6 +98,7 @@ class RequestQueue {
 // The final chunk of a request: flushes its Generation (when it started) with the engine's timings and fills
 // tokens_per_second. `generation` may be null when the request ended before its prompt ran.
 class Generation;
-Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings, StopKind reason);
+Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings,
+                  StopKind reason);
 
 }  // namespace kvtrie::engine

@@ -20,8 +20,19 @@
 namespace kvtrie {
 
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 
 // An array value keeps its element type; elements are stored in the widest C++ type of their kind.
@@ -46,7 +57,7 @@ struct GgufTensor {
   std::string name;
   std::vector<uint64_t> shape;  // GGUF order: shape[0] is the innermost (contiguous) dimension
   TensorType type;
-  uint64_t offset;              // relative to the start of the data section
+  uint64_t offset;                // relative to the start of the data section
   std::span<const uint8_t> data;  // exactly the tensor's bytes, inside the mapping
   uint64_t element_count() const;
   uint64_t rows() const;  // element_count() / shape[0]

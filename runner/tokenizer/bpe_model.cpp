@@ -47,7 +47,9 @@ struct Candidate {
 
 }  // namespace
 
-char32_t byte_to_alphabet(uint8_t byte) { return alphabet().to_char[byte]; }
+char32_t byte_to_alphabet(uint8_t byte) {
+  return alphabet().to_char[byte];
+}
 
 int alphabet_to_byte(char32_t code_point) {
   return code_point < alphabet().to_byte.size() ? alphabet().to_byte[code_point] : -1;

@@ -24,8 +24,8 @@ class BpeModel {
 
   // Appends the tokens of a span of plain text (no special tokens in it) to out.
   void encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) const;
-  // The bytes a token stands for: normal tokens through the inverse byte alphabet, user-defined ones verbatim,
-  // control/unknown/unused ones nothing.
+  // The bytes a token stands for: normal tokens through the inverse byte alphabet, user-defined ones
+  // verbatim, control/unknown/unused ones nothing.
   std::string piece(const Vocab& vocab, int32_t id) const;
 
   PreTokenizer pre_tokenizer() const { return pre_; }
@@ -50,8 +50,8 @@ class BpeModel {
   // Llama 3 emits a word that is itself a token whole, without merging (its reference tokenizer does).
   bool ignore_merges_ = false;
   std::array<int32_t, 256> byte_token_{};  // token of each byte's alphabet character, -1 when absent
-  std::vector<Merge> merges_;  // power-of-two size
-  int shift_ = 64;              // 64 - log2(merges_.size())
+  std::vector<Merge> merges_;              // power-of-two size
+  int shift_ = 64;                         // 64 - log2(merges_.size())
 };
 
 // The GPT-2 byte alphabet: printable Latin-1 bytes stand for themselves, the others for U+0100 onwards.

@@ -58,8 +58,8 @@ Chars decode_chars(std::string_view text) {
     const uint32_t length = c.status == utf8::Status::ok ? c.length : 1;
     chars.cp.push_back(c.code_point);
     chars.cls.push_back(c.status != utf8::Status::ok ? Class::other
-                        : c.code_point < 128       ? ascii[c.code_point]
-                                                   : classify(c.code_point));
+                        : c.code_point < 128         ? ascii[c.code_point]
+                                                     : classify(c.code_point));
     chars.offset.push_back(static_cast<uint32_t>(pos));
     pos += length;
   }
@@ -127,7 +127,8 @@ class Splitter {
     if (const size_t k = contraction(i, true)) return i + k;
     // [^\r\n\p{L}\p{N}]?\p{L}+
     if (is(i, Class::letter)) return skip(i, Class::letter);
-    if (!is(i, Class::number) && !is_newline(i) && is(i + 1, Class::letter)) return skip(i + 1, Class::letter);
+    if (!is(i, Class::number) && !is_newline(i) && is(i + 1, Class::letter))
+      return skip(i + 1, Class::letter);
     // \p{N}{1,3} (qwen2: \p{N})
     if (is(i, Class::number)) {
       const size_t limit = kind_ == PreTokenizer::llama3 ? 3 : 1;

@@ -39,8 +39,10 @@ SpmModel SpmModel::build(const Vocab& vocab) {
     if (Vocab::is_text_type(vocab.type(id))) {
       // A token with U+2581 after another character (not after U+2581) would let a merge cross a word start.
       const std::string& text = vocab.text(id);
-      for (size_t pos = text.find(kSpaceMark, 1); pos != std::string::npos; pos = text.find(kSpaceMark, pos + 1)) {
-        if (pos < kSpaceMark.size() || text.compare(pos - kSpaceMark.size(), kSpaceMark.size(), kSpaceMark) != 0) {
+      for (size_t pos = text.find(kSpaceMark, 1); pos != std::string::npos;
+           pos = text.find(kSpaceMark, pos + 1)) {
+        if (pos < kSpaceMark.size() ||
+            text.compare(pos - kSpaceMark.size(), kSpaceMark.size(), kSpaceMark) != 0) {
           model.words_are_independent_ = false;
           break;
         }
@@ -73,8 +75,10 @@ void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<int
   // so the words merge independently and the priority queue stays small and cache-resident.
   const std::string_view all(escaped);
   size_t start = 0;
-  for (size_t pos = all.find(kSpaceMark, 1); pos != std::string_view::npos; pos = all.find(kSpaceMark, pos + 1)) {
-    if (pos >= kSpaceMark.size() && all.substr(pos - kSpaceMark.size(), kSpaceMark.size()) == kSpaceMark) continue;
+  for (size_t pos = all.find(kSpaceMark, 1); pos != std::string_view::npos;
+       pos = all.find(kSpaceMark, pos + 1)) {
+    if (pos >= kSpaceMark.size() && all.substr(pos - kSpaceMark.size(), kSpaceMark.size()) == kSpaceMark)
+      continue;
     encode_segment(vocab, all.substr(start, pos - start), out);
     start = pos;
   }
@@ -107,7 +111,8 @@ void SpmModel::encode_segment(const Vocab& vocab, std::string_view all, std::vec
     queue.pop();
     Symbol& left = symbols[c.left];
     Symbol& right = symbols[c.right];
-    if (left.length == 0 || right.length == 0 || left.next != c.right || left.length + right.length != c.length)
+    if (left.length == 0 || right.length == 0 || left.next != c.right ||
+        left.length + right.length != c.length)
       continue;
     left.length = c.length;
     right.length = 0;

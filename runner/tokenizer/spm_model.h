@@ -1,8 +1,8 @@
 // Contract: the SentencePiece BPE model (tokenizer.ggml.model = llama): spaces become U+2581, the text is cut
-// into UTF-8 characters and the adjacent pair whose concatenation is the best-scoring token is merged until no
-// pair is a token; characters no token covers fall back to <0xXX> byte tokens. Built once by SpmModel::build;
-// immutable afterwards, so encode and piece may run concurrently from any thread. The Vocab passed to every
-// call must be the one it was built from (the Tokenizer owns both).
+// into UTF-8 characters and the adjacent pair whose concatenation is the best-scoring token is merged until
+// no pair is a token; characters no token covers fall back to <0xXX> byte tokens. Built once by
+// SpmModel::build; immutable afterwards, so encode and piece may run concurrently from any thread. The Vocab
+// passed to every call must be the one it was built from (the Tokenizer owns both).
 #pragma once
 #include <array>
 #include <cstdint>

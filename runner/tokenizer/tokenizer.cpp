@@ -18,9 +18,10 @@ Tokenizer::Tokenizer(Vocab vocab, const GgufFile& file) : vocab_(std::move(vocab
     auto pre = pre_tokenizer_from_name(vocab_.pre());
     if (!pre) {
       // Many families reuse one of the three rules with small changes; gpt-2's is the common ancestor.
-      spdlog::warn("{}: pre-tokenizer \"{}\" is not implemented; using the gpt-2 rules, so tokens may differ "
-                   "from the model's reference tokenizer",
-                   file.path().string(), vocab_.pre());
+      spdlog::warn(
+          "{}: pre-tokenizer \"{}\" is not implemented; using the gpt-2 rules, so tokens may differ "
+          "from the model's reference tokenizer",
+          file.path().string(), vocab_.pre());
       pre = PreTokenizer::gpt2;
     }
     bpe_ = std::make_unique<BpeModel>(BpeModel::build(vocab_, file, *pre));
@@ -31,8 +32,8 @@ Tokenizer::Tokenizer(Vocab vocab, const GgufFile& file) : vocab_(std::move(vocab
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  return encode(text, EncodeOptions{add_special && vocab_.add_bos(), add_special && vocab_.add_eos(),
-                                    parse_special});
+  return encode(
+      text, EncodeOptions{add_special && vocab_.add_bos(), add_special && vocab_.add_eos(), parse_special});
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
@@ -57,7 +58,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   return out;
 }
 
-void Tokenizer::encode_plain(std::string_view text, bool after_special_or_start, std::vector<int32_t>& out) const {
+void Tokenizer::encode_plain(std::string_view text, bool after_special_or_start,
+                             std::vector<int32_t>& out) const {
   if (bpe_) {
     bpe_->encode(vocab_, text, out);
     return;

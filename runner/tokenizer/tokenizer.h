@@ -6,9 +6,9 @@
 //
 // Losslessness: decode(encode(x)) == x for any bytes x with byte-level BPE; with SentencePiece for any x that
 // holds no U+2581 (it decodes as a space) when the vocab has the 256 byte tokens. Special tokens are cut out
-// of the text only when parse_special is set (else "<s>" is plain text), user-defined ones included (llama.cpp
-// always cuts those out); control tokens decode to nothing unless render_special is set. An unknown
-// tokenizer.ggml.pre falls back to the gpt-2 rules with a logged warning.
+// of the text only when parse_special is set (else "<s>" is plain text), user-defined ones included
+// (llama.cpp always cuts those out); control tokens decode to nothing unless render_special is set. An
+// unknown tokenizer.ggml.pre falls back to the gpt-2 rules with a logged warning.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "runner/tokenizer/bpe_model.h"
-#include "runner/tokenizer/spm_model.h"
 #include "runner/tokenizer/special_tokens.h"
+#include "runner/tokenizer/spm_model.h"
 #include "runner/tokenizer/vocab.h"
 
 namespace kvtrie {

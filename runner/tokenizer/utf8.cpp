@@ -5,7 +5,9 @@ namespace {
 
 constexpr char32_t kReplacement = 0xFFFD;
 
-bool is_continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
+bool is_continuation(unsigned char byte) {
+  return (byte & 0xC0) == 0x80;
+}
 
 }  // namespace
 
@@ -14,7 +16,8 @@ Char decode(std::string_view text, size_t pos) {
   if (lead < 0x80) return {Status::ok, lead, 1};
   uint32_t length = 0;
   char32_t cp = 0;
-  // The allowed range of the second byte encodes the overlong, surrogate and > U+10FFFF rules (Unicode table 3-7).
+  // The allowed range of the second byte encodes the overlong, surrogate and > U+10FFFF rules (Unicode table
+  // 3-7).
   unsigned char second_min = 0x80, second_max = 0xBF;
   if (lead >= 0xC2 && lead <= 0xDF) {
     length = 2;

@@ -18,7 +18,8 @@ enum class Status : uint8_t {
 struct Char {
   Status status;
   char32_t code_point;  // U+FFFD unless status is ok
-  uint32_t length;      // bytes consumed: the character's length when ok, else 1 (invalid) or the prefix (truncated)
+  uint32_t
+      length;  // bytes consumed: the character's length when ok, else 1 (invalid) or the prefix (truncated)
 };
 
 // Decodes the character starting at text[pos] (pos < text.size()). Rejects overlong forms, surrogates and

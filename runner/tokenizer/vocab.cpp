@@ -1,8 +1,8 @@
 #include "runner/tokenizer/vocab.h"
 
 #include <algorithm>
-#include <functional>
 #include <array>
+#include <functional>
 #include <optional>
 
 #include "kernels/error.h"
@@ -18,8 +18,8 @@ namespace {
 // Control tokens that end a turn in the common chat formats. Files often name only one of them as eos, but a
 // model may emit any (Llama 3 instruct ends with <|eot_id|>, Qwen chat with <|im_end|>, Phi-3 with <|end|>).
 constexpr std::array<std::string_view, 9> kEndOfTurnTexts = {
-    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<|end_of_text|>", "</s>", "<|return|>",
+    "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>", "<|end|>",    "<end_of_turn>",
+    "<|endoftext|>", "<|end_of_text|>", "</s>",       "<|return|>",
 };
 
 bool looks_like_byte_token(std::string_view text) {
@@ -112,8 +112,8 @@ Vocab Vocab::from_gguf(const GgufFile& file) {
   }
   std::sort(vocab.end_of_generation_.begin(), vocab.end_of_generation_.end());
 
-  // Defaults follow the reference tokenizers: SentencePiece adds BOS and a dummy space prefix; of the byte-level
-  // families only Llama 3 adds BOS.
+  // Defaults follow the reference tokenizers: SentencePiece adds BOS and a dummy space prefix; of the
+  // byte-level families only Llama 3 adds BOS.
   const bool spm = vocab.model_ == VocabModel::spm;
   const bool llama3 = vocab.pre_ == "llama3" || vocab.pre_ == "llama-v3" || vocab.pre_ == "llama-bpe";
   // A default never asks for a token the vocab lacks; an explicit flag that does is a broken file.

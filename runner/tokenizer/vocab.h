@@ -1,6 +1,7 @@
 // Contract: the token table of a tokenizer, read from GGUF metadata (tokenizer.ggml.*): token texts, scores,
-// types, the text -> id index and the special token ids. Built once by Vocab::from_gguf, which refuses a broken
-// table with InputError; immutable afterwards and safe to read from any thread. Does not keep the GgufFile.
+// types, the text -> id index and the special token ids. Built once by Vocab::from_gguf, which refuses a
+// broken table with InputError; immutable afterwards and safe to read from any thread. Does not keep the
+// GgufFile.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,7 +40,8 @@ class Vocab {
 
   // Any token with exactly this text, or -1.
   int32_t find(std::string_view text) const;
-  // A token that plain text may produce (normal or user-defined; never control, unknown, unused or byte), or -1.
+  // A token that plain text may produce (normal or user-defined; never control, unknown, unused or byte), or
+  // -1.
   int32_t find_text_token(std::string_view text) const;
   // Tokens that parse_special may cut out of the text: control, user-defined and unknown ones with a text.
   const std::vector<int32_t>& special_tokens() const { return special_tokens_; }
@@ -53,7 +55,9 @@ class Vocab {
   // eos, eot, eom and the control tokens whose text conventionally ends a turn (<|eot_id|>, <|im_end|>, ...).
   bool is_end_of_generation(int32_t id) const;
 
-  static bool is_text_type(TokenType type) { return type == TokenType::normal || type == TokenType::user_defined; }
+  static bool is_text_type(TokenType type) {
+    return type == TokenType::normal || type == TokenType::user_defined;
+  }
 
  private:
   VocabModel model_ = VocabModel::spm;

@@ -32,7 +32,8 @@ class KvCacheTest : public ::testing::Test {
     cache_.reset();  // before its copier
     copier_ = std::make_unique<SimulatedCopier>(kP, device_pages, host_pages);
     cache_ = std::make_unique<KvCache>(
-        KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes, group_share}, *copier_);
+        KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes, group_share},
+        *copier_);
   }
 
   // Acquire + sync, and check that every reused position holds the KV of this prompt.
@@ -188,7 +189,8 @@ TEST_F(KvCacheTest, RecomputingACachedContinuationSharesTheTriesFullPages) {
   }
   const auto table = cache_->page_table(r.seq);
   const MatchResult cached = cache_->peek(1, all);
-  for (std::size_t i = 0; i + 1 < table.size(); ++i) EXPECT_EQ(table[i], cached.pages[i].page) << "page " << i;
+  for (std::size_t i = 0; i + 1 < table.size(); ++i)
+    EXPECT_EQ(table[i], cached.pages[i].page) << "page " << i;
   EXPECT_EQ(copier_->wrong_positions(table, kv_values(1, all), all.size()), 0u);
   cache_->release(r.seq);
 }
@@ -272,10 +274,10 @@ TEST_F(KvCacheTest, AGroupOverItsShareEvictsItsOwnColdPagesFirst) {
 
 TEST_F(KvCacheTest, AGroupWithinItsShareEvictsTheGlobalColdestAndRequestsOfNoGroupAreNotLimited) {
   make(8, 0, 0.5);
-  request(2, range(1000, 16), 2);           // group 2: 4 pages
-  request(1, range(100, 8), 1);             // group 1: 2 pages, within its share of 4
-  request(1, range(200, 8), 1);             // 4 pages in all, still within: the tier is full
-  request(1, range(300, 4), 1);             // 1 more would be 5 > 4: its own coldest goes
+  request(2, range(1000, 16), 2);  // group 2: 4 pages
+  request(1, range(100, 8), 1);    // group 1: 2 pages, within its share of 4
+  request(1, range(200, 8), 1);    // 4 pages in all, still within: the tier is full
+  request(1, range(300, 4), 1);    // 1 more would be 5 > 4: its own coldest goes
   EXPECT_EQ(cache_->peek(2, range(1000, 16)).device_tokens, 16u);
   EXPECT_EQ(cache_->peek(1, range(100, 8)).device_tokens, 4u);  // the tail of its coldest prompt
   // Requests of no group take the global coldest, whatever the groups hold.

@@ -1,4 +1,5 @@
-// add (residual, in place and out of place), add_bias (strided rows) and convert_f16 against exact references.
+// add (residual, in place and out of place), add_bias (strided rows) and convert_f16 against exact
+// references.
 #include <gtest/gtest.h>
 
 #include "kernels/error.h"
@@ -53,9 +54,9 @@ TEST_F(Add, BiasIsAddedToEveryRowOfAStridedMatrix) {
 TEST_F(Add, ConvertF16RoundsEveryValueToNearestEven) {
   const uint32_t n = 1298;
   std::vector<float> x = random_floats(n);
-  x[0] = 70000.0f;       // overflows to inf
-  x[1] = 1.0f + 1e-4f;   // rounds
-  x[2] = -3.0e-6f;       // an f16 subnormal
+  x[0] = 70000.0f;      // overflows to inf
+  x[1] = 1.0f + 1e-4f;  // rounds
+  x[2] = -3.0e-6f;      // an f16 subnormal
   vk::Buffer bx = device_buffer(x), bo(context().device(), n * 2, vk::MemoryKind::DeviceLocal);
   Kernels k(context(), Prewarm::No);
   vk::CommandRecorder rec(context());

@@ -172,7 +172,8 @@ TEST_F(KvWrite, RopeOnTheWayAlsoRotatesQInPlace) {
   rec.end();
   rec.submit_and_wait();
   EXPECT_EQ(read_back<uint16_t>(fused, zeros.size()), read_back<uint16_t>(reference, zeros.size()));
-  const std::vector<float> got = read_back<float>(fused_rows, rows.size()), want = read_back<float>(ref_rows, rows.size());
+  const std::vector<float> got = read_back<float>(fused_rows, rows.size()),
+                           want = read_back<float>(ref_rows, rows.size());
   size_t rotated = 0;
   for (uint32_t t = 0; t < n_tokens; ++t)
     for (uint32_t c = 0; c < stride; ++c) {

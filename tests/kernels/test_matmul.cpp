@@ -81,20 +81,23 @@ class MatmulTest : public test::VulkanTest, public ::testing::WithParamInterface
     vk::Buffer yb(context().device(), uint64_t{tokens} * rows * sizeof(float), vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(context());
     rec.begin();
-    record(rec, k, MatmulArgs{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens});
+    record(rec, k,
+           MatmulArgs{
+               {w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens});
     rec.end();
     rec.submit_and_wait();
     return read_back<float>(yb, uint64_t{tokens} * rows);
   }
 
-  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                         uint32_t tokens, MatmulPath path) {
-    return run_product(w, type, rows, cols, x, tokens, [&](vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& a) {
-      if (path == MatmulPath::Auto)
-        matvec(rec, k, a);  // Auto stands for "the matvec op itself" in these tests
-      else
-        matmul(rec, k, a, path);
-    });
+  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols,
+                         const std::vector<float>& x, uint32_t tokens, MatmulPath path) {
+    return run_product(w, type, rows, cols, x, tokens,
+                       [&](vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& a) {
+                         if (path == MatmulPath::Auto)
+                           matvec(rec, k, a);  // Auto stands for "the matvec op itself" in these tests
+                         else
+                           matmul(rec, k, a, path);
+                       });
   }
 
   // The CoopMat product of a random rows x coopmat_cols(type) matrix and `tokens` tokens against the
@@ -105,12 +108,13 @@ class MatmulTest : public test::VulkanTest, public ::testing::WithParamInterface
     vk::Buffer w = device_buffer(m.bytes);
     const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
     if (!tile) {
-      expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat),
-                               2e-3);
+      expect_matches_reference(m, rows, cols, x, tokens,
+                               run(w, type, rows, cols, x, tokens, MatmulPath::CoopMat), 2e-3);
       return;
     }
-    const std::string shader = std::string(coopmat_uses_khr(context().device()) ? "matmul_coopmat_khr_" : "matmul_coopmat_") +
-                               std::string(type_variant(type));
+    const std::string shader =
+        std::string(coopmat_uses_khr(context().device()) ? "matmul_coopmat_khr_" : "matmul_coopmat_") +
+        std::string(type_variant(type));
     const vk::ComputePipeline& pipeline = context().pipelines().get(shader, tile->spec());
     expect_matches_reference(
         m, rows, cols, x, tokens,
@@ -141,7 +145,8 @@ TEST_P(MatmulTest, TiledAndDeterministicMatchReferenceWithTails) {
   const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
   {
     SCOPED_TRACE("Tiled");
-    expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::Tiled), 2e-5);
+    expect_matches_reference(m, rows, cols, x, tokens, run(w, type, rows, cols, x, tokens, MatmulPath::Tiled),
+                             2e-5);
   }
   {
     SCOPED_TRACE("Deterministic");
@@ -238,23 +243,24 @@ TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
       product(rec, k, a);
     };
   };
-  expect_matches_reference(m, rows, cols, x, tokens,
-                           run_product(w, type, rows, cols, x, tokens, with_f16_x([](auto& rec, auto& k, auto& a) {
-                                         matmul(rec, k, a, MatmulPath::CoopMat);
-                                       })),
-                           2e-3);
+  expect_matches_reference(
+      m, rows, cols, x, tokens,
+      run_product(w, type, rows, cols, x, tokens,
+                  with_f16_x([](auto& rec, auto& k, auto& a) { matmul(rec, k, a, MatmulPath::CoopMat); })),
+      2e-3);
   if (khr) {
     const CoopmatTile other{};
     static_assert(CoopmatTile{}.bk != kF16XTile.bk, "the explicit tile must differ from matmul()'s");
     const vk::ComputePipeline& pipeline =
         context().pipelines().get("matmul_coopmat_khr_xh_" + std::string(type_variant(type)), other.spec());
-    expect_matches_reference(m, rows, cols, x, tokens,
-                             run_product(w, type, rows, cols, x, tokens, with_f16_x([&](auto& rec, auto& k, auto& a) {
-                                           MatmulArgs f16 = a;
-                                           f16.x = a.x_f16;
-                                           dispatch_matmul_coopmat(rec, k, f16, pipeline, other);
-                                         })),
-                             2e-3);
+    expect_matches_reference(
+        m, rows, cols, x, tokens,
+        run_product(w, type, rows, cols, x, tokens, with_f16_x([&](auto& rec, auto& k, auto& a) {
+                      MatmulArgs f16 = a;
+                      f16.x = a.x_f16;
+                      dispatch_matmul_coopmat(rec, k, f16, pipeline, other);
+                    })),
+        2e-3);
   }
   if (float_type) {
     MatmulArgs odd{{w.view(), type, rows, 100}, {}, {}, tokens};
@@ -271,7 +277,8 @@ TEST_P(MatmulTest, CoopMat2MatchesReferenceWhereSupported) {
     GTEST_SKIP() << "device " << context().device().info().name
                  << " has no VK_NV_cooperative_matrix2 path for this weight type";
   const uint32_t cols = test_cols(type);
-  for (const Cm2Tile tile : {Cm2Tile{}, Cm2Tile{128, 64, 64, 64}, Cm2Tile{256, 128, 256, 32}, Cm2Tile{256, 256, 128, 64}}) {
+  for (const Cm2Tile tile :
+       {Cm2Tile{}, Cm2Tile{128, 64, 64, 64}, Cm2Tile{256, 128, 256, 32}, Cm2Tile{256, 256, 128, 64}}) {
     SCOPED_TRACE("tile " + std::to_string(tile.rows) + "x" + std::to_string(tile.tokens) + " bk " +
                  std::to_string(tile.bk));
     const uint32_t rows = 2 * tile.rows + 3, tokens = tile.tokens + 7;

@@ -33,8 +33,8 @@ uint32_t test_cols(TensorType type) {
 }
 
 struct HostMatrix {
-  std::vector<uint8_t> bytes;   // GGUF rows
-  std::vector<float> values;    // the same rows dequantized: what the reference multiplies
+  std::vector<uint8_t> bytes;  // GGUF rows
+  std::vector<float> values;   // the same rows dequantized: what the reference multiplies
 };
 
 HostMatrix random_matrix(TensorType type, uint32_t rows, uint32_t cols, std::mt19937_64& rng) {
@@ -54,8 +54,8 @@ std::vector<float> random_vector(size_t n, std::mt19937_64& rng) {
 }
 
 // The reference: y[t][r] = sum_k w[r][k] x[t][k] in double, and the scale sum_k |w x| for the tolerance.
-void reference(const HostMatrix& w, uint32_t rows, uint32_t cols, const std::vector<float>& x, uint32_t tokens,
-               std::vector<double>& y, std::vector<double>& scale) {
+void reference(const HostMatrix& w, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+               uint32_t tokens, std::vector<double>& y, std::vector<double>& scale) {
   y.assign(uint64_t{tokens} * rows, 0.0);
   scale.assign(y.size(), 0.0);
   for (uint32_t t = 0; t < tokens; ++t)
@@ -74,14 +74,15 @@ void reference(const HostMatrix& w, uint32_t rows, uint32_t cols, const std::vec
 class MatvecTest : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {
  protected:
   // Runs matvec on the device for `tokens` vectors of x and returns y.
-  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                         uint32_t tokens, bool single_token_build = false) {
+  std::vector<float> run(const vk::Buffer& w, TensorType type, uint32_t rows, uint32_t cols,
+                         const std::vector<float>& x, uint32_t tokens, bool single_token_build = false) {
     Kernels k(context(), Prewarm::No);
     vk::Buffer xb = device_buffer(x);
     vk::Buffer yb(context().device(), uint64_t{tokens} * rows * sizeof(float), vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(context());
     rec.begin();
-    const MatmulArgs args{{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens};
+    const MatmulArgs args{
+        {w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, xb.view(), yb.view(), tokens};
     if (single_token_build)
       matvec_single_token(rec, k, args);
     else
@@ -137,15 +138,17 @@ TEST_P(MatvecTest, SwigluSingleTokenMatchesReference) {
   std::vector<float> gate = random_vector(cols, rng()), up = random_vector(cols, rng());
   for (float& g : gate) g *= 4.0f;  // reach both tails of silu
   std::vector<float> x(cols);
-  for (uint32_t i = 0; i < cols; ++i) x[i] = static_cast<float>(gate[i] / (1.0 + std::exp(-double{gate[i]})) * up[i]);
+  for (uint32_t i = 0; i < cols; ++i)
+    x[i] = static_cast<float>(gate[i] / (1.0 + std::exp(-double{gate[i]})) * up[i]);
   vk::Buffer w = device_buffer(m.bytes), bg = device_buffer(gate), bu = device_buffer(up);
   vk::Buffer by(context().device(), rows * sizeof(float), vk::MemoryKind::DeviceLocal);
   Kernels k(context(), Prewarm::No);
   vk::CommandRecorder rec(context());
   rec.begin();
-  matvec_single_token_swiglu(rec, k, {{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, bg.view(0, cols * 4),
-                                      by.view(), 1},
-                             bu.view(0, cols * 4));
+  matvec_single_token_swiglu(
+      rec, k,
+      {{w.view(0, row_bytes(type, cols) * rows), type, rows, cols}, bg.view(0, cols * 4), by.view(), 1},
+      bu.view(0, cols * 4));
   rec.end();
   rec.submit_and_wait();
   const std::vector<float> y = vk::download<float>(context(), by, rows);
@@ -188,7 +191,9 @@ TEST_P(MatvecTest, UnalignedWeightViewAndStridedActivations) {
   vk::Buffer yb = device_buffer(std::vector<float>(uint64_t{tokens} * y_stride, -7.0f));
   vk::CommandRecorder rec(context());
   rec.begin();
-  matvec(rec, k, {{w.view(offset, m.bytes.size()), type, rows, cols}, xb.view(), yb.view(), tokens, x_stride, y_stride});
+  matvec(
+      rec, k,
+      {{w.view(offset, m.bytes.size()), type, rows, cols}, xb.view(), yb.view(), tokens, x_stride, y_stride});
   rec.end();
   rec.submit_and_wait();
   const std::vector<float> y = read_back<float>(yb, uint64_t{tokens} * y_stride);
@@ -200,9 +205,11 @@ TEST_P(MatvecTest, UnalignedWeightViewAndStridedActivations) {
   for (uint32_t t = 0; t < tokens; ++t) {
     for (uint32_t r = 0; r < rows; ++r) {
       const size_t i = uint64_t{t} * rows + r;
-      EXPECT_LE(std::abs(y[uint64_t{t} * y_stride + r] - ref[i]), kTolerance * scale[i] + 1e-7) << "t " << t << " r " << r;
+      EXPECT_LE(std::abs(y[uint64_t{t} * y_stride + r] - ref[i]), kTolerance * scale[i] + 1e-7)
+          << "t " << t << " r " << r;
     }
-    for (uint32_t r = rows; r < y_stride; ++r) EXPECT_EQ(y[uint64_t{t} * y_stride + r], -7.0f) << "padding overwritten";
+    for (uint32_t r = rows; r < y_stride; ++r)
+      EXPECT_EQ(y[uint64_t{t} * y_stride + r], -7.0f) << "padding overwritten";
   }
 }
 

@@ -272,7 +272,8 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
   const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f), y0(uint64_t{9} * rows);
   const std::vector<float> batch = run(w, format, rows, cols, Fold::Store, x, norm, y0, 9, true);
   const std::vector<float> x6(x.begin() + 6 * cols, x.begin() + 7 * cols);
-  const std::vector<float> alone = run(w, format, rows, cols, Fold::Store, x6, norm, std::vector<float>(rows), 1);
+  const std::vector<float> alone =
+      run(w, format, rows, cols, Fold::Store, x6, norm, std::vector<float>(rows), 1);
   EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{6} * rows, rows * sizeof(float)), 0);
 }
 
@@ -290,8 +291,10 @@ TEST_F(MatvecQ8ShapeTest, ThreadsPerRowFollowTheMatrixAndRowsPerLaneTheFormat) {
         EXPECT_EQ(one.threads_per_row, batch.threads_per_row);
         EXPECT_EQ(one.workgroup, batch.workgroup);
         EXPECT_EQ(one.threads_per_row % sg, 0u);
-        if (rows >= 16384) EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
-        else EXPECT_EQ(one.threads_per_row, std::min<uint32_t>(one.workgroup, std::max<uint32_t>(sg, 128)));
+        if (rows >= 16384)
+          EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
+        else
+          EXPECT_EQ(one.threads_per_row, std::min<uint32_t>(one.workgroup, std::max<uint32_t>(sg, 128)));
         EXPECT_EQ(one.rows_per_lane, type == TensorType::Q4_0x8 ? kMatvecQ8RowsWide : kMatvecQ8Rows);
         EXPECT_EQ(batch.rows_per_lane, kMatvecQ8Rows);
       }

@@ -28,10 +28,12 @@ TEST_P(TileDecodeTest, EveryPieceMatchesTheCpuDecoder) {
   const uint32_t rows = 5, cols = type == TensorType::Q6_Kx8 ? 4096 : 512;
   std::vector<uint8_t> bytes;
   std::vector<float> values;
-  test::quantize_rows(type, rows, cols, random_floats(uint64_t{rows} * cols, -3.0f, 3.0f).data(), bytes, values);
+  test::quantize_rows(type, rows, cols, random_floats(uint64_t{rows} * cols, -3.0f, 3.0f).data(), bytes,
+                      values);
   vk::Buffer w = device_buffer(bytes);
   vk::Buffer out(context().device(), uint64_t{rows} * cols * 4, vk::MemoryKind::DeviceLocal);
-  const vk::ComputePipeline& p = context().pipelines().get("tile_decode_" + std::string(type_variant(type)), {});
+  const vk::ComputePipeline& p =
+      context().pipelines().get("tile_decode_" + std::string(type_variant(type)), {});
   struct Push {
     uint32_t rows, k, row_words;
   } push{rows, cols, static_cast<uint32_t>(row_bytes(type, cols) / 16)};
@@ -45,8 +47,8 @@ TEST_P(TileDecodeTest, EveryPieceMatchesTheCpuDecoder) {
   for (size_t i = 0; i < got.size() && bad < 5; ++i) {
     const float want = fp16_to_fp32(fp32_to_fp16(values[i]));
     // One f16 step at the value's magnitude.
-    const float step =
-        std::ldexp(1.0f, std::max(-24, static_cast<int>(std::floor(std::log2(std::abs(want) + 1e-30f))) - 10));
+    const float step = std::ldexp(
+        1.0f, std::max(-24, static_cast<int>(std::floor(std::log2(std::abs(want) + 1e-30f))) - 10));
     if (!(std::abs(got[i] - want) <= step)) {
       ADD_FAILURE() << "row " << i / cols << " value " << i % cols << ": " << got[i] << ", CPU " << values[i];
       ++bad;
@@ -55,8 +57,8 @@ TEST_P(TileDecodeTest, EveryPieceMatchesTheCpuDecoder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, TileDecodeTest,
-                         ::testing::Values(TensorType::Q4_0x8, TensorType::Q8_0x8, TensorType::Q6_Kx8, TensorType::Q4_K,
-                                           TensorType::Q5_K),
+                         ::testing::Values(TensorType::Q4_0x8, TensorType::Q8_0x8, TensorType::Q6_Kx8,
+                                           TensorType::Q4_K, TensorType::Q5_K),
                          [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
 
 }  // namespace

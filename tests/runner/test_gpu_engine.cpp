@@ -113,7 +113,8 @@ class GpuEngineTest : public test::VulkanTest {
     engine_ = std::make_unique<GpuEngine>(context(), *file_, *tokenizer_, config);
     return *engine_;
   }
-  // deterministic() with `parallel` sequences, a device tier of `device_pages` and a host tier of `host_pages`.
+  // deterministic() with `parallel` sequences, a device tier of `device_pages` and a host tier of
+  // `host_pages`.
   GpuEngineConfig tiered(uint32_t parallel, uint64_t device_pages, uint64_t host_pages) const {
     GpuEngineConfig c = deterministic();
     c.parallel = parallel;
@@ -165,7 +166,8 @@ TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
   const Result cold = run(engine, greedy(prompt, 24));
   EXPECT_EQ(cold.stats.cached_tokens, 0u);
   const Result hit = run(engine, greedy(prompt, 24));
-  EXPECT_EQ(hit.stats.cached_tokens, prompt.size() - 1) << "all but the last prompt token come from the cache";
+  EXPECT_EQ(hit.stats.cached_tokens, prompt.size() - 1)
+      << "all but the last prompt token come from the cache";
   EXPECT_EQ(hit.stats.cached_tokens_device, hit.stats.cached_tokens);
   EXPECT_EQ(hit.tokens, cold.tokens);
   EXPECT_GT(engine.flush_cache().pages_freed, 0u);
@@ -258,7 +260,6 @@ TEST_F(GpuEngineTest, SmallDeviceBudgetServesEveryRequestThroughTheHostTier) {
   EXPECT_LE(stats.device.bytes_used, stats.device.bytes_budget);
 }
 
-
 // Submits every request at once and collects the results in order.
 std::vector<Result> run_together(Engine& engine, const std::vector<GenerateRequest>& requests) {
   std::vector<GenerationStream> streams;
@@ -278,7 +279,8 @@ TEST_F(GpuEngineTest, RequestsBeyondTheDeviceTierAllCompleteWithTheirSoloTokens)
   // Each is promised 3 pages at admission (its prompt's 2 and one of growth) and ends holding 4: four start
   // together, and their growth preempts the newest.
   std::vector<GenerateRequest> requests;
-  for (uint32_t i = 0; i < 6; ++i) requests.push_back(seeded(pseudo_random_tokens(20, 300 + i, 320), 40, 11 + i));
+  for (uint32_t i = 0; i < 6; ++i)
+    requests.push_back(seeded(pseudo_random_tokens(20, 300 + i, 320), 40, 11 + i));
   std::vector<Result> solo;
   for (const auto& r : requests) {
     solo.push_back(run(engine, r));
@@ -306,7 +308,8 @@ TEST_F(GpuEngineTest, PreemptedRequestResumesWithTheTokensOfAnUninterruptedRun) 
   std::vector<Result> solo;
   for (const auto& r : requests) {
     solo.push_back(run(engine, r));
-    engine.flush_cache();  // cold again: a cached prompt would cost more to admit and the two would not overlap
+    engine
+        .flush_cache();  // cold again: a cached prompt would cost more to admit and the two would not overlap
   }
   ASSERT_EQ(engine.counters().requests_preempted, 0u);
   const std::vector<Result> together = run_together(engine, requests);

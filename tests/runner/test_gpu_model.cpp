@@ -108,7 +108,7 @@ TEST_F(GpuModelTest, EveryArchitectureAndTypeMatchesTheCpuReference) {
       const std::vector<float> expected = ref.forward_all(seq, tokens);
 
       std::vector<float> got = rig.step(kPrompt, 0);  // the prompt as one batch
-      for (uint32_t i = 0; i < kDecodeSteps; ++i) {  // then one token per step
+      for (uint32_t i = 0; i < kDecodeSteps; ++i) {   // then one token per step
         const auto pos = static_cast<uint32_t>(kPrompt.size() + i);
         const std::vector<float> row = rig.step(std::span(tokens).subspan(pos, 1), pos);
         got.insert(got.end(), row.begin(), row.end());
@@ -131,7 +131,8 @@ TEST_F(GpuModelTest, EveryArchitectureAndTypeMatchesTheCpuReference) {
 }
 
 TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {
-  const auto path = synth::write_preset(test::scratch_dir() / "gpu_model_replay.gguf", "tiny", TensorType::Q8_0, 5);
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_replay.gguf", "tiny", TensorType::Q8_0, 5);
   Rig replayed(context(), path), fresh(context(), path);
   const std::vector<int32_t> decode{30, 31, 32};
   for (Rig* r : {&replayed, &fresh}) r->step(kPrompt, 0);
@@ -155,7 +156,8 @@ TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {
 // 2048, then 128): a sequence run past the first change gives the logits of one fixed split size, up to
 // rounding, so the scratch, the grid and the replayed recordings follow the split.
 TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
-  const auto path = synth::write_preset(test::scratch_dir() / "gpu_model_splits.gguf", "tiny", TensorType::F32, 7);
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_splits.gguf", "tiny", TensorType::F32, 7);
   constexpr uint32_t kLongPages = 70;  // 1120 positions
   Rig by_context(context(), path, kLongPages), fixed(context(), path, kLongPages, 32);
   std::vector<int32_t> chunk(16);  // logits for every token: at most max_sequences of them
@@ -182,7 +184,8 @@ TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
 // first), against the
 // --deterministic forward (matvec, f32 x) of the same weights: the same logits within f16 rounding.
 TEST_F(GpuModelTest, FeedForwardThroughCoopMat2MatchesTheDeterministicForward) {
-  if (!kernels::coopmat2_takes(context().device(), TensorType::Q4_0x8) || !kernels::coopmat_supported(context().device()))
+  if (!kernels::coopmat2_takes(context().device(), TensorType::Q4_0x8) ||
+      !kernels::coopmat_supported(context().device()))
     GTEST_SKIP() << "device " << context().device().info().name << " has no VK_NV_cooperative_matrix2 matmul";
   synth::SynthOptions so;
   so.shape = *synth::preset("llama3-8b", TensorType::Q4_0);

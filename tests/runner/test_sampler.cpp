@@ -244,8 +244,9 @@ std::vector<float> likely_token_over_flat_tail() {
 TEST(Sampler, TypicalPKeepsTheTokensClosestToTheEntropy) {
   const auto logits = likely_token_over_flat_tail();
   const std::set<int32_t> expected = ids_of(ref_typical(ref_softmax(logits), 0.5));
-  ASSERT_FALSE(expected.contains(17)) << "the reference must drop the most likely token for this test to bite";
-  ASSERT_EQ(expected.size(), 84u);  // 84 x 0.006 = 0.504 reaches 0.5; ties keep the lower ids
+  ASSERT_FALSE(expected.contains(17))
+      << "the reference must drop the most likely token for this test to bite";
+  ASSERT_EQ(expected.size(), 84u);      // 84 x 0.006 = 0.504 reaches 0.5; ties keep the lower ids
   for (int32_t top_k : {0, 101, 90}) {  // the unsorted path, and the sorted one after top-k
     std::vector<RefToken> ranked = ref_softmax(logits);
     if (top_k > 0) ranked.resize(std::min<size_t>(ranked.size(), static_cast<size_t>(top_k)));

@@ -16,7 +16,9 @@ using test::load_tokenizer;
 using test::shared_dir;
 using test::vocab_path;
 
-bool contains(const std::vector<int32_t>& ids, int32_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+bool contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
 
 std::vector<int32_t> concat(std::initializer_list<std::vector<int32_t>> parts) {
   std::vector<int32_t> out;
@@ -37,8 +39,11 @@ TEST(TokenizerSpecial, Llama3ChatMarkersAreParsedOnlyWhenAsked) {
   const std::string text = "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>";
 
   const auto parsed = tok.encode(text, false, /*parse_special=*/true);
-  EXPECT_EQ(parsed, concat({{start}, tok.encode("user", false, false), {end},
-                            tok.encode("\n\nHi there", false, false), {eot}}));
+  EXPECT_EQ(parsed, concat({{start},
+                            tok.encode("user", false, false),
+                            {end},
+                            tok.encode("\n\nHi there", false, false),
+                            {eot}}));
   EXPECT_EQ(tok.decode(parsed), "user\n\nHi there");  // control tokens decode to nothing by default
   EXPECT_EQ(tok.decode(parsed, /*render_special=*/true), text);
 
@@ -78,7 +83,8 @@ TEST(TokenizerSpecial, SentencePieceBosEosParsingAndFlags) {
   EXPECT_EQ(tok.encode("Hello", /*add_special=*/true, false), concat({{tok.bos()}, hello}));
   EXPECT_EQ(tok.encode("", true, false), std::vector<int32_t>{tok.bos()});
   EXPECT_TRUE(tok.encode("", false, false).empty());
-  EXPECT_EQ(tok.encode("Hello", EncodeOptions{.add_bos = false, .add_eos = true}), concat({hello, {tok.eos()}}));
+  EXPECT_EQ(tok.encode("Hello", EncodeOptions{.add_bos = false, .add_eos = true}),
+            concat({hello, {tok.eos()}}));
   EXPECT_EQ(tok.encode("Hello", EncodeOptions{.add_bos = true, .add_eos = true}),
             concat({{tok.bos()}, hello, {tok.eos()}}));
 
@@ -101,7 +107,8 @@ TEST(TokenizerSpecial, ByteLevelDefaultsForBos) {
   // Llama 3 files carry no add_bos_token key, yet the model expects <|begin_of_text|>.
   const auto llama3 = load_tokenizer(shared_dir() / vocab_path("llama-bpe"));
   EXPECT_TRUE(llama3.tokenizer->add_bos_default());
-  EXPECT_EQ(llama3.tokenizer->encode("Hi", true, false).front(), llama3.tokenizer->find_token("<|begin_of_text|>"));
+  EXPECT_EQ(llama3.tokenizer->encode("Hi", true, false).front(),
+            llama3.tokenizer->find_token("<|begin_of_text|>"));
 }
 
 // Synthetic vocab: where two special tokens start at the same byte the longer one wins, and plain text
@@ -132,7 +139,8 @@ TEST(TokenizerSpecial, AddEosFromMetadata) {
 // word starts then (the fast word-by-word path is only for vocabs without such pieces).
 TEST(TokenizerSentencePiece, PieceAcrossAWordStartIsFound) {
   const auto loaded = test::write_and_load(
-      test::spm_writer({{"\xE2\x96\x81", 0}, {"\xE2\x96\x81x", 1}, {"x\xE2\x96\x81", 3}, {"x\xE2\x96\x81y", 5}}),
+      test::spm_writer(
+          {{"\xE2\x96\x81", 0}, {"\xE2\x96\x81x", 1}, {"x\xE2\x96\x81", 3}, {"x\xE2\x96\x81y", 5}}),
       "spm.gguf");
   const Tokenizer& tok = *loaded.tokenizer;
   const int32_t space = tok.find_token("\xE2\x96\x81"), xy = tok.find_token("x\xE2\x96\x81y");
@@ -163,7 +171,8 @@ TEST(TokenizerSentencePiece, ByteFallbackAndSpacePrefixFlag) {
 // A pre-tokenizer this project does not implement falls back to the gpt-2 rules (with a warning) instead of
 // refusing the model; ids outside the vocab decode to nothing.
 TEST(TokenizerSpecial, UnknownPreTokenizerAndOutOfRangeIds) {
-  const auto fallback = test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "no-such-rule"), "a.gguf");
+  const auto fallback =
+      test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "no-such-rule"), "a.gguf");
   const auto gpt2 = test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "gpt-2"), "b.gguf");
   const auto llama3 = test::write_and_load(test::byte_bpe_writer({"ab", "1234"}, {}, "llama-bpe"), "c.gguf");
   const std::string text = "ab 12345 y'all  \n!";
@@ -182,11 +191,19 @@ TEST(TokenizerSpecial, BrokenVocabIsRefused) {
       {"no tokens", [](GgufWriter& w) { w.erase("tokenizer.ggml.tokens"); }},
       {"no model", [](GgufWriter& w) { w.erase("tokenizer.ggml.model"); }},
       {"unknown model", [](GgufWriter& w) { w.set_string("tokenizer.ggml.model", "bert"); }},
-      {"short scores", [](GgufWriter& w) { w.set_f32_array("tokenizer.ggml.scores", {0.0, 1.0}); }},
-      {"short types", [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.token_type", {1, 1}); }},
-      {"bad type", [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.token_type", std::vector<int64_t>(257, 9)); }},
+      {"short scores",
+       [](GgufWriter& w) {
+         w.set_f32_array("tokenizer.ggml.scores", {0.0, 1.0});
+       }},
+      {"short types",
+       [](GgufWriter& w) {
+         w.set_i32_array("tokenizer.ggml.token_type", {1, 1});
+       }},
+      {"bad type",
+       [](GgufWriter& w) { w.set_i32_array("tokenizer.ggml.token_type", std::vector<int64_t>(257, 9)); }},
       {"bos out of range", [](GgufWriter& w) { w.set_u32("tokenizer.ggml.bos_token_id", 5000); }},
-      {"merge of unknown token", [](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"zz qq"}); }},
+      {"merge of unknown token",
+       [](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"zz qq"}); }},
       {"merge without space", [](GgufWriter& w) { w.set_string_array("tokenizer.ggml.merges", {"ab"}); }},
       {"add_bos without bos", [](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_bos_token", true); }},
   };

@@ -22,15 +22,21 @@ TEST(Utf8, DecodeFollowsTheUnicodeWellFormednessTable) {
   EXPECT_EQ(status("\xF4\x90\x80\x80"), Status::invalid);  // above U+10FFFF
   EXPECT_EQ(status("\x80"), Status::invalid);              // stray continuation
   EXPECT_EQ(status("\xE6\x97"), Status::truncated);
-  EXPECT_EQ(status("\xE6\x97" "a"), Status::invalid);
-  EXPECT_EQ(utf8::to_valid("a\xFF" "b\xE6\x97"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  EXPECT_EQ(status("\xE6\x97"
+                   "a"),
+            Status::invalid);
+  EXPECT_EQ(utf8::to_valid("a\xFF"
+                           "b\xE6\x97"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
 }
 
 TEST(Utf8, AgreesWithIcuOnRandomBytes) {
   std::mt19937 rng(7);
   for (int round = 0; round < 2000; ++round) {
     std::string text;
-    for (int i = static_cast<int>(rng() % 8); i > 0; --i) text.push_back(static_cast<char>(0x7F + rng() % 0x78));
+    for (int i = static_cast<int>(rng() % 8); i > 0; --i)
+      text.push_back(static_cast<char>(0x7F + rng() % 0x78));
     ASSERT_EQ(utf8::is_valid(text), test::icu_valid_utf8(text)) << round;
     ASSERT_TRUE(test::icu_valid_utf8(utf8::to_valid(text)));
   }
@@ -38,7 +44,10 @@ TEST(Utf8, AgreesWithIcuOnRandomBytes) {
 
 class StreamingTest : public testing::Test {
  protected:
-  void SetUp() override { loaded_ = std::make_unique<test::LoadedTokenizer>(test::write_and_load(test::byte_bpe_writer({}, {"<eos>"}), "bytes.gguf")); }
+  void SetUp() override {
+    loaded_ = std::make_unique<test::LoadedTokenizer>(
+        test::write_and_load(test::byte_bpe_writer({}, {"<eos>"}), "bytes.gguf"));
+  }
   const Tokenizer& tok() const { return *loaded_->tokenizer; }
   std::unique_ptr<test::LoadedTokenizer> loaded_;
 };
@@ -58,7 +67,9 @@ TEST_F(StreamingTest, InvalidBytesBecomeReplacementCharacters) {
   StreamingDecoder decoder(tok());
   EXPECT_EQ(decoder.push(0xFF), "\xEF\xBF\xBD");  // can never start a character: replaced at once
   EXPECT_EQ(decoder.push(0xE6), "");
-  EXPECT_EQ(decoder.push('a'), "\xEF\xBF\xBD" "a");  // the held lead byte turned out to be invalid
+  EXPECT_EQ(decoder.push('a'),
+            "\xEF\xBF\xBD"
+            "a");  // the held lead byte turned out to be invalid
   EXPECT_EQ(decoder.push(0xE6), "");
   EXPECT_EQ(decoder.push(0x97), "");
   EXPECT_EQ(decoder.flush(), "\xEF\xBF\xBD");  // the stream ended inside a character

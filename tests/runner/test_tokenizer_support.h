@@ -22,7 +22,9 @@
 
 namespace kvtrie::test {
 
-inline std::string vocab_path(const std::string& name) { return "vocab/ggml-vocab-" + name + ".gguf"; }
+inline std::string vocab_path(const std::string& name) {
+  return "vocab/ggml-vocab-" + name + ".gguf";
+}
 
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -36,7 +38,8 @@ struct TestVector {
   std::vector<int32_t> expected;
 };
 
-// NAME.gguf.inp holds inputs each followed by "\n__ggml_vocab_test__\n"; NAME.gguf.out one line of ids per input.
+// NAME.gguf.inp holds inputs each followed by "\n__ggml_vocab_test__\n"; NAME.gguf.out one line of ids per
+// input.
 inline std::vector<TestVector> read_vectors(const std::string& name) {
   const std::string inputs = read_file(shared_dir() / (vocab_path(name) + ".inp"));
   const std::string outputs = read_file(shared_dir() / (vocab_path(name) + ".out"));
@@ -85,7 +88,8 @@ inline std::string alphabet_text(std::string_view bytes) {
 
 // A byte-level BPE vocab: the 256 byte tokens (ids 0..255 in byte order), then `words` (plain text, each
 // reachable by merging left to right in the order given), then `specials` (control tokens).
-inline GgufWriter byte_bpe_writer(const std::vector<std::string>& words, const std::vector<std::string>& specials,
+inline GgufWriter byte_bpe_writer(const std::vector<std::string>& words,
+                                  const std::vector<std::string>& specials,
                                   const std::string& pre = "gpt-2") {
   std::vector<std::string> tokens;
   std::vector<int64_t> types;

@@ -42,7 +42,8 @@ TEST_P(VocabTest, EncodesEveryReferenceVector) {
   ASSERT_EQ(vectors_.size(), 46u) << "the .inp file should hold 46 inputs";
   int passed = 0;
   for (const auto& vector : vectors_) {
-    const std::vector<int32_t> ids = tok().encode(vector.input, /*add_special=*/false, /*parse_special=*/false);
+    const std::vector<int32_t> ids =
+        tok().encode(vector.input, /*add_special=*/false, /*parse_special=*/false);
     EXPECT_EQ(ids, vector.expected) << "input: \"" << vector.input << "\"";
     passed += ids == vector.expected;
   }
@@ -64,8 +65,23 @@ TEST_P(VocabTest, DecodeRestoresEveryReferenceInput) {
 // space by design).
 TEST_P(VocabTest, RandomBytesRoundTrip) {
   std::mt19937 rng(1234);
-  const std::string fragments[] = {" ", "  ", "\n", "\t", "a", "Z", "7", "'s", "\xC3\xA9", "\xE6\x97\xA5",
-                                   "\xF0\x9F\x98\x80", "<s>", "<|endoftext|>", "\xFF", "\xC3", "\x80", "\r\n"};
+  const std::string fragments[] = {" ",
+                                   "  ",
+                                   "\n",
+                                   "\t",
+                                   "a",
+                                   "Z",
+                                   "7",
+                                   "'s",
+                                   "\xC3\xA9",
+                                   "\xE6\x97\xA5",
+                                   "\xF0\x9F\x98\x80",
+                                   "<s>",
+                                   "<|endoftext|>",
+                                   "\xFF",
+                                   "\xC3",
+                                   "\x80",
+                                   "\r\n"};
   for (int round = 0; round < 300; ++round) {
     std::string text;
     const int length = static_cast<int>(rng() % 40);
@@ -104,7 +120,8 @@ TEST_P(VocabTest, StreamingDecoderNeverSplitsACharacter) {
   EXPECT_EQ(streamed, text);
 }
 
-// The tokenizer is shared by all request threads: concurrent encodes and decodes give the single-thread results.
+// The tokenizer is shared by all request threads: concurrent encodes and decodes give the single-thread
+// results.
 TEST_P(VocabTest, ConcurrentUseGivesTheSameResults) {
   std::vector<std::vector<int32_t>> expected;
   for (const auto& vector : vectors_) expected.push_back(tok().encode(vector.input, true, false));

@@ -4,13 +4,13 @@
 // destructor kills a process still running. Also writes tiny synthetic models and the `llama-server` link.
 // One per test; not thread-safe.
 #pragma once
+#include <fcntl.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include <chrono>
 #include <filesystem>
@@ -26,7 +26,9 @@
 
 namespace kvtrie::test {
 
-inline std::filesystem::path kvtrie_binary() { return std::filesystem::path(KVTRIE_BINARY_DIR) / "kvtrie"; }
+inline std::filesystem::path kvtrie_binary() {
+  return std::filesystem::path(KVTRIE_BINARY_DIR) / "kvtrie";
+}
 
 // A `llama-server` symlink to the binary (in the test's scratch directory): run through it, kvtrie speaks
 // llama-server's flags and API.
@@ -106,7 +108,8 @@ class DaemonProcess {
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
   // Polls GET path until it answers 200 (true) or the process exits / the timeout passes (false).
-  bool wait_ready(int port, std::chrono::milliseconds timeout = std::chrono::seconds(20), const char* path = "/health") {
+  bool wait_ready(int port, std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                  const char* path = "/health") {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       if (has_exited()) return false;
@@ -165,8 +168,10 @@ class DaemonProcess {
 };
 
 // A raw HTTP/1.1 POST on a socket, for tests that must drop the connection mid-response: sends the request,
-// reads until `min_bytes` of response arrived (or the peer closed), then closes the socket. Returns what was read.
-inline std::string post_and_hang_up(int port, const std::string& path, const std::string& body, size_t min_bytes) {
+// reads until `min_bytes` of response arrived (or the peer closed), then closes the socket. Returns what was
+// read.
+inline std::string post_and_hang_up(int port, const std::string& path, const std::string& body,
+                                    size_t min_bytes) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -174,8 +179,10 @@ inline std::string post_and_hang_up(int port, const std::string& path, const std
   addr.sin_port = htons(static_cast<uint16_t>(port));
   std::string got;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    std::string req = "POST " + path +
+                      " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      "Content-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body;
     if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
       char buf[4096];
       while (got.size() < min_bytes) {

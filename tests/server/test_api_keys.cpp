@@ -67,7 +67,8 @@ TEST(KeyFile, DefaultTenantIsDerivedFromTheKeyAndIsNotTheKey) {
 TEST(KeyFile, FindKeyFindsEachKeyAndNothingElse) {
   const auto keys = parse_ok("k0\nk1\nk2\nk3\n");
   for (size_t i = 0; i < keys.size(); ++i) {
-    const std::string key = std::string("k") + std::to_string(i);  // "k" + to_string(i): GCC 12 -Wrestrict at -O3
+    const std::string key =
+        std::string("k") + std::to_string(i);  // "k" + to_string(i): GCC 12 -Wrestrict at -O3
     EXPECT_EQ(find_key(keys, digest_of(key)), i);
   }
   EXPECT_EQ(find_key(keys, digest_of("k4")), std::nullopt);
@@ -75,7 +76,8 @@ TEST(KeyFile, FindKeyFindsEachKeyAndNothingElse) {
   EXPECT_EQ(find_key({}, digest_of("k0")), std::nullopt);
 }
 
-HttpRequest with_header(const std::string& name, const std::string& value, const std::string& path = "/generate") {
+HttpRequest with_header(const std::string& name, const std::string& value,
+                        const std::string& path = "/generate") {
   HttpRequest r;
   r.method = "POST";
   r.path = path;
@@ -83,7 +85,9 @@ HttpRequest with_header(const std::string& name, const std::string& value, const
   return r;
 }
 
-int status(const std::optional<HttpResponse>& r) { return r ? r->status : 200; }
+int status(const std::optional<HttpResponse>& r) {
+  return r ? r->status : 200;
+}
 
 class Gate : public ::testing::Test {
  protected:

@@ -50,7 +50,8 @@ const json kChat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max
 
 // Every endpoint that needs some key: without one, or with a key the daemon does not know, each answers 401
 // with the error JSON (naming neither key), and with `good` 200.
-void expect_user_endpoints_need_a_key(int port, const std::vector<Endpoint>& endpoints, const std::string& good) {
+void expect_user_endpoints_need_a_key(int port, const std::vector<Endpoint>& endpoints,
+                                      const std::string& good) {
   for (const auto& e : endpoints) {
     SCOPED_TRACE(e.method + " " + e.path);
     const Reply none = call(port, e.method, e.path, "", e.body);
@@ -197,8 +198,8 @@ TEST(NativeAuth, MetricsArePublicOnlyWithMetricsPublic) {
 TEST(NativeAuth, WithoutKeysEverythingIsOpenAndListeningBeyondLoopbackWarns) {
   const auto model = tiny_model(scratch_dir()).string();
   const int port = free_port();
-  DaemonProcess d({"serve", "--model", model, "--port", std::to_string(port), "--cpu-reference", "--host",
-                   "0.0.0.0"});
+  DaemonProcess d(
+      {"serve", "--model", model, "--port", std::to_string(port), "--cpu-reference", "--host", "0.0.0.0"});
   ASSERT_TRUE(d.wait_ready(port)) << d.log();
   EXPECT_EQ(call(port, "POST", "/generate", "", kGenerate).status, 200);
   EXPECT_EQ(call(port, "POST", "/cache/flush", "").status, 200);
@@ -211,8 +212,9 @@ TEST(LlamaServerAuth, LlamaCppApiKeyFlagGuardsEveryEndpointButHealth) {
   const auto model = tiny_model(scratch_dir()).string();
   const int port = free_port();
   // llama.cpp's spelling: several keys in one value, separated by commas.
-  DaemonProcess d({"--model", model, "--port", std::to_string(port), "-c", "256", "--api-key", "sk-l1-aa,sk-l2-bb"},
-                  llama_server_link());
+  DaemonProcess d(
+      {"--model", model, "--port", std::to_string(port), "-c", "256", "--api-key", "sk-l1-aa,sk-l2-bb"},
+      llama_server_link());
   ASSERT_TRUE(d.wait_ready(port, std::chrono::seconds(60))) << d.log();
   expect_user_endpoints_need_a_key(port,
                                    {{"POST", "/completion", {{"prompt", "Hi"}, {"n_predict", 2}}},
@@ -229,11 +231,11 @@ TEST(LlamaServerAuth, LlamaCppApiKeyFlagGuardsEveryEndpointButHealth) {
 TEST(OllamaRunnerAuth, RunnerModeNeedsTheKeyForCompletion) {
   const auto model = tiny_model(scratch_dir()).string();
   const int port = free_port();
-  DaemonProcess d({"runner", "--model", model, "--port", std::to_string(port), "--cpu-reference", "--ctx-size",
-                   "256", "--api-key", "sk-runner-3c"});
+  DaemonProcess d({"runner", "--model", model, "--port", std::to_string(port), "--cpu-reference",
+                   "--ctx-size", "256", "--api-key", "sk-runner-3c"});
   ASSERT_TRUE(d.wait_ready(port)) << d.log();
-  expect_user_endpoints_need_a_key(port, {{"POST", "/completion", {{"Prompt", "Hi"}, {"Options", {{"num_predict", 2}}}}}},
-                                   "sk-runner-3c");
+  expect_user_endpoints_need_a_key(
+      port, {{"POST", "/completion", {{"Prompt", "Hi"}, {"Options", {{"num_predict", 2}}}}}}, "sk-runner-3c");
   stop_cleanly(d);
 }
 

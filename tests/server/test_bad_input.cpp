@@ -21,7 +21,9 @@ struct BadCase {
 
 // gtest prints a parameter into ctest's test label; printing the raw bytes (pointers included) made the label
 // differ between discovery and run, and ctest then reported the case as skipped.
-void PrintTo(const BadCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const BadCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 std::string tokens_json(int count, int id) {
   std::string s = "{\"tokens\": [";
@@ -168,16 +170,21 @@ TEST_P(BadInput, AnswersTheRight4xxWithErrorJsonAndKeepsServing) {
   EXPECT_FALSE(err["error"]["message"].get<std::string>().empty());
 
   httplib::Client good("127.0.0.1", port_);
-  auto ok = good.Post("/generate", R"({"prompt": "fine", "max_tokens": 2, "stream": false})", "application/json");
+  auto ok =
+      good.Post("/generate", R"({"prompt": "fine", "max_tokens": 2, "stream": false})", "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   EXPECT_EQ(json::parse(ok->body)["done"], true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Native, BadInput, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<BadCase>& p) { return std::string(p.param.name); });
+                         [](const ::testing::TestParamInfo<BadCase>& p) {
+                           return std::string(p.param.name);
+                         });
 
-TEST(BadInputTable, HasAtLeastFortyCases) { EXPECT_GE(cases().size(), 40u); }
+TEST(BadInputTable, HasAtLeastFortyCases) {
+  EXPECT_GE(cases().size(), 40u);
+}
 
 }  // namespace
 }  // namespace kvtrie::test

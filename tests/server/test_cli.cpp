@@ -16,8 +16,12 @@ std::string run(const std::string& args) {
   return out;
 }
 
-TEST(Cli, VersionPrintsProjectVersion) { EXPECT_NE(run("--version").find("kvtrie 0."), std::string::npos); }
+TEST(Cli, VersionPrintsProjectVersion) {
+  EXPECT_NE(run("--version").find("kvtrie 0."), std::string::npos);
+}
 
-TEST(Cli, HelpDescribesTheProgram) { EXPECT_NE(run("--help").find("prefix-trie KV cache"), std::string::npos); }
+TEST(Cli, HelpDescribesTheProgram) {
+  EXPECT_NE(run("--help").find("prefix-trie KV cache"), std::string::npos);
+}
 
 }  // namespace

@@ -15,19 +15,58 @@ using nlohmann::json;
 
 // Exactly the argument list SPEC 5 says Ollama passes (with every optional group present).
 std::vector<std::string> ollama_flags(const std::string& model, int port) {
-  return {"--model", model, "--port", std::to_string(port), "--host", "127.0.0.1", "--no-webui", "--offline",
-          "-c", "256", "-np", "2", "--log-verbosity", "4", "--no-log-prefix", "--no-log-timestamps",
-          "--no-jinja", "--chat-template", "chatml", "-ngl", "99", "-t", "4", "-b", "512", "-ub", "512",
-          "--flash-attn", "auto", "--cache-type-k", "f16", "--cache-type-v", "f16", "--context-shift", "--keep", "4"};
+  return {"--model",
+          model,
+          "--port",
+          std::to_string(port),
+          "--host",
+          "127.0.0.1",
+          "--no-webui",
+          "--offline",
+          "-c",
+          "256",
+          "-np",
+          "2",
+          "--log-verbosity",
+          "4",
+          "--no-log-prefix",
+          "--no-log-timestamps",
+          "--no-jinja",
+          "--chat-template",
+          "chatml",
+          "-ngl",
+          "99",
+          "-t",
+          "4",
+          "-b",
+          "512",
+          "-ub",
+          "512",
+          "--flash-attn",
+          "auto",
+          "--cache-type-k",
+          "f16",
+          "--cache-type-v",
+          "f16",
+          "--context-shift",
+          "--keep",
+          "4"};
 }
 
 std::string native_text(const std::string& model, const std::string& prompt, int n) {
   const int port = free_port();
-  DaemonProcess d({"serve", "--model", model, "--port", std::to_string(port), "--cpu-reference", "--ctx-size", "256"});
+  DaemonProcess d(
+      {"serve", "--model", model, "--port", std::to_string(port), "--cpu-reference", "--ctx-size", "256"});
   EXPECT_TRUE(d.wait_ready(port)) << d.log();
   httplib::Client c("127.0.0.1", port);
-  auto r = c.Post("/generate", json({{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"stream", false},
-                                     {"ignore_eos", true}}).dump(), "application/json");
+  auto r = c.Post("/generate",
+                  json({{"prompt", prompt},
+                        {"max_tokens", n},
+                        {"temperature", 0},
+                        {"stream", false},
+                        {"ignore_eos", true}})
+                      .dump(),
+                  "application/json");
   EXPECT_TRUE(r && r->status == 200);
   return r ? json::parse(r->body)["text"].get<std::string>() : "";
 }
@@ -40,10 +79,24 @@ TEST(LlamaServerMode, OllamaFlagsServeCompletionWithTheSameGreedyText) {
   ASSERT_TRUE(d.wait_ready(port)) << d.log();
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(20, 0);
-  json req = {{"prompt", "Once upon"}, {"n_predict", 10}, {"temperature", 0}, {"stream", true}, {"cache_prompt", true},
-              {"ignore_eos", true}, {"n_keep", 4}, {"seed", 1}, {"top_k", 40}, {"top_p", 0.9}, {"min_p", 0.0},
-              {"repeat_penalty", 1.0}, {"repeat_last_n", 64}, {"frequency_penalty", 0.0}, {"presence_penalty", 0.0},
-              {"typical_p", 1.0}, {"stop", json::array()}, {"n_probs", 0}};
+  json req = {{"prompt", "Once upon"},
+              {"n_predict", 10},
+              {"temperature", 0},
+              {"stream", true},
+              {"cache_prompt", true},
+              {"ignore_eos", true},
+              {"n_keep", 4},
+              {"seed", 1},
+              {"top_k", 40},
+              {"top_p", 0.9},
+              {"min_p", 0.0},
+              {"repeat_penalty", 1.0},
+              {"repeat_last_n", 64},
+              {"frequency_penalty", 0.0},
+              {"presence_penalty", 0.0},
+              {"typical_p", 1.0},
+              {"stop", json::array()},
+              {"n_probs", 0}};
   auto r = c.Post("/completion", req.dump(), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -83,15 +136,18 @@ TEST(LlamaServerMode, HealthTokenizeTemplateAndChatCompletions) {
 
   auto t = c.Post("/tokenize", R"({"content": "hello"})", "application/json");
   ASSERT_TRUE(t);
-  auto dt = c.Post("/detokenize", json({{"tokens", json::parse(t->body)["tokens"]}}).dump(), "application/json");
+  auto dt =
+      c.Post("/detokenize", json({{"tokens", json::parse(t->body)["tokens"]}}).dump(), "application/json");
   ASSERT_TRUE(dt);
   EXPECT_EQ(dt->status, 200);
 
-  json msgs = {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}}};
+  json msgs = {
+      {"messages", {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}}}};
   auto at = c.Post("/apply-template", msgs.dump(), "application/json");
   ASSERT_TRUE(at);
-  EXPECT_EQ(json::parse(at->body)["prompt"],
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      json::parse(at->body)["prompt"],
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 
   json chat = msgs;
   chat["max_tokens"] = 5;
@@ -150,7 +206,8 @@ TEST(LlamaServerMode, DeviceDiscoveryPrintsSystemInfoAndDeviceLines) {
   while (d.log().find("system_info:") == std::string::npos && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_NE(d.log().find("system_info:"), std::string::npos) << d.log();
-  while (d.log().find("answering /health only") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+  while (d.log().find("answering /health only") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // At once: a SIGTERM right after start-up used to find the listener not yet running and hang the daemon.
   d.signal(SIGTERM);
@@ -171,8 +228,8 @@ TEST(OllamaRunnerMode, HealthLoadAndCompletionWithNanosecondDurations) {
   const auto model = tiny_model(scratch_dir()).string();
   const std::string expected = native_text(model, "Once upon", 8);
   const int port = free_port();
-  DaemonProcess d({"runner", "--model", model, "--port", std::to_string(port), "--ollama-engine", "--cpu-reference",
-                   "--ctx-size", "256"});
+  DaemonProcess d({"runner", "--model", model, "--port", std::to_string(port), "--ollama-engine",
+                   "--cpu-reference", "--ctx-size", "256"});
   ASSERT_TRUE(d.wait_ready(port)) << d.log();
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(20, 0);
@@ -187,8 +244,11 @@ TEST(OllamaRunnerMode, HealthLoadAndCompletionWithNanosecondDurations) {
   EXPECT_TRUE(health["progress"].is_number());
 
   for (int op = 0; op <= 2; ++op) {
-    auto l = c.Post("/load", json({{"Operation", op}, {"Parallel", 1}, {"BatchSize", 512}, {"KvSize", 256},
-                                   {"NumThreads", 2}}).dump(), "application/json");
+    auto l = c.Post(
+        "/load",
+        json({{"Operation", op}, {"Parallel", 1}, {"BatchSize", 512}, {"KvSize", 256}, {"NumThreads", 2}})
+            .dump(),
+        "application/json");
     ASSERT_TRUE(l);
     EXPECT_EQ(json::parse(l->body)["Success"], true) << l->body;
   }

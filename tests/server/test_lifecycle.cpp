@@ -59,7 +59,8 @@ TEST(Lifecycle, ConfigFileSetsOptionsAndEnvironmentOverridesIt) {
   const auto conf = scratch_dir() / "kvtrie.conf";
   {
     std::ofstream out(conf);
-    out << "# test config\nmodel = " << model << "\nport = " << file_port << "\ncpu-reference = true\nparallel = 2\n";
+    out << "# test config\nmodel = " << model << "\nport = " << file_port
+        << "\ncpu-reference = true\nparallel = 2\n";
   }
   {
     DaemonProcess d({"serve", "--config", conf.string()});
@@ -68,13 +69,14 @@ TEST(Lifecycle, ConfigFileSetsOptionsAndEnvironmentOverridesIt) {
   }
   const int env_port = free_port();
   {
-    DaemonProcess d({"serve", "--config", conf.string()}, kvtrie_binary(), {"KVTRIE_PORT=" + std::to_string(env_port)});
+    DaemonProcess d({"serve", "--config", conf.string()}, kvtrie_binary(),
+                    {"KVTRIE_PORT=" + std::to_string(env_port)});
     EXPECT_TRUE(d.wait_ready(env_port)) << d.log();
   }
   const int flag_port = free_port();
   {
-    DaemonProcess d({"serve", "--config", conf.string(), "--port", std::to_string(flag_port)}, kvtrie_binary(),
-                    {"KVTRIE_PORT=" + std::to_string(env_port)});
+    DaemonProcess d({"serve", "--config", conf.string(), "--port", std::to_string(flag_port)},
+                    kvtrie_binary(), {"KVTRIE_PORT=" + std::to_string(env_port)});
     EXPECT_TRUE(d.wait_ready(flag_port)) << d.log();
   }
 }

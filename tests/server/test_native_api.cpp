@@ -21,7 +21,8 @@ class NativeApi : public ::testing::Test {
   void start(std::vector<std::string> extra = {}, bool slow = false) {
     port_ = free_port();
     auto model = slow ? slow_model(scratch_dir()) : tiny_model(scratch_dir());
-    std::vector<std::string> args = {"serve", "--model", model.string(), "--port", std::to_string(port_), "--cpu-reference"};
+    std::vector<std::string> args = {
+        "serve", "--model", model.string(), "--port", std::to_string(port_), "--cpu-reference"};
     args.insert(args.end(), extra.begin(), extra.end());
     daemon_ = std::make_unique<DaemonProcess>(args);
     ASSERT_TRUE(daemon_->wait_ready(port_)) << daemon_->log();
@@ -63,8 +64,9 @@ TEST_F(NativeApi, StreamingAndNonStreamingGiveTheSameGreedyTokens) {
     text += j["text"].get<std::string>();
   }
   ASSERT_TRUE(last.is_object());
-  for (const char* key : {"done_reason", "prompt_tokens", "cached_tokens", "cached_tokens_device", "cached_tokens_host",
-                          "completion_tokens", "ttft_ms", "prompt_ms", "decode_ms", "tokens_per_second"})
+  for (const char* key :
+       {"done_reason", "prompt_tokens", "cached_tokens", "cached_tokens_device", "cached_tokens_host",
+        "completion_tokens", "ttft_ms", "prompt_ms", "decode_ms", "tokens_per_second"})
     EXPECT_TRUE(last.contains(key)) << key;
   EXPECT_EQ(last["completion_tokens"].get<size_t>(), streamed.size());
 
@@ -80,11 +82,15 @@ TEST_F(NativeApi, TokensPromptEqualsTextPromptAndDetokenizeMatchesGeneratedText)
   start();
   json tok = post("/tokenize", {{"content", "Once upon a time"}, {"add_special", true}});
   ASSERT_TRUE(tok["tokens"].is_array());
-  json a = post("/generate", {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"stream", false}});
-  json b = post("/generate", {{"tokens", tok["tokens"]}, {"max_tokens", 6}, {"temperature", 0}, {"stream", false}});
+  json a = post("/generate",
+                {{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"temperature", 0}, {"stream", false}});
+  json b = post("/generate",
+                {{"tokens", tok["tokens"]}, {"max_tokens", 6}, {"temperature", 0}, {"stream", false}});
   EXPECT_EQ(a["tokens"], b["tokens"]);
   // /detokenize and /generate decode the same ids to the same text (when it holds no partial character).
-  json g = post("/generate", {{"prompt", "abc"}, {"max_tokens", 10}, {"temperature", 0}, {"stream", false}, {"ignore_eos", true}});
+  json g = post(
+      "/generate",
+      {{"prompt", "abc"}, {"max_tokens", 10}, {"temperature", 0}, {"stream", false}, {"ignore_eos", true}});
   const std::string text = g["text"];
   if (text.find("\xEF\xBF\xBD") == std::string::npos) {
     json detok = post("/detokenize", {{"tokens", g["tokens"]}});
@@ -101,7 +107,8 @@ TEST(NativeApiShared, TokenizeDetokenizeRoundTripsOnStories260K) {
   httplib::Client c("127.0.0.1", port);
   auto t = c.Post("/tokenize", json({{"content", "Once upon a time"}}).dump(), "application/json");
   ASSERT_TRUE(t);
-  auto r = c.Post("/detokenize", json({{"tokens", json::parse(t->body)["tokens"]}}).dump(), "application/json");
+  auto r =
+      c.Post("/detokenize", json({{"tokens", json::parse(t->body)["tokens"]}}).dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(json::parse(r->body)["content"], "Once upon a time");
   // with_pieces: the same ids, each with its piece; the pieces spell the text.
@@ -121,7 +128,9 @@ TEST(NativeApiShared, TokenizeDetokenizeRoundTripsOnStories260K) {
 
 TEST_F(NativeApi, LogprobsCarryTheRequestedAlternatives) {
   start();
-  json r = post("/generate", {{"prompt", "hi"}, {"max_tokens", 4}, {"temperature", 0}, {"stream", false}, {"logprobs", 3}});
+  json r =
+      post("/generate",
+           {{"prompt", "hi"}, {"max_tokens", 4}, {"temperature", 0}, {"stream", false}, {"logprobs", 3}});
   ASSERT_EQ(r["logprobs"].size(), r["tokens"].size());
   for (size_t i = 0; i < r["tokens"].size(); ++i) {
     const json& lp = r["logprobs"][i];
@@ -136,8 +145,9 @@ TEST_F(NativeApi, LogprobsCarryTheRequestedAlternatives) {
 
 TEST_F(NativeApi, StopStringEndsTheTextBeforeIt) {
   start();
-  json free_run = post("/generate", {{"prompt", "hello"}, {"max_tokens", 24}, {"temperature", 0}, {"stream", false},
-                                     {"ignore_eos", true}});
+  json free_run = post(
+      "/generate",
+      {{"prompt", "hello"}, {"max_tokens", 24}, {"temperature", 0}, {"stream", false}, {"ignore_eos", true}});
   const std::string text = free_run["text"];
   // Pick a stop string from the middle of the greedy text (two bytes that form valid UTF-8 on their own).
   std::string stop;
@@ -150,9 +160,14 @@ TEST_F(NativeApi, StopStringEndsTheTextBeforeIt) {
       break;
     }
   }
-  if (stop.empty()) GTEST_SKIP() << "the random model produced no printable pair to stop on: " << json(text).dump();
-  json stopped = post("/generate", {{"prompt", "hello"}, {"max_tokens", 24}, {"temperature", 0}, {"stream", false},
-                                    {"ignore_eos", true}, {"stop", {stop}}});
+  if (stop.empty())
+    GTEST_SKIP() << "the random model produced no printable pair to stop on: " << json(text).dump();
+  json stopped = post("/generate", {{"prompt", "hello"},
+                                    {"max_tokens", 24},
+                                    {"temperature", 0},
+                                    {"stream", false},
+                                    {"ignore_eos", true},
+                                    {"stop", {stop}}});
   EXPECT_EQ(stopped["done_reason"], "stop");
   EXPECT_EQ(stopped["text"].get<std::string>(), text.substr(0, at));
 }
@@ -227,7 +242,8 @@ TEST_F(NativeApi, ClientDisconnectCancelsItsGenerationAndFreesTheSlot) {
   bool served = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!served && std::chrono::steady_clock::now() < deadline) {
-    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(), "application/json");
+    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(),
+                           "application/json");
     served = r && r->status == 200;
     if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -241,14 +257,16 @@ TEST_F(NativeApi, ClientDisconnectCancelsItsGenerationAndFreesTheSlot) {
 // left: without them the generation ran to max_tokens for nobody.
 TEST_F(NativeApi, NonStreamingClientDisconnectCancelsItsGenerationToo) {
   start({"--parallel", "1", "--queue", "0"}, /*slow=*/true);
-  json req = {{"prompt", "go"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"temperature", 0}, {"stream", false}};
+  json req = {
+      {"prompt", "go"}, {"max_tokens", 4000}, {"ignore_eos", true}, {"temperature", 0}, {"stream", false}};
   // The headers and the first heartbeat, then hang up long before the answer could be complete.
   std::string got = post_and_hang_up(port_, "/generate", req.dump(), 1);
   ASSERT_NE(got.find("200"), std::string::npos) << got;
   bool served = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (!served && std::chrono::steady_clock::now() < deadline) {
-    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(), "application/json");
+    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(),
+                           "application/json");
     served = r && r->status == 200;
     if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -275,7 +293,8 @@ TEST_F(NativeApi, BusyEngineAnswers503WithRetryAfter) {
   std::string retry_after;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (status != 503 && std::chrono::steady_clock::now() < deadline) {
-    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(), "application/json");
+    auto r = client().Post("/generate", json({{"prompt", "x"}, {"max_tokens", 1}, {"stream", false}}).dump(),
+                           "application/json");
     if (r) {
       status = r->status;
       retry_after = r->get_header_value("Retry-After");

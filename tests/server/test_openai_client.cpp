@@ -37,7 +37,9 @@ CommandResult run(const std::string& command) {
 
 // The path in single quotes for the shell (built by appending: GCC 12 at -O3 reports a bogus -Wrestrict for
 // const char* + std::string&&).
-std::string quoted(const std::filesystem::path& p) { return std::string("'").append(p.string()).append("'"); }
+std::string quoted(const std::filesystem::path& p) {
+  return std::string("'").append(p.string()).append("'");
+}
 
 // npm's codes for a registry it cannot reach (DNS, refused, reset, timed out, offline), and timeout's 124.
 bool registry_unreachable(const CommandResult& r) {

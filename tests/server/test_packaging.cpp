@@ -63,9 +63,10 @@ TEST(Packaging, CpackBuildsADebWithEverythingInstalled) {
   ASSERT_FALSE(deb.empty()) << r.output;
   ShellResult list = run("dpkg-deb -c " + deb.string());
   ASSERT_EQ(list.status, 0) << list.output;
-  for (const char* file : {"./usr/bin/kvtrie", "./usr/lib/systemd/system/kvtrie.service",
-                           "./etc/kvtrie/kvtrie.conf", "./etc/default/kvtrie", "./usr/lib/kvtrie/llama-server -> ../../bin/kvtrie",
-                           "./usr/share/doc/kvtrie/README.md"}) {
+  for (const char* file :
+       {"./usr/bin/kvtrie", "./usr/lib/systemd/system/kvtrie.service", "./etc/kvtrie/kvtrie.conf",
+        "./etc/default/kvtrie", "./usr/lib/kvtrie/llama-server -> ../../bin/kvtrie",
+        "./usr/share/doc/kvtrie/README.md"}) {
     EXPECT_NE(list.output.find(file), std::string::npos) << file << "\n" << list.output;
   }
   ShellResult info = run("dpkg-deb -I " + deb.string());

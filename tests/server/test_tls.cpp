@@ -16,9 +16,10 @@ using nlohmann::json;
 
 // A self-signed certificate for 127.0.0.1 (and localhost) and its key, or false when openssl is missing.
 bool make_certificate(const std::filesystem::path& cert, const std::filesystem::path& key) {
-  const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-                          "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-                          key.string() + " -out " + cert.string() + " >/dev/null 2>&1";
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      key.string() + " -out " + cert.string() + " >/dev/null 2>&1";
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -42,7 +43,8 @@ TEST(Tls, HttpsWithASelfSignedCertificateSucceedsAndPlainHttpFails) {
   }
   ASSERT_TRUE(ready) << d.log();
   auto gen = https.Post("/generate", {{"Authorization", "Bearer sk-tls-1"}},
-                        json({{"prompt", "Hello"}, {"max_tokens", 3}, {"stream", false}}).dump(), "application/json");
+                        json({{"prompt", "Hello"}, {"max_tokens", 3}, {"stream", false}}).dump(),
+                        "application/json");
   ASSERT_TRUE(gen) << httplib::to_string(gen.error());
   EXPECT_EQ(gen->status, 200) << gen->body;
   EXPECT_EQ(json::parse(gen->body)["completion_tokens"], 3);

@@ -56,21 +56,22 @@ class VulkanDaemon : public ::testing::Test {
 
 TEST_F(VulkanDaemon, GenerateReportsCachedTokensFromTheTrie) {
   const auto model = tiny_model(scratch_dir());
-  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256", "--deterministic"});
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256",
+         "--deterministic"});
   const std::string shared = "The same long system prompt, shared by both conversations. ";
-  json first = post("/generate", {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0},
-                                  {"stream", false}});
+  json first = post("/generate",
+                    {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false}});
   EXPECT_EQ(first["cached_tokens"], 0);
-  json second = post("/generate", {{"prompt", shared + "Second"}, {"max_tokens", 8}, {"temperature", 0},
-                                   {"stream", false}});
-  const int shared_tokens = static_cast<int>(
-      post("/tokenize", {{"content", shared}, {"add_special", true}})["tokens"].size());
+  json second = post(
+      "/generate", {{"prompt", shared + "Second"}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false}});
+  const int shared_tokens =
+      static_cast<int>(post("/tokenize", {{"content", shared}, {"add_special", true}})["tokens"].size());
   EXPECT_GE(second["cached_tokens"].get<int>(), shared_tokens - 1);
   EXPECT_EQ(second["cached_tokens_device"], second["cached_tokens"]);
   EXPECT_LT(second["cached_tokens"].get<int>(), second["prompt_tokens"].get<int>());
   // The same request again: everything but the last prompt token is cached, and the tokens are the same.
-  json again = post("/generate", {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0},
-                                  {"stream", false}});
+  json again = post("/generate",
+                    {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false}});
   EXPECT_EQ(again["cached_tokens"].get<int>(), again["prompt_tokens"].get<int>() - 1);
   EXPECT_EQ(again["tokens"], first["tokens"]);
 
@@ -79,21 +80,24 @@ TEST_F(VulkanDaemon, GenerateReportsCachedTokensFromTheTrie) {
   EXPECT_GT(cache["tiers"]["device"]["hit_tokens"].get<int>(), 0);
   EXPECT_NE(get("/metrics").find("kvtrie_cache_hit_tokens"), std::string::npos);
   post("/cache/flush", json::object());
-  json after = post("/generate", {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0},
-                                  {"stream", false}});
+  json after = post("/generate",
+                    {{"prompt", shared + "First"}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false}});
   EXPECT_EQ(after["cached_tokens"], 0) << "the flushed cache still served a prefix";
 }
 
 TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
   const auto model = tiny_model(scratch_dir());
   daemon_ = std::make_unique<DaemonProcess>(
-      std::vector<std::string>{"--model", model.string(), "--port", std::to_string(port_), "--host", "127.0.0.1",
-                               "--no-webui", "--offline", "-c", "256", "-np", "2", "--log-verbosity", "4",
-                               "--no-log-prefix", "--no-log-timestamps"},
+      std::vector<std::string>{"--model", model.string(), "--port", std::to_string(port_), "--host",
+                               "127.0.0.1", "--no-webui", "--offline", "-c", "256", "-np", "2",
+                               "--log-verbosity", "4", "--no-log-prefix", "--no-log-timestamps"},
       llama_server_link());
   ASSERT_TRUE(daemon_->wait_ready(port_, std::chrono::seconds(60))) << daemon_->log();
   const json body = {{"prompt", "A prompt that the second completion repeats word for word."},
-                     {"n_predict", 6}, {"temperature", 0}, {"stream", false}, {"cache_prompt", true}};
+                     {"n_predict", 6},
+                     {"temperature", 0},
+                     {"stream", false},
+                     {"cache_prompt", true}};
   json first = post("/completion", body);
   json second = post("/completion", body);
   EXPECT_EQ(first["timings"]["cache_n"], 0);
@@ -105,17 +109,23 @@ TEST_F(VulkanDaemon, TenantsNeverShareCachedPrefixesWhateverNamespaceTheySend) {
   const auto model = tiny_model(scratch_dir());
   const auto keys = scratch_dir() / "tenant-keys.txt";
   std::ofstream(keys) << "sk-a1 alice\nsk-a2 alice\nsk-b1 bob\n";
-  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256", "--deterministic",
-         "--api-key-file", keys.string()});
-  const std::string prompt = "A long system prompt that alice sends first, and that bob then sends word for word. ";
+  start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256",
+         "--deterministic", "--api-key-file", keys.string()});
+  const std::string prompt =
+      "A long system prompt that alice sends first, and that bob then sends word for word. ";
   auto ask = [&](const std::string& key, const std::string& ns) {
-    return post("/generate", {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"stream", false},
-                              {"cache_namespace", ns}}, key);
+    return post("/generate",
+                {{"prompt", prompt},
+                 {"max_tokens", 8},
+                 {"temperature", 0},
+                 {"stream", false},
+                 {"cache_namespace", ns}},
+                key);
   };
   const json alice = ask("sk-a1", "team");
   EXPECT_EQ(alice["cached_tokens"], 0);
-  // Bob names alice's namespace and sends her prompt: nothing of hers is served to him, and his text is a cold
-  // run's.
+  // Bob names alice's namespace and sends her prompt: nothing of hers is served to him, and his text is a
+  // cold run's.
   const json bob = ask("sk-b1", "team");
   EXPECT_EQ(bob["cached_tokens"], 0) << "bob was served alice's cached prefix";
   EXPECT_EQ(bob["tokens"], alice["tokens"]);
@@ -163,8 +173,8 @@ TEST_F(VulkanDaemon, TimingProbesFindCachedPrefixesOnlyInsideTheirTenant) {
   const double inside = median(alice_on_hers) / median(alice_on_fresh);
   const double across = median(bob_on_alices) / median(bob_on_fresh);
   SCOPED_TRACE("median TTFT ms: alice on hers " + std::to_string(median(alice_on_hers)) + ", on fresh " +
-               std::to_string(median(alice_on_fresh)) + "; bob on alice's " + std::to_string(median(bob_on_alices)) +
-               ", on fresh " + std::to_string(median(bob_on_fresh)));
+               std::to_string(median(alice_on_fresh)) + "; bob on alice's " +
+               std::to_string(median(bob_on_alices)) + ", on fresh " + std::to_string(median(bob_on_fresh)));
   EXPECT_LT(inside, 0.5) << "the probes cannot see a hit even inside the tenant, so they test nothing";
   EXPECT_GT(across, 0.67) << "bob's probes of alice's prefixes are faster: a timing side channel";
   EXPECT_LT(across, 1.5);

@@ -3,10 +3,10 @@
 // call KVTRIE_REQUIRE_SHARED(path), which skips with a message naming the missing path. Everything else a
 // test needs it makes itself under scratch_dir(). Thread-safe (pure functions of the environment).
 #pragma once
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace kvtrie::test {
 
@@ -18,9 +18,9 @@ std::filesystem::path scratch_dir();
 }  // namespace kvtrie::test
 
 // Skip (never silently: the message names the path) when a file from ../shared is absent.
-#define KVTRIE_REQUIRE_SHARED(relative)                                                            \
-  do {                                                                                             \
-    if (!std::filesystem::exists(::kvtrie::test::shared_dir() / (relative)))                       \
-      GTEST_SKIP() << "test data " << (::kvtrie::test::shared_dir() / (relative)).string()         \
-                   << " is absent (../shared exists only on developer and CI machines)";           \
+#define KVTRIE_REQUIRE_SHARED(relative)                                                    \
+  do {                                                                                     \
+    if (!std::filesystem::exists(::kvtrie::test::shared_dir() / (relative)))               \
+      GTEST_SKIP() << "test data " << (::kvtrie::test::shared_dir() / (relative)).string() \
+                   << " is absent (../shared exists only on developer and CI machines)";   \
   } while (0)
