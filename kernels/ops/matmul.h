@@ -4,11 +4,10 @@
 //                  whatever the batch, the --deterministic contract. Re-reads W once per 8 tokens.
 //   Tiled:         portable 64x64 shared-memory tiles, f32; each output is reduced in k order by one thread,
 //                  so it is batch-invariant among Tiled calls but not equal to matvec bit for bit.
-//   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16 inputs,
-//   f32
-//                  accumulate), only where the device has one; tiles of CoopmatTile (default 128 rows x 128
-//                  tokens, 8 subgroups). Reads x as f16 from MatmulArgs::x_f16 where it is given and
-//                  coopmat_takes_f16_x (the same f16 values as its own conversion of x).
+//   CoopMat:       tensor cores through VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix (f16
+//                  inputs, f32 accumulate), only where the device has one; tiles of CoopmatTile (default 128
+//                  rows x 128 tokens, 8 subgroups). Reads x as f16 from MatmulArgs::x_f16 where it is given
+//                  and coopmat_takes_f16_x (the same f16 values as its own conversion of x).
 //   CoopMat2:      the same products through VK_NV_cooperative_matrix2's workgroup-scope matrices (the driver
 //                  stages and pipelines the tiles; Cm2Tile), for the 16-byte aligned weight formats
 //                  (coopmat2_takes), reading x as f16 from MatmulArgs::x_f16 (convert_f16): the same f16
