@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "kernels/error.h"
 #include "kernels/ops/matmul.h"
@@ -44,12 +45,21 @@ uint32_t tile_keys(uint32_t head_dim) {
   return std::min(32u, kTileWords / (head_dim / 2 + 1) / 4 * 4);
 }
 
-// attention_coopmat.comp's rows (heads x tokens) per work group, 16 per subgroup: the SG its build for
-// head_dim has (variants.cmake). On an H100, prefill of 4096 tokens: llama3-8b (head_dim 128) spent 19.6 ms
-// in attention in its last 512-token chunk with 8 subgroups against 28.5 with 4; llama3-1b (64) 7.0 ms with
-// 4 against 7.7 with 8.
-uint32_t coopmat_rows(uint32_t head_dim) {
-  return head_dim == 128 ? 128 : 64;
+// attention_coopmat.comp's builds (variants.cmake), one per head_dim, each with the subgroups a work group
+// that measured fastest for it, 16 rows (heads x tokens) a subgroup. On an H100, prefill of 4096 tokens:
+// llama3-8b (head_dim 128) spent 19.6 ms in attention in its last 512-token chunk with 8 subgroups against
+// 28.5 with 4; llama3-1b (64) 7.0 ms with 4 against 7.7 with 8.
+struct CoopmatBuild {
+  uint32_t head_dim;
+  std::string_view variant;
+  uint32_t rows;
+};
+constexpr CoopmatBuild kCoopmatBuilds[] = {{64, "d64", 64}, {128, "d128", 128}};
+
+const CoopmatBuild* coopmat_build(uint32_t head_dim) {
+  for (const CoopmatBuild& b : kCoopmatBuilds)
+    if (b.head_dim == head_dim) return &b;
+  return nullptr;
 }
 
 }  // namespace
@@ -57,7 +67,7 @@ uint32_t coopmat_rows(uint32_t head_dim) {
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
   const uint32_t q_stride = args.q_stride ? args.q_stride : args.n_heads * args.head_dim;
   return args.tensor_cores && coopmat_supported(device) && coopmat_uses_khr(device) &&
-         (args.head_dim == 64 || args.head_dim == 128) && q_stride % 4 == 0 && args.q.offset % 16 == 0;
+         coopmat_build(args.head_dim) != nullptr && q_stride % 4 == 0 && args.q.offset % 16 == 0;
 }
 
 uint32_t attention_workgroup_size(const vk::Device&) {
@@ -95,16 +105,16 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                "attention: attention.comp needs 256 threads per work group");
 
   // GQA sharing and query blocks: a work group takes heads_per_wg query heads of one KV head and up to
-  // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap, or coopmat_rows).
-  const bool tensor_cores = attention_uses_tensor_cores(k.device(), args);
+  // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap, or the tensor-core build's rows).
+  const CoopmatBuild* coopmat = attention_uses_tensor_cores(k.device(), args) ? coopmat_build(hd) : nullptr;
   const uint32_t group_heads = args.n_heads / args.n_kv_heads;
-  const uint32_t rows = tensor_cores ? coopmat_rows(hd) : rows_cap(hd);
+  const uint32_t rows = coopmat ? coopmat->rows : rows_cap(hd);
   const uint32_t heads_per_wg = std::min(group_heads, rows);
   const uint32_t head_groups = (group_heads + heads_per_wg - 1) / heads_per_wg;
   const uint32_t block_tokens = std::max(1u, rows / heads_per_wg);
   const uint32_t keys = tile_keys(hd);
-  KVTRIE_CHECK(tensor_cores || (rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords &&
-                                keys * rows <= kScoreFloats && keys % 4 == 0 && keys > 0),
+  KVTRIE_CHECK(coopmat || (rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords &&
+                           keys * rows <= kScoreFloats && keys % 4 == 0 && keys > 0),
                "attention: tile sizes exceed attention.comp's shared arrays");
   KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
@@ -135,8 +145,7 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                         keys,
                         rows / 4};
   rec.dispatch(
-      tensor_cores ? k.pipeline("attention_coopmat", hd == 64 ? "d64" : "d128")
-                   : k.pipeline("attention", "paged"),
+      coopmat ? k.pipeline("attention_coopmat", coopmat->variant) : k.pipeline("attention", "paged"),
       {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
        vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
       paged, splits, args.n_kv_heads * head_groups, args.tokens);
