@@ -15,17 +15,11 @@ namespace kvtrie::kernels {
 namespace {
 // Tokens per work group of the batched build (the decode step uses 1).
 constexpr uint32_t kBatchTokens = 8;
-// From this many rows a product has work groups to spare: lanes of one subgroup, each thread looping over
-// several units, beat a lane per row's units (sweep-matvec on an H100, llama3-8b: Q4_0 gate_up 51 against
-// 62 us, the logits 197 against 367 us; docs/BENCHMARKS.md).
+// From this many rows (the FFN's gate/up, the logits) one token's lanes take kMatvecQ8Rows rows each, and
+// a SwiGLU product's work group so makes whole groups of 16 outputs; smaller matrices take one row a lane,
+// for work groups enough to fill the device (sweep-matvec --prequant on an H100, llama3-8b Q4_0: gate/up 32
+// against 37 us, Q/K/V 9 against 11 us with 4 rows; docs/BENCHMARKS.md).
 constexpr uint64_t kManyRows = 16384;
-
-// The 8-row interleaved device formats: a lane of 8 rows reads one block row's contiguous bytes
-// (sweep-matvec on an H100: Q4_0 qkv 18.7 against 26.3 us, down 46 against 59 us; K-quants' separate rows
-// were slower with 8).
-bool interleaved_rows(TensorType type) {
-  return type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 || type == TensorType::Q6_Kx8;
-}
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
 std::string_view mode(const MatvecQ8Args& a) {
@@ -50,18 +44,14 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
   return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
 }
 
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows, uint64_t cols,
-                              uint32_t tokens_per_group) {
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
-  // A lane's threads take the row's 32-value units in turn: as many threads as units (a power of two, whole
-  // subgroups), the rest of the work group as further lanes over other rows; a matrix of many rows takes
-  // one-subgroup lanes.
-  const auto units = static_cast<uint32_t>(cols / 32);
-  uint32_t tpr = rows >= kManyRows ? sg : std::bit_floor(std::max(std::min(wg, units), sg));
-  tpr = std::max(tpr, std::min(sg, wg));
-  const bool wide = tokens_per_group == 1 && interleaved_rows(type);
-  return {wg, tpr, wide ? kMatvecQ8RowsWide : kMatvecQ8Rows};
+  // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
+  // matrix and token count, so a row's reduction order never depends on the batch.
+  const uint32_t tpr = std::min(sg, wg);
+  const bool one_row = tokens_per_group == 1 && rows < kManyRows;
+  return {wg, tpr, one_row ? kMatvecQ8RowsOne : kMatvecQ8Rows};
 }
 
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
@@ -136,10 +126,11 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const bool int_dot = matvec_q8_uses_int_dot(k.device());
   const WeightMatrix& w = args.product.w;
   const uint32_t group = one ? 1 : kBatchTokens;
-  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.type, w.rows, w.cols, group);
-  const bool wide = shape.rows_per_lane == kMatvecQ8RowsWide;
-  const std::string_view op = int_dot ? (one ? (wide ? "matvec_q8i_t1r8" : "matvec_q8i_t1") : "matvec_q8i_t8")
-                                      : (one ? (wide ? "matvec_q8_t1r8" : "matvec_q8_t1") : "matvec_q8_t8");
+  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group);
+  const bool one_row = shape.rows_per_lane == kMatvecQ8RowsOne;
+  const std::string_view op = int_dot
+                                  ? (one ? (one_row ? "matvec_q8i_t1r1" : "matvec_q8i_t1") : "matvec_q8i_t8")
+                                  : (one ? (one_row ? "matvec_q8_t1r1" : "matvec_q8_t1") : "matvec_q8_t8");
   const vk::ComputePipeline& pipeline = k.pipeline(op, std::string_view(variant, static_cast<size_t>(n)));
   dispatch_matvec_q8(rec, k, args, pipeline, shape, group);
 }

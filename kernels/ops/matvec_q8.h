@@ -62,19 +62,18 @@ bool matvec_q8_supported(TensorType type, uint64_t cols);
 
 void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
 
-// The launch shape matvec_q8 uses on a device for a matrix (exposed for the tuning harness): threads per
-// row lane (a power of two, whole subgroups; it fixes each row's reduction order, so it depends only on the
-// matrix, never on the token count) and rows per lane (for one token and for the batched build).
+// The launch shape matvec_q8 uses on a device for a matrix of `rows` rows (exposed for the tuning harness):
+// threads per row lane (one subgroup, for every matrix and token count, so a row's reduction order never
+// depends on the batch) and rows per lane (kMatvecQ8RowsOne for one token of a matrix below 16384 rows,
+// else kMatvecQ8Rows).
 struct MatvecQ8Shape {
   uint32_t workgroup = 0;
   uint32_t threads_per_row = 0;
   uint32_t rows_per_lane = 0;
 };
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows, uint64_t cols,
-                              uint32_t tokens_per_group);
-// The rows per lane of the registered builds: the batched build's, and the single-token builds' (a matrix
-// takes kMatvecQ8RowsWide where matvec_q8_shape says so).
-inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsWide = 8;
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group);
+// The rows per lane of the registered builds: the batched build's and the single-token builds'.
+inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsOne = 1;
 
 // Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
 // {workgroup, rows_per_lane, tokens_per_group} (the tuning harness; matvec_q8() calls it with its own).

@@ -47,8 +47,8 @@ vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t rows_per_lane, ui
 vk::SpecConstants spec_matvec_q8_t1(const vk::Device& d) {
   return spec_matvec_q8(d, kMatvecQ8Rows, 1);
 }
-vk::SpecConstants spec_matvec_q8_t1r8(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8RowsWide, 1);
+vk::SpecConstants spec_matvec_q8_t1r1(const vk::Device& d) {
+  return spec_matvec_q8(d, kMatvecQ8RowsOne, 1);
 }
 vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
   return spec_matvec_q8(d, kMatvecQ8Rows, 8);
@@ -138,10 +138,10 @@ const OpRegistration kOps[] = {
     {"attention_coopmat", kAttentionCoopmat, spec_none, khr_coopmat_path},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
-    {"matvec_q8_t1r8", matvec_q8_variants(), spec_matvec_q8_t1r8, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
-    {"matvec_q8i_t1r8", matvec_q8_variants(), spec_matvec_q8_t1r8, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
     {"quantize_q8", kQuantizeQ8, spec_matvec},
 };

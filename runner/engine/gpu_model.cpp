@@ -296,12 +296,11 @@ struct GpuModel::Impl {
     a.norm_eps = config.rms_eps;
     return a;
   }
-  // A batch (T > 1) quantizes a product input once (normed by `norm` when given) for every product that
-  // reads it; the decode step quantizes inside its products (no dispatch or barrier of its own). Both
-  // give a token the same bits (kernels/ops/matvec_q8.h).
-  std::optional<kernels::QuantizedX> quantize_input(const vk::Buffer& in, uint32_t cols,
-                                                    const DeviceTensor* norm, uint32_t T) {
-    if (T == 1) return std::nullopt;
+  // A product input quantized once (normed by `norm` when given) for every matvec_q8 product that reads
+  // it. A dispatch and a barrier of its own, but the products then need no x work of their own and run in
+  // small work groups (kernels/ops/matvec_q8.h).
+  kernels::QuantizedX quantize_input(const vk::Buffer& in, uint32_t cols, const DeviceTensor* norm,
+                                     uint32_t T) {
     kernels::QuantizeQ8Args a;
     a.x = in.view();
     a.tokens = T;
@@ -335,10 +334,12 @@ struct GpuModel::Impl {
     for (const auto& [w, col] : parts) fold = fold && q8(*w, T);
     if (fold) {
       settle_residual(T);
+      const kernels::QuantizedX quantized = quantize_input(x, config.n_embd, &norm, T);
       for (const auto& [w, col] : parts) {
         kernels::MatvecQ8Args a =
             q8_args(*w, x, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4), T, out_stride);
         a.norm_weight = norm.view();
+        a.quantized = quantized;
         kernels::matvec_q8(*rec, kernels, a);
       }
       return;

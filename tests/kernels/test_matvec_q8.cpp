@@ -277,27 +277,20 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
   EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{6} * rows, rows * sizeof(float)), 0);
 }
 
-// The launch shape: threads per row depend on the matrix alone (so a token's reduction order is the same
-// alone and in a batch), one-subgroup lanes from 16384 rows, 8 rows a lane for one token of the 8-row
-// interleaved formats.
-TEST_F(MatvecQ8ShapeTest, ThreadsPerRowFollowTheMatrixAndRowsPerLaneTheFormat) {
+// The launch shape: a row lane is one subgroup for every matrix and token count (so a token's reduction
+// order is the same alone and in a batch); one token takes a row a lane below 16384 rows, else 4, and
+// batches 4.
+TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
-  for (const TensorType type : {TensorType::Q4_0x8, TensorType::Q4_K})
-    for (const uint64_t rows : {uint64_t{4096}, uint64_t{16383}, uint64_t{16384}, uint64_t{128256}})
-      for (const uint64_t cols : {uint64_t{4096}, uint64_t{14336}}) {
-        const MatvecQ8Shape one = matvec_q8_shape(d, type, rows, cols, 1),
-                            batch = matvec_q8_shape(d, type, rows, cols, 8);
-        EXPECT_EQ(one.threads_per_row, batch.threads_per_row);
-        EXPECT_EQ(one.workgroup, batch.workgroup);
-        EXPECT_EQ(one.threads_per_row % sg, 0u);
-        if (rows >= 16384)
-          EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
-        else
-          EXPECT_EQ(one.threads_per_row, std::min<uint32_t>(one.workgroup, std::max<uint32_t>(sg, 128)));
-        EXPECT_EQ(one.rows_per_lane, type == TensorType::Q4_0x8 ? kMatvecQ8RowsWide : kMatvecQ8Rows);
-        EXPECT_EQ(batch.rows_per_lane, kMatvecQ8Rows);
-      }
+  for (const uint64_t rows : {uint64_t{4096}, uint64_t{16383}, uint64_t{16384}, uint64_t{128256}}) {
+    const MatvecQ8Shape one = matvec_q8_shape(d, rows, 1), batch = matvec_q8_shape(d, rows, 8);
+    EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
+    EXPECT_EQ(batch.threads_per_row, one.threads_per_row);
+    EXPECT_EQ(one.workgroup, batch.workgroup);
+    EXPECT_EQ(one.rows_per_lane, rows < 16384 ? kMatvecQ8RowsOne : kMatvecQ8Rows);
+    EXPECT_EQ(batch.rows_per_lane, kMatvecQ8Rows);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatvecQ8Test,
