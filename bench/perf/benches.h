@@ -92,7 +92,6 @@ struct SweepMatvecOptions {
   std::string threads_per_row = "0";      // matvec_q8 threads per row lane (0: the op's own choice)
   std::string mode;                       // matvec_q8 fold for every shape (store, norm, acc, norm_swiglu);
                                           // empty: each shape's own, as the forward pass folds it
-  bool prequant = false;  // x quantized once ahead (quantize_q8) for every token count, as batches run
   uint32_t dispatches = 64;
   uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
 };

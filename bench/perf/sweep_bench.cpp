@@ -5,8 +5,7 @@
 // products the forward pass can use, chained with a barrier between dispatches as in a forward pass:
 //   legacy: matvec.comp (one f32 decode per weight; the path before matvec_q8), and
 //   q8 <rows>: matvec_q8 built with that many rows per lane (a specialization constant), with the token
-//   grouping of the engine (1 token alone, 8 per work group for batches); with --prequant, x is quantized
-//   once ahead (quantize_q8, untimed) and the products take it as batches do.
+//   grouping of the engine (1 token alone, 8 per work group for batches), on x quantized ahead (untimed).
 // Each timed dispatch reads another copy of the weights (copies rotate through --rotate-mib of device
 // memory), so products stream from memory as in a real step instead of from the L2 cache. One row per
 // (type, shape, tokens, variant): microseconds per dispatch and weight GB/s.
@@ -124,19 +123,24 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       std::vector<float> ones(shape.cols, 1.0f);
       vk::Buffer norm = vk::make_buffer(ctx, std::span<const float>(ones), vk::MemoryKind::DeviceLocal);
       vk::Buffer y(dev, uint64_t{max_tokens} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
-      // --prequant: x quantized once ahead (quantize_q8, untimed), as batches run, for every token count.
-      const uint32_t q_stride = (shape.cols + 15) / 16 * 16;
+      // x quantized once ahead (quantize_q8, untimed), as the forward pass does before its products; the
+      // SwiGLU product also writes its output quantized, as the forward pass has it do.
+      const std::string_view mode = shape.mode;
+      const bool normed = mode == "norm" || mode == "norm_swiglu";
+      const uint32_t q_stride = (shape.cols + 15) / 16 * 16, out_stride = (shape.rows / 2 + 15) / 16 * 16;
       vk::Buffer xq(dev, uint64_t{max_tokens} * q_stride + 16, vk::MemoryKind::DeviceLocal);
       vk::Buffer xq_scales(dev, uint64_t{max_tokens} * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
       vk::Buffer xq_inv_rms(dev, uint64_t{max_tokens} * 4 + 16, vk::MemoryKind::DeviceLocal);
       const kernels::QuantizedX quantized{xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride};
-      if (options.prequant) {
+      vk::Buffer oq(dev, uint64_t{max_tokens} * out_stride + 16, vk::MemoryKind::DeviceLocal);
+      vk::Buffer oq_scales(dev, uint64_t{max_tokens} * out_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
+      const kernels::QuantizedX quantized_out{oq.view(), oq_scales.view(), {}, out_stride};
+      {
         kernels::QuantizeQ8Args qa;
         qa.x = x.view();
         qa.tokens = max_tokens;
         qa.cols = shape.cols;
-        const std::string_view mode = shape.mode;
-        if (mode == "norm" || mode == "norm_swiglu") qa.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
+        if (normed) qa.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
         qa.out = quantized;
         vk::CommandRecorder rec(ctx);
         rec.begin();
@@ -187,36 +191,40 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
             options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");
         const uint32_t group = tokens == 1 ? 1 : 8;
         for (const bool int_dot : {false, true}) {
-          const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") +
-                                      (options.prequant ? "pq_" : "") + shape.mode + "_" +
+          const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + shape.mode + "_" +
                                       kernels::type_variant(format);
           if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
             for (uint32_t tpr : threads_per_row) {
-              kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(dev, shape.rows, group);
+              kernels::MatvecQ8Shape s =
+                  kernels::matvec_q8_shape(dev, shape.rows, group, mode == "norm_swiglu");
               s.rows_per_lane = rpl;
               if (tpr != 0) {
                 if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
                   continue;
                 s.threads_per_row = tpr;
               }
+              // A SwiGLU product writes its output quantized where its work groups make whole groups of 16.
+              const bool qout = mode == "norm_swiglu" && s.workgroup / s.threads_per_row * rpl % 16 == 0;
               const vk::ComputePipeline& p = ctx.pipelines().get(
-                  variant, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+                  qout ? std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + "norm_swiglu_qout_" +
+                             kernels::type_variant(format)
+                       : variant,
+                  {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
               const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
                 kernels::MatvecQ8Args a;
-                a.product = {{wb, format, shape.rows, shape.cols}, x.view(), y.view(), tokens};
-                const std::string_view mode = shape.mode;
-                if (mode == "norm" || mode == "norm_swiglu")
-                  a.norm_weight = norm.view(0, uint64_t{shape.cols} * 4);
+                a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
+                a.x = quantized;
+                a.norm = normed;
                 a.accumulate = mode == "acc";
                 a.swiglu = mode == "norm_swiglu";
-                if (options.prequant) a.quantized = quantized;
+                if (qout) a.quantized_out = quantized_out;
                 kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
               });
               emit(tokens,
-                   std::string(int_dot ? "q8i" : "q8") + (options.prequant ? " pq" : "") + " rows " +
-                       std::to_string(rpl) + " tpr " + std::to_string(s.threads_per_row),
+                   std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
+                       std::to_string(s.threads_per_row),
                    us, legacy);
             }
         }

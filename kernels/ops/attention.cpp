@@ -19,7 +19,7 @@ struct PagedPush {
   uint32_t pages_per_binding, heads_per_wg, block_tokens, tile_keys, row_stride4;
 };
 struct CombinePush {
-  uint32_t n_heads, head_dim, chunk, max_splits, out_stride;
+  uint32_t n_heads, head_dim, chunk, max_splits, out_stride, q_stride;
 };
 
 uint32_t max_splits(const AttentionArgs& a) {
@@ -150,11 +150,24 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
        vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
       paged, splits, args.n_kv_heads * head_groups, args.tokens);
 
-  const CombinePush combine{args.n_heads, hd, args.split_size, splits,
-                            args.out_stride ? args.out_stride : width};
-  rec.dispatch(k.pipeline("attention", "combine"),
-               {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine,
-               args.n_heads, args.tokens);
+  const CombinePush combine{args.n_heads,
+                            hd,
+                            args.split_size,
+                            splits,
+                            args.out_stride ? args.out_stride : width,
+                            args.quantized_out ? args.quantized_out->stride : 0};
+  if (const std::optional<QuantizedX>& q = args.quantized_out) {
+    KVTRIE_CHECK(hd % 16 == 0 && q->stride % 16 == 0 && q->stride >= width,
+                 "attention: a quantized output needs head_dim a multiple of 16 and a stride of whole rows");
+    rec.dispatch(k.pipeline("attention", "combine_qout"),
+                 {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out), vk::write(q->bytes),
+                  vk::write(q->scales)},
+                 combine, args.n_heads, args.tokens);
+  } else {
+    rec.dispatch(k.pipeline("attention", "combine"),
+                 {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine,
+                 args.n_heads, args.tokens);
+  }
 }
 
 }  // namespace kvtrie::kernels

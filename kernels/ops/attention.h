@@ -22,9 +22,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/kv_layout.h"
+#include "kernels/ops/quantized_x.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 
@@ -53,6 +55,9 @@ struct AttentionArgs {
   uint32_t out_stride = 0;    // 0: n_heads * head_dim
   float scale = 0;            // 0: 1 / sqrt(head_dim)
   bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
+  // Set: out is also written quantized for matvec_q8 (head_dim a multiple of 16), as quantize_q8 would
+  // write it, in the pass that writes out (no dispatch of its own).
+  std::optional<QuantizedX> quantized_out;
 };
 
 // The work-group size of both attention passes on a device (256 threads; no subgroup operations).

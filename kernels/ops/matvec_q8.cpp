@@ -15,21 +15,16 @@ namespace kvtrie::kernels {
 namespace {
 // Tokens per work group of the batched build (the decode step uses 1).
 constexpr uint32_t kBatchTokens = 8;
-// From this many rows (the FFN's gate/up, the logits) one token's lanes take kMatvecQ8Rows rows each, and
-// a SwiGLU product's work group so makes whole groups of 16 outputs; smaller matrices take one row a lane,
-// for work groups enough to fill the device (sweep-matvec --prequant on an H100, llama3-8b Q4_0: gate/up 32
-// against 37 us, Q/K/V 9 against 11 us with 4 rows; docs/BENCHMARKS.md).
+// From this many rows (the FFN's gate/up, the logits) one token's lanes take kMatvecQ8Rows rows each (as
+// SwiGLU products do, so that a work group makes whole groups of 16 outputs); smaller matrices take one row
+// a lane, for work groups enough to fill the device (sweep-matvec --prequant on an H100, llama3-8b Q4_0:
+// gate/up 32 against 37 us, Q/K/V 9 against 11 us with 4 rows; docs/BENCHMARKS.md).
 constexpr uint64_t kManyRows = 16384;
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
 std::string_view mode(const MatvecQ8Args& a) {
-  if (a.quantized) {
-    if (a.swiglu) return "pq_norm_swiglu";
-    if (!a.norm_weight.empty()) return "pq_norm";
-    return a.accumulate ? "pq_acc" : "pq_store";
-  }
-  if (a.swiglu) return "norm_swiglu";
-  if (!a.norm_weight.empty()) return "norm";
+  if (a.swiglu) return a.quantized_out ? "norm_swiglu_qout" : "norm_swiglu";
+  if (a.norm) return "norm";
   return a.accumulate ? "acc" : "store";
 }
 }  // namespace
@@ -44,13 +39,14 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
   return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
 }
 
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group) {
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group,
+                              bool swiglu) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
   // matrix and token count, so a row's reduction order never depends on the batch.
   const uint32_t tpr = std::min(sg, wg);
-  const bool one_row = tokens_per_group == 1 && rows < kManyRows;
+  const bool one_row = tokens_per_group == 1 && rows < kManyRows && !swiglu;
   return {wg, tpr, one_row ? kMatvecQ8RowsOne : kMatvecQ8Rows};
 }
 
@@ -60,23 +56,27 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
   const MatmulArgs& p = args.product;
   const WeightMatrix& w = p.w;
   KVTRIE_CHECK(matvec_q8_supported(w.type, w.cols), "matvec_q8: unsupported weight type or row length");
-  KVTRIE_CHECK(!args.swiglu || (!args.norm_weight.empty() && w.rows % 2 == 0 && !args.accumulate),
+  KVTRIE_CHECK(!args.swiglu || (args.norm && w.rows % 2 == 0 && !args.accumulate),
                "matvec_q8: swiglu needs a norm and an even row count, and does not accumulate");
-  KVTRIE_CHECK(args.norm_weight.empty() || !args.accumulate, "matvec_q8: norm and accumulate do not combine");
-  const uint32_t x_stride = args.quantized ? args.quantized->stride : p.x_stride ? p.x_stride : w.cols;
-  KVTRIE_CHECK(x_stride % (args.quantized ? 16 : 4) == 0,
-               "matvec_q8: x_stride must be a multiple of 4 floats");
-  KVTRIE_CHECK(args.quantized || args.norm_weight.empty() || args.norm_weight.range >= uint64_t{w.cols} * 4,
-               "matvec_q8: norm weight shorter than a row");
+  KVTRIE_CHECK(!args.norm || !args.accumulate, "matvec_q8: norm and accumulate do not combine");
+  KVTRIE_CHECK(args.x.stride % 16 == 0 && args.x.stride >= w.cols,
+               "matvec_q8: x stride below a row or unaligned");
+  KVTRIE_CHECK(!args.norm || !args.x.inv_rms.empty(), "matvec_q8: a norm reads inv_rms");
   const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
   if (out_rows == 0 || p.tokens == 0) return;
+  const uint32_t lanes = shape.workgroup / shape.threads_per_row;
+  if (const std::optional<QuantizedX>& q = args.quantized_out) {
+    // Each work group quantizes its own outputs: whole groups of 16 rows.
+    KVTRIE_CHECK(args.swiglu && out_rows % 16 == 0 && lanes * shape.rows_per_lane % 16 == 0 &&
+                     q->stride % 16 == 0 && q->stride >= out_rows,
+                 "matvec_q8: quantized_out needs swiglu, 16-row work groups and whole groups of outputs");
+  }
   const uint32_t y_stride = p.y_stride ? p.y_stride : out_rows;
   const uint64_t rb = row_bytes(w.type, w.cols);
   KVTRIE_CHECK(w.data.range >= rb * w.rows, "matvec_q8: weight view is smaller than the matrix");
   const vk::PhysicalDeviceInfo& dev = k.device().info();
   const uint32_t gz = div_up(p.tokens, tokens_per_group);
   KVTRIE_CHECK(gz <= 65535, "matvec_q8: too many tokens for one dispatch");
-  const uint32_t lanes = shape.workgroup / shape.threads_per_row;
   // [gate; up] must be one binding: the shader finds a gate row's up row out_rows rows further.
   const std::vector<RowChunk> chunks =
       args.swiglu ? std::vector<RowChunk>{{0, out_rows}}
@@ -86,35 +86,31 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
     const AlignedBinding wb = align_binding(k.device(), w.data.sub(chunk.first_row * rb, bound_rows * rb));
     KVTRIE_CHECK(wb.byte_offset % 16 == 0, "matvec_q8: weight rows must start 16-byte aligned");
     struct Push {
-      uint32_t rows, k, ntok, row_words, x_stride, y_stride, y_row0, w_offset, up_row, tpr;
-      float eps;
+      uint32_t rows, k, ntok, row_words, x_stride, y_stride, y_row0, w_offset, up_row, tpr, out_stride;
     } push{chunk.rows,
            w.cols,
            p.tokens,
            static_cast<uint32_t>(rb / 16),
-           x_stride,
+           args.x.stride,
            y_stride,
            chunk.first_row,
            wb.byte_offset / 16,
            args.swiglu ? out_rows : 0,
            shape.threads_per_row,
-           args.norm_eps};
+           args.quantized_out ? args.quantized_out->stride : 0};
     const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
     const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
-    if (const std::optional<QuantizedX>& q = args.quantized) {
-      if (args.norm_weight.empty())
-        rec.dispatch(pipeline, {vk::read(wb.view), vk::read(q->bytes), y, vk::read(q->scales)}, push, grid.x,
-                     grid.y, gz);
-      else
-        rec.dispatch(pipeline,
-                     {vk::read(wb.view), vk::read(q->bytes), y, vk::read(q->scales), vk::read(q->inv_rms)},
-                     push, grid.x, grid.y, gz);
-    } else if (args.norm_weight.empty()) {
-      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(p.x), y}, push, grid.x, grid.y, gz);
-    } else {
-      rec.dispatch(pipeline, {vk::read(wb.view), vk::read(p.x), y, vk::read(args.norm_weight)}, push, grid.x,
-                   grid.y, gz);
-    }
+    const vk::Binding common[] = {vk::read(wb.view), vk::read(args.x.bytes), y, vk::read(args.x.scales)};
+    if (args.quantized_out)
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms),
+                    vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales)},
+                   push, grid.x, grid.y, gz);
+    else if (args.norm)
+      rec.dispatch(pipeline, {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms)}, push,
+                   grid.x, grid.y, gz);
+    else
+      rec.dispatch(pipeline, {common[0], common[1], common[2], common[3]}, push, grid.x, grid.y, gz);
   }
 }
 
@@ -126,7 +122,7 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const bool int_dot = matvec_q8_uses_int_dot(k.device());
   const WeightMatrix& w = args.product.w;
   const uint32_t group = one ? 1 : kBatchTokens;
-  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group);
+  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu);
   const bool one_row = shape.rows_per_lane == kMatvecQ8RowsOne;
   const std::string_view op = int_dot
                                   ? (one ? (one_row ? "matvec_q8i_t1r1" : "matvec_q8i_t1") : "matvec_q8i_t8")

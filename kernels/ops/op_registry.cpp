@@ -91,7 +91,7 @@ constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kConvert = {"f32_f16"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
-constexpr std::array kAttention = {"paged"sv, "combine"sv};
+constexpr std::array kAttention = {"paged"sv, "combine"sv, "combine_qout"sv};
 constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv};  // head_dim
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
@@ -102,8 +102,7 @@ constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 std::span<const std::string_view> matvec_q8_variants() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (const char* mode :
-         {"store", "norm", "acc", "norm_swiglu", "pq_store", "pq_norm", "pq_acc", "pq_norm_swiglu"})
+    for (const char* mode : {"store", "norm", "acc", "norm_swiglu", "norm_swiglu_qout"})
       for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
         out.push_back(std::string(mode) + "_" + type);
     return out;

@@ -1,20 +1,32 @@
 #version 450
 // attention_combine: merges the splits written by attention.comp for one (head, token) in increasing split
 // order (a fixed order, so results are deterministic for a fixed split size) and writes the normalised
-// output out[t][h * head_dim + d].
+// output out[t][h * head_dim + d]. QUANT_OUT: the output is also written quantized for the o projection
+// (matvec_q8), every 16 values as quantize_q8.comp would quantize them (q8_activations.glsl).
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer Partial { float partial[]; };
 layout(set = 0, binding = 1) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 2) writeonly buffer Out { float o[]; };
+#ifdef QUANT_OUT
+layout(set = 0, binding = 3) writeonly buffer OQ { uvec4 out_q[]; };  // token t's group g at t * q_stride / 16 + g
+layout(set = 0, binding = 4) writeonly buffer ODS { vec2 out_ds[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint n_heads;
-  uint head_dim;
+  uint head_dim;    // QUANT_OUT: a multiple of 16, at most 256
   uint chunk;
   uint max_splits;
   uint out_stride;  // floats between tokens in out
+  uint q_stride;    // QUANT_OUT: values between tokens in the quantized output
 } pc;
+
+#ifdef QUANT_OUT
+#include "q8_activations.glsl"
+shared float head_out[256];
+#endif
 
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
@@ -34,6 +46,23 @@ void main() {
       uint b = base + c * (hd + 2u);
       a += partial[b + 2u + d] * exp(partial[b] - mx);
     }
-    o[t * pc.out_stride + h * hd + d] = a / l;
+    float v = a / l;
+    o[t * pc.out_stride + h * hd + d] = v;
+#ifdef QUANT_OUT
+    head_out[d] = v;
+#endif
   }
+#ifdef QUANT_OUT
+  barrier();
+  for (uint g = gl_LocalInvocationID.x; g < hd / 16u; g += gl_WorkGroupSize.x) {
+    vec4 v[4];
+    [[unroll]] for (uint i = 0u; i < 4u; ++i)
+      v[i] = vec4(head_out[16u * g + 4u * i], head_out[16u * g + 4u * i + 1u], head_out[16u * g + 4u * i + 2u],
+                  head_out[16u * g + 4u * i + 3u]);
+    XGroup q = quantize16(v[0], v[1], v[2], v[3]);
+    uint oi = t * pc.q_stride / 16u + h * hd / 16u + g;
+    out_q[oi] = q.q;
+    out_ds[oi] = vec2(q.d, intBitsToFloat(q.s));
+  }
+#endif
 }

@@ -1,25 +1,22 @@
 #version 450
-// matvec_q8_<mode>_t<cols>_<type>: y[t][r] = dot(W[r, :], x[t, :]) on 8-bit-quantized activations, for the
-// decode step and small batches. x is quantized inside the shader, 16 values at a time (scale d = max|x| /
-// 127, q = round(x / d)), and each weight unit of 32 values is multiplied by integer dot products of packed
-// bytes (GL_EXT_integer_dot_product where the device has it (INT_DOT), the same integers otherwise), then
-// scaled in float. Per instruction that is several times the work of decoding every weight to a float, so
-// the product streams weights near the memory bandwidth.
+// matvec_q8_<mode>_<type>: y[t][r] = dot(W[r, :], x[t, :]) on 8-bit-quantized activations, for the decode
+// step and small batches. x comes quantized by quantize_q8.comp (or by the product before, QUANT_OUT): 16
+// values at a time as bytes q with a scale d = max|x| / 127 and their sum. Each weight unit of 32 values is
+// multiplied by integer dot products of packed bytes (GL_EXT_integer_dot_product where the device has it
+// (INT_DOT), the same integers otherwise), then scaled in float: per instruction several times the work of
+// decoding every weight to a float, so the product streams weights near the memory bandwidth.
 //
 // Work: thread t of a row lane takes the weight units u = t, t + TPR, ... of the row (TPR threads per lane,
-// `tpr`); a work group holds WG / TPR lanes of NUM_ROWS rows each. A thread quantizes the x values of its
-// unit once and applies them to all of its rows (and every token of the group, up to MAX_COLS).
-// Modes (defines): NORM: x is rms_norm(x) * norm_weight (the norm is computed here from the same x, so it
-// needs no dispatch or barrier of its own); ACCUMULATE: y += W x (a residual add); SWIGLU: the work group
-// also computes the up row `up_row` rows below each gate row and writes silu(gate) * up. PREQUANT: x comes
-// already quantized by quantize_q8.comp (bytes, scale and sum per 16 values, and with NORM each token's
-// 1 / rms), which batches use so that each x group is quantized once instead of once per work group.
-// The sum of squares of a norm is taken in one canonical order here and in quantize_q8.comp (every thread
-// strides over the row's vec4s, then the subgroup sums in order), and a group's bytes depend only on its 16
-// values, so both ways give the same bits.
+// `tpr`); a work group holds WG / TPR lanes of NUM_ROWS rows each (rows wg_row0 + lane + i * lanes, so a
+// work group's rows are contiguous). x needs no work here, so work groups can be small and many.
+// Modes (defines): NORM: x was quantized from rms_norm(x) * norm_weight without the 1 / rms, which is applied
+// here from each token's inv_rms; ACCUMULATE: y += W x (a residual add); SWIGLU: the work group also computes
+// the up row `up_row` rows below each gate row and writes silu(gate) * up; QUANT_OUT (with SWIGLU): the
+// outputs are also written quantized for the next product (the down projection), each work group's 16
+// outputs a token one group, quantized as quantize_q8.comp would quantize them.
 // Batch invariance: a token's result is built by the same operations in the same order whatever MAX_COLS
-// and the token count (the unit split depends only on the row length and the work-group size, the
-// reductions are fixed trees), so one token alone and in any batch get bit-identical results.
+// and the token count (the unit split depends only on the row length and TPR, the reductions are fixed
+// trees), so one token alone and in any batch get bit-identical results.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -40,44 +37,38 @@ layout(constant_id = 3) const uint SUBGROUPS = 4u;  // subgroups per work group 
 #endif
 
 layout(set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
-layout(set = 0, binding = 2) buffer Y { float y[]; };
-#ifdef PREQUANT
 // Token t's group g (16 values) at t * x_stride / 16 + g: bytes, and (scale, sum as float bits).
 layout(set = 0, binding = 1) readonly buffer XQ { uvec4 xq[]; };
+layout(set = 0, binding = 2) buffer Y { float y[]; };
 layout(set = 0, binding = 3) readonly buffer XDS { vec2 xds[]; };
 #ifdef NORM
 layout(set = 0, binding = 4) readonly buffer R { float inv_rms_of[]; };  // per token
 #endif
-#else
-layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
-#ifdef NORM
-layout(set = 0, binding = 3) readonly buffer N { vec4 norm4[]; };
-#endif
+#ifdef QUANT_OUT
+layout(set = 0, binding = 5) writeonly buffer OQ { uvec4 out_q[]; };  // as XQ, out_stride values a token
+layout(set = 0, binding = 6) writeonly buffer ODS { vec2 out_ds[]; };
 #endif
 
 layout(push_constant) uniform Push {
-  uint rows;       // output rows (gate rows in SWIGLU)
-  uint k;          // row length, a multiple of 256
+  uint rows;        // output rows (gate rows in SWIGLU)
+  uint k;           // row length, a multiple of 256
   uint ntok;
-  uint row_words;  // uvec4 words per weight row
-  uint x_stride;   // floats between tokens in x (a multiple of 4)
-  uint y_stride;   // floats between tokens in y
-  uint y_row0;     // row offset of this dispatch in y
-  uint w_offset;   // uvec4 word of row 0 in the weight binding
-  uint up_row;     // SWIGLU: weight rows from a gate row to its up row
-  uint tpr;        // threads per row lane: a power of two, a multiple of the subgroup size
-  float eps;       // NORM
+  uint row_words;   // uvec4 words per weight row
+  uint x_stride;    // values between tokens in x (a multiple of 16)
+  uint y_stride;    // floats between tokens in y
+  uint y_row0;      // row offset of this dispatch in y
+  uint w_offset;    // uvec4 word of row 0 in the weight binding
+  uint up_row;      // SWIGLU: weight rows from a gate row to its up row
+  uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size
+  uint out_stride;  // QUANT_OUT: values between tokens in the quantized output (a multiple of 16)
 } pc;
 
-#if defined(NORM) && !defined(PREQUANT)
-#define SUM_OF_SQUARES
-#endif
 #include "q8_activations.glsl"
 #include "matvec_q8_units.glsl"
 
 shared float partial[SUBGROUPS * NUM_ROWS * ROW_SETS * MAX_COLS];
-#if defined(NORM) && !defined(PREQUANT)
-shared float partial_ss[SUBGROUPS * MAX_COLS];
+#ifdef QUANT_OUT
+shared float outputs[SUBGROUPS * NUM_ROWS * MAX_COLS];  // token t's output row r at t * wg_rows + r - wg_row0
 #endif
 
 void main() {
@@ -99,46 +90,26 @@ void main() {
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] = 0.0;
   uint units = pc.k / 32u;
   for (uint u = lt; u < units; u += pc.tpr) {
-    // Every row's unit is loaded first, so the loads are in flight together while x is prepared.
+    // Every row's unit is loaded first, so the loads are in flight together.
     WUnit wu[NUM_ROWS * ROW_SETS];
     [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
       uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
       wu[i] = load_unit(pc.w_offset + r * pc.row_words, u);
     }
-    // The x values of this unit for every token: two groups of 16, quantized.
-    uint xa = unit_x_first(u);  // first x index of group A (group B is xa + unit_x_gap())
+    // The x values of this unit for every token: two groups of 16.
+    uint xa = unit_x_first(u);  // first x index of group A (group B is xa + UNIT_X_GAP)
     XGroup gx[MAX_COLS][2];
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
       uint tok = min(tok0 + t, last_tok);
       [[unroll]] for (uint g = 0u; g < 2u; ++g) {
-#ifdef PREQUANT
         uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
         vec2 ds = xds[gi];
         gx[t][g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
-#else
-        uint xo = tok * pc.x_stride / 4u, xi = (xa + g * UNIT_X_GAP) / 4u;
-        vec4 v0 = x4[xo + xi], v1 = x4[xo + xi + 1u], v2 = x4[xo + xi + 2u], v3 = x4[xo + xi + 3u];
-#ifdef NORM
-        v0 *= norm4[xi];
-        v1 *= norm4[xi + 1u];
-        v2 *= norm4[xi + 2u];
-        v3 *= norm4[xi + 3u];
-#endif
-        gx[t][g] = quantize16(v0, v1, v2, v3);
-#endif
       }
     }
     [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] += unit_dot(wu[i], gx[t][0], gx[t][1]);
   }
-
-#if defined(NORM) && !defined(PREQUANT)
-  // Every token's sum of squares, this thread's part (q8_activations.glsl), taken after the weights'
-  // loads were issued.
-  precise float ss[MAX_COLS];
-  [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t)
-    ss[t] = sum_of_squares(min(tok0 + t, last_tok) * pc.x_stride / 4u, pc.k / 4u, tid, gl_WorkGroupSize.x);
-#endif
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.
   uint sg = gl_SubgroupID;
@@ -147,12 +118,6 @@ void main() {
       float s = subgroupAdd(acc[i][t]);
       if (subgroupElect()) partial[(sg * NUM_ROWS * ROW_SETS + i) * MAX_COLS + t] = s;
     }
-#if defined(NORM) && !defined(PREQUANT)
-  [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
-    float s = subgroupAdd(ss[t]);
-    if (subgroupElect()) partial_ss[sg * MAX_COLS + t] = s;
-  }
-#endif
   barrier();
   uint lane_sgs = pc.tpr / gl_SubgroupSize;  // subgroups per lane
   for (uint o = tid; o < lanes * NUM_ROWS * MAX_COLS; o += gl_WorkGroupSize.x) {
@@ -167,13 +132,7 @@ void main() {
       up += partial[((ln * lane_sgs + j) * NUM_ROWS * ROW_SETS + NUM_ROWS + i) * MAX_COLS + t];
 #endif
 #ifdef NORM
-#ifdef PREQUANT
     float inv_rms = inv_rms_of[tok0 + t];
-#else
-    precise float sq = 0.0;
-    for (uint j = 0u; j < gl_NumSubgroups; ++j) sq += partial_ss[j * MAX_COLS + t];
-    float inv_rms = inversesqrt(sq / float(pc.k) + pc.eps);
-#endif
     s *= inv_rms;
 #ifdef SWIGLU
     up *= inv_rms;
@@ -188,5 +147,26 @@ void main() {
 #else
     y[yo] = s;
 #endif
+#ifdef QUANT_OUT
+    outputs[t * wg_rows + r - wg_row0] = s;
+#endif
   }
+#ifdef QUANT_OUT
+  // Each token's outputs of this work group, 16 at a time, quantized from the very floats stored in y.
+  barrier();
+  uint groups = wg_rows / 16u;
+  for (uint o = tid; o < groups * MAX_COLS; o += gl_WorkGroupSize.x) {
+    uint t = o / groups, g = o % groups;
+    uint r = wg_row0 + 16u * g;
+    if (r >= pc.rows || t >= ncols) continue;
+    uint b = t * wg_rows + 16u * g;
+    XGroup q = quantize16(vec4(outputs[b], outputs[b + 1u], outputs[b + 2u], outputs[b + 3u]),
+                          vec4(outputs[b + 4u], outputs[b + 5u], outputs[b + 6u], outputs[b + 7u]),
+                          vec4(outputs[b + 8u], outputs[b + 9u], outputs[b + 10u], outputs[b + 11u]),
+                          vec4(outputs[b + 12u], outputs[b + 13u], outputs[b + 14u], outputs[b + 15u]));
+    uint oi = (tok0 + t) * pc.out_stride / 16u + (pc.y_row0 + r) / 16u;
+    out_q[oi] = q.q;
+    out_ds[oi] = vec2(q.d, intBitsToFloat(q.s));
+  }
+#endif
 }

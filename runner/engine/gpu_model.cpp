@@ -47,8 +47,10 @@ struct GpuModel::Impl {
   uint32_t qkv_stride = 0, k_col = 0, v_col = 0;  // floats per token in qkv; where K and V start
   // The residual stream x lacks tmp (a product that did not add itself into x); settled before x is read.
   bool pending_residual = false;
-  // A batch's product inputs quantized once for matvec_q8 (kernels::QuantizedX), q_stride values a token.
-  vk::Buffer xq, xq_scales, xq_inv_rms;
+  // matvec_q8's inputs quantized once (kernels::QuantizedX), q_stride values a token: xq the normed
+  // residual stream (with each token's 1 / rms), hq a hidden vector (attention's output, the SwiGLU output
+  // that the gate/up product writes quantized while its own input xq is read).
+  vk::Buffer xq, xq_scales, xq_inv_rms, hq, hq_scales;
   vk::Buffer x_f16;  // a product's x as f16, for matmul's tensor-core paths (give_f16_x)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
@@ -124,6 +126,8 @@ struct GpuModel::Impl {
     xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
     xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
     xq_inv_rms = scratch(dev, T);
+    hq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
+    hq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
     if (options.coopmat2 || (options.f16_x && kernels::coopmat_supported(dev)))
       x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
@@ -289,16 +293,19 @@ struct GpuModel::Impl {
     const uint32_t most = kernels::coopmat_supported(context.device()) ? kQ8Tokens : kQ8TokensNoCoopmat;
     return (options.deterministic || T <= most) && kernels::matvec_q8_supported(w.type, w.cols);
   }
-  kernels::MatvecQ8Args q8_args(const DeviceTensor& w, const vk::Buffer& in, vk::BufferView out, uint32_t T,
-                                uint32_t y_stride = 0) const {
+  kernels::MatvecQ8Args q8_args(const DeviceTensor& w, const kernels::QuantizedX& in, vk::BufferView out,
+                                uint32_t T, uint32_t y_stride = 0) const {
     kernels::MatvecQ8Args a;
-    a.product = {w.matrix(), in.view(), out, T, 0, y_stride};
-    a.norm_eps = config.rms_eps;
+    a.product = {w.matrix(), {}, out, T, 0, y_stride};
+    a.x = in;
     return a;
   }
-  // A product input quantized once (normed by `norm` when given) for every matvec_q8 product that reads
-  // it. A dispatch and a barrier of its own, but the products then need no x work of their own and run in
-  // small work groups (kernels/ops/matvec_q8.h).
+  // Where matvec_q8 finds its inputs quantized: the normed residual stream, and a hidden vector.
+  kernels::QuantizedX normed_q() const { return {xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride}; }
+  kernels::QuantizedX hidden_q() const { return {hq.view(), hq_scales.view(), {}, q_stride}; }
+  // A product input quantized once (rms_norm(in) * norm into normed_q() when a norm is given, else into
+  // hidden_q()) for every matvec_q8 product that reads it: a dispatch and a barrier of its own, but the
+  // products then need no x work and run in small work groups (kernels/ops/matvec_q8.h).
   kernels::QuantizedX quantize_input(const vk::Buffer& in, uint32_t cols, const DeviceTensor* norm,
                                      uint32_t T) {
     kernels::QuantizeQ8Args a;
@@ -307,7 +314,7 @@ struct GpuModel::Impl {
     a.cols = cols;
     if (norm != nullptr) a.norm_weight = norm->view();
     a.norm_eps = config.rms_eps;
-    a.out = {xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride};
+    a.out = norm != nullptr ? normed_q() : hidden_q();
     kernels::quantize_q8(*rec, kernels, a);
     return a.out;
   }
@@ -336,10 +343,9 @@ struct GpuModel::Impl {
       settle_residual(T);
       const kernels::QuantizedX quantized = quantize_input(x, config.n_embd, &norm, T);
       for (const auto& [w, col] : parts) {
-        kernels::MatvecQ8Args a =
-            q8_args(*w, x, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4), T, out_stride);
-        a.norm_weight = norm.view();
-        a.quantized = quantized;
+        kernels::MatvecQ8Args a = q8_args(
+            *w, quantized, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4), T, out_stride);
+        a.norm = true;
         kernels::matvec_q8(*rec, kernels, a);
       }
       return;
@@ -353,12 +359,14 @@ struct GpuModel::Impl {
       kernels::matmul(*rec, kernels, a, give_f16_x(a, converted));
     }
   }
-  // x += w . in: folded into the product by matvec_q8, else the product goes to tmp, added later.
-  void residual_product(const DeviceTensor& w, const vk::Buffer& in, uint32_t T) {
+  // x += w . in: folded into the product by matvec_q8 (on `quantized` when the product before wrote `in`
+  // quantized, else quantized here), else the product goes to tmp, added later.
+  void residual_product(const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
+                        const std::optional<kernels::QuantizedX>& quantized = std::nullopt) {
     if (q8(w, T)) {
-      kernels::MatvecQ8Args a = q8_args(w, in, x.view(), T);
+      kernels::MatvecQ8Args a =
+          q8_args(w, quantized ? *quantized : quantize_input(in, w.cols, nullptr, T), x.view(), T);
       a.accumulate = true;
-      a.quantized = quantize_input(in, w.cols, nullptr, T);
       kernels::matvec_q8(*rec, kernels, a);
       return;
     }
@@ -435,8 +443,10 @@ struct GpuModel::Impl {
     at.split_size = split_size(T, max_position);
     // Prefill blocks take the tensor cores where the device has them (not batch-invariant).
     at.tensor_cores = !options.deterministic && T > kSmallBatch;
+    // The o projection's input quantized by attention's combine pass (no dispatch of its own).
+    if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
     kernels::attention(*rec, kernels, at);
-    residual_product(w.wo, attn, T);
+    residual_product(w.wo, attn, T, at.quantized_out);
   }
 
   void ffn_block(const DeviceLayer& w, uint32_t T) {
@@ -444,23 +454,26 @@ struct GpuModel::Impl {
     if (w.w_gate_up.buffer.valid() && q8(w.w_gate_up, T)) {
       // One product: gate and up rows of norm(x), combined by SwiGLU as they are stored.
       settle_residual(T);
-      kernels::MatvecQ8Args a = q8_args(w.w_gate_up, x, gate.view(), T);
-      a.norm_weight = w.ffn_norm.view();
+      kernels::MatvecQ8Args a =
+          q8_args(w.w_gate_up, quantize_input(x, config.n_embd, &w.ffn_norm, T), gate.view(), T);
+      a.norm = true;
       a.swiglu = true;
-      a.quantized = quantize_input(x, config.n_embd, &w.ffn_norm, T);
+      // The down projection's input quantized by this product (no dispatch of its own).
+      if (q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
       kernels::matvec_q8(*rec, kernels, a);
-    } else {
-      normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
-      normed_products(w.ffn_norm, {{&w.w_up, 0}}, up, n_ff, T);
-      if (T == 1 && !options.deterministic && !q8(w.w_down, T)) {
-        // The decode step without matvec_q8: SwiGLU folded into the down projection's loads instead.
-        settle_residual(T);
-        kernels::matvec_single_token_swiglu(*rec, kernels, product(w.w_down, gate, tmp, 1), up.view());
-        pending_residual = true;
-        return;
-      }
-      kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * n_ff);
+      residual_product(w.w_down, gate, T, a.quantized_out);
+      return;
     }
+    normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
+    normed_products(w.ffn_norm, {{&w.w_up, 0}}, up, n_ff, T);
+    if (T == 1 && !options.deterministic && !q8(w.w_down, T)) {
+      // The decode step without matvec_q8: SwiGLU folded into the down projection's loads instead.
+      settle_residual(T);
+      kernels::matvec_single_token_swiglu(*rec, kernels, product(w.w_down, gate, tmp, 1), up.view());
+      pending_residual = true;
+      return;
+    }
+    kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * n_ff);
     residual_product(w.w_down, gate, T);
   }
 
@@ -486,9 +499,9 @@ struct GpuModel::Impl {
     kernels::get_rows(*rec, kernels, gather);
     const DeviceTensor& out = weights.logits_matrix();
     if (q8(out, L)) {
-      kernels::MatvecQ8Args a = q8_args(out, rows_x, logits_device.view(), L);
-      a.norm_weight = weights.output_norm.view();
-      a.quantized = quantize_input(rows_x, config.n_embd, &weights.output_norm, L);
+      kernels::MatvecQ8Args a = q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L),
+                                        logits_device.view(), L);
+      a.norm = true;
       kernels::matvec_q8(*rec, kernels, a);
     } else {
       rms_norm(rows_x, weights.output_norm, rows_xn, L);

@@ -16,10 +16,12 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/ops/attention.h"
+#include "kernels/ops/matvec_q8.h"
 #include "kernels/vk/command_recorder.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
@@ -105,8 +107,11 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     return a;
   }
 
+  // With `quantized`, the combine pass also writes out quantized into those buffers (stride: one token's
+  // values).
   std::vector<float> run(const Batch& b, const std::vector<const vk::Buffer*>& pools, uint32_t split_size,
-                         uint32_t pages_per_binding = 0, bool tensor_cores = false) {
+                         uint32_t pages_per_binding = 0, bool tensor_cores = false,
+                         const std::optional<QuantizedX>& quantized = std::nullopt) {
     const Shape s = GetParam();
     Kernels k(context(), Prewarm::No);
     vk::Buffer qb = device_buffer(b.q);
@@ -124,6 +129,7 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.token_info = ti.view();
     a.scratch = scratch.view();
     a.out = out.view();
+    a.quantized_out = quantized;
     vk::CommandRecorder rec(context());
     rec.begin();
     attention(rec, k, a);
@@ -290,6 +296,42 @@ TEST_P(AttentionTest, TokenGivesTheSameBitsAloneInItsBlockAndInAnyBatch) {
     const std::vector<float> alone = run(token_of(b, t), {&pool}, split);
     EXPECT_TRUE(same(alone.data(), t)) << "token " << t << " differs alone vs in the batch";
   }
+}
+
+// The combine pass writes the o projection's input quantized as well: equal, bit for bit, to quantize_q8 of
+// the floats it writes, which themselves are unchanged.
+TEST_P(AttentionTest, QuantizedOutputEqualsQuantizingTheOutput) {
+  const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+  if (GetParam().head_dim % 16 != 0)
+    GTEST_SKIP() << "head_dim " << GetParam().head_dim
+                 << ": a quantized output needs whole groups of 16 a head";
+  const Batch b = make_batch();
+  vk::Buffer pool = device_buffer(make_pool());
+  const vk::Device& dev = context().device();
+  const uint64_t values = uint64_t{b.tokens} * width;
+  vk::Buffer bytes(dev, values, vk::MemoryKind::DeviceLocal),
+      scales(dev, values / 2, vk::MemoryKind::DeviceLocal);
+  const std::vector<float> plain = run(b, {&pool}, 16);
+  const std::vector<float> out =
+      run(b, {&pool}, 16, 0, false, QuantizedX{bytes.view(), scales.view(), {}, width});
+  EXPECT_EQ(std::memcmp(plain.data(), out.data(), values * sizeof(float)), 0);
+
+  vk::Buffer ob = device_buffer(out);
+  vk::Buffer want_bytes(dev, values, vk::MemoryKind::DeviceLocal);
+  vk::Buffer want_scales(dev, values / 2, vk::MemoryKind::DeviceLocal);
+  Kernels k(context(), Prewarm::No);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  QuantizeQ8Args q;
+  q.x = ob.view();
+  q.tokens = b.tokens;
+  q.cols = width;
+  q.out = {want_bytes.view(), want_scales.view(), {}, width};
+  quantize_q8(rec, k, q);
+  rec.end();
+  rec.submit_and_wait();
+  EXPECT_EQ(read_back<uint8_t>(bytes, values), read_back<uint8_t>(want_bytes, values));
+  EXPECT_EQ(read_back<uint32_t>(scales, values / 8), read_back<uint32_t>(want_scales, values / 8));
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the
