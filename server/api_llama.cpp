@@ -1,6 +1,5 @@
 #include "server/api_llama.h"
 
-#include "server/api_openai.h"
 #include "server/api_tokenize.h"
 #include "server/generate_common.h"
 #include "server/http_server.h"
@@ -69,24 +68,10 @@ Json final_json(const LoadedModel& m, const engine::GenerationStats& s) {
 
 HttpResponse completion(ModelHost& host, const HttpRequest& http) {
   LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  if (!body.contains("prompt") || body["prompt"].is_null()) throw_invalid("\"prompt\" is required");
-  engine::GenerateRequest req;
-  req.prompt = tokenize_prompt(model, body["prompt"], "prompt", std::nullopt, /*parse_special=*/true);
-  const uint32_t n_ctx = model.engine->info().n_ctx;
-  // n_predict -1 (and llama.cpp's -2) mean "until the context is full".
-  int64_t n_predict = read_int(body, "n_predict", -2, INT32_MAX).value_or(-1);
-  req.max_tokens = n_predict < 0 ? -1 : static_cast<int32_t>(std::min<int64_t>(n_predict, n_ctx));
-  read_sampling(body, req.sampling);
-  req.stop = read_strings(body, "stop", 16).value_or(std::vector<std::string>{});
-  req.logprobs = static_cast<uint32_t>(read_int(body, "n_probs", 0, 20).value_or(0));
-  read_int(body, "n_keep", -1, INT32_MAX);  // context shift is not needed: prompts must fit
-  read_bool(body, "cache_prompt");          // the prefix cache is always on
-  req.ignore_eos = read_bool(body, "ignore_eos").value_or(false);
-  check_fits(model, req);
-  const bool stream = read_bool(body, "stream").value_or(false);
-  const bool probs = req.logprobs > 0;
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
+  LlamaCompletion parsed = parse_llama_completion(parse_object(http.body), request_model(model));
+  const bool stream = parsed.stream;
+  const bool probs = parsed.request.logprobs > 0;
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(parsed.request), http.caller);
 
   const LoadedModel* m = &model;
   if (!stream) {
@@ -133,7 +118,7 @@ HttpResponse health(ModelHost& host) {
 
 HttpResponse apply_template(ModelHost& host, const HttpRequest& http) {
   LoadedModel& model = host.require();
-  return HttpResponse::json({{"prompt", chat_prompt(model, parse_object(http.body))}});
+  return HttpResponse::json({{"prompt", chat_prompt(model.chat_format, parse_object(http.body))}});
 }
 
 HttpResponse props(ModelHost& host) {

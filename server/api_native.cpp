@@ -24,41 +24,12 @@ Json stats_json(const engine::GenerationStats& s) {
           {"tokens_per_second", s.tokens_per_second}};
 }
 
-engine::GenerateRequest parse_generate(const Json& body, const LoadedModel& model) {
-  engine::GenerateRequest req;
-  const bool has_prompt = body.contains("prompt") && !body["prompt"].is_null();
-  const bool has_tokens = body.contains("tokens") && !body["tokens"].is_null();
-  if (has_prompt == has_tokens)
-    throw_invalid("give exactly one of \"prompt\" (a string) and \"tokens\" (token ids)");
-  auto add_bos = read_bool(body, "add_bos");
-  if (has_prompt) {
-    if (!body["prompt"].is_string())
-      throw_invalid(std::string("\"prompt\" must be a string, not ") + body["prompt"].type_name());
-    req.prompt = tokenize_prompt(model, body["prompt"], "prompt", add_bos, /*parse_special=*/true);
-  } else {
-    if (!body["tokens"].is_array())
-      throw_invalid(std::string("\"tokens\" must be an array of token ids, not ") +
-                    body["tokens"].type_name());
-    req.prompt = tokenize_prompt(model, body["tokens"], "tokens", add_bos, false);
-  }
-  const uint32_t n_ctx = model.engine->info().n_ctx;
-  req.max_tokens = static_cast<int32_t>(read_int(body, "max_tokens", -1, n_ctx).value_or(128));
-  read_sampling(body, req.sampling);
-  req.stop = read_strings(body, "stop", 16).value_or(std::vector<std::string>{});
-  req.logprobs = static_cast<uint32_t>(read_int(body, "logprobs", 0, 20).value_or(0));
-  req.cache_namespace = read_string(body, "cache_namespace").value_or("");
-  req.ignore_eos = read_bool(body, "ignore_eos").value_or(false);  // extension, as llama.cpp's: benchmarks
-  check_fits(model, req);
-  return req;
-}
-
 HttpResponse generate(ModelHost& host, const HttpRequest& http) {
   LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  const bool stream = read_bool(body, "stream").value_or(true);
-  engine::GenerateRequest req = parse_generate(body, model);
-  const bool want_logprobs = req.logprobs > 0;
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
+  NativeGenerate parsed = parse_native_generate(parse_object(http.body), request_model(model));
+  const bool stream = parsed.stream;
+  const bool want_logprobs = parsed.request.logprobs > 0;
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(parsed.request), http.caller);
 
   if (!stream) {
     return collected_json(std::move(gen), [want_logprobs](const Chunk& all) {

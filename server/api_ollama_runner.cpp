@@ -56,22 +56,7 @@ HttpResponse load(ModelHost& host, const HttpRequest& http) {
 
 HttpResponse completion(ModelHost& host, const HttpRequest& http) {
   LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  auto prompt = read_string(body, "Prompt");
-  if (!prompt) throw_invalid("\"Prompt\" (a string) is required");
-  Json options = Json::object();
-  if (body.contains("Options") && !body["Options"].is_null()) {
-    if (!body["Options"].is_object()) throw_invalid("\"Options\" must be an object");
-    options = body["Options"];
-  }
-  engine::GenerateRequest req;
-  req.prompt = tokenize_prompt(model, Json(*prompt), "Prompt", std::nullopt, /*parse_special=*/true);
-  const uint32_t n_ctx = model.engine->info().n_ctx;
-  const int64_t n = read_int(options, "num_predict", -2, INT32_MAX).value_or(-1);
-  req.max_tokens = n < 0 ? -1 : static_cast<int32_t>(std::min<int64_t>(n, n_ctx));
-  read_sampling(options, req.sampling);
-  req.stop = read_strings(options, "stop", 16).value_or(std::vector<std::string>{});
-  check_fits(model, req);
+  engine::GenerateRequest req = parse_ollama_runner_completion(parse_object(http.body), request_model(model));
   engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
 
   auto format = [](const Chunk& c, bool last) {

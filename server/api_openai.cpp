@@ -47,90 +47,11 @@ std::string usage_event(Json envelope, const GenerationStats& s) {
   return sse(envelope);
 }
 
-std::vector<ChatMessage> read_messages(const Json& body) {
-  auto it = body.find("messages");
-  if (it == body.end() || !it->is_array())
-    throw_invalid("\"messages\" (an array of {role, content}) is required");
-  if (it->empty()) throw_invalid("\"messages\" is empty");
-  std::vector<ChatMessage> out;
-  for (const auto& m : *it) {
-    if (!m.is_object()) throw_invalid("each message must be an object with \"role\" and \"content\"");
-    auto role = read_string(m, "role");
-    if (!role || role->empty()) throw_invalid("each message needs a \"role\" string");
-    // OpenAI's newer name for the system role.
-    ChatMessage msg{*role == "developer" ? "system" : *role, ""};
-    auto c = m.find("content");
-    if (c != m.end() && c->is_string()) {
-      msg.content = c->get<std::string>();
-    } else if (c != m.end() && c->is_array()) {
-      for (const auto& part : *c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
-          throw_invalid("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-        msg.content += part["text"].get<std::string>();
-      }
-    } else if (c != m.end() && !c->is_null()) {
-      throw_invalid("\"content\" must be a string or an array of text parts");
-    }
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty())
-      throw_invalid("tool calls are not supported");
-    if (!valid_utf8(msg.content)) throw_invalid("message content is not valid UTF-8");
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
-// Refuses what kvtrie does not do rather than ignoring it: an answer that silently lacks a requested feature
-// (a tool call, a JSON schema) is worse than a clear 400.
-void refuse_unsupported(const Json& body) {
-  auto non_empty = [&](const char* key) {
-    return body.contains(key) && !body[key].is_null() && !body[key].empty();
-  };
-  for (const char* key : {"tools", "functions"})
-    if (non_empty(key)) throw_invalid(std::string("\"") + key + "\": tool calling is not supported");
-  if (non_empty("logit_bias")) throw_invalid("\"logit_bias\" is not supported");
-  if (non_empty("suffix")) throw_invalid("\"suffix\" is not supported");
-  if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      throw_invalid("\"response_format\": only {\"type\": \"text\"} is supported");
-  }
-  if (auto n = read_int(body, "n", 1, 128); n && *n != 1)
-    throw_invalid("\"n\": only 1 choice per request is supported");
-  if (auto n = read_int(body, "best_of", 1, 128); n && *n != 1)
-    throw_invalid("\"best_of\": only 1 is supported");
-}
-
-// What both endpoints read the same way: sampling (OpenAI's names are kvtrie's, plus top_k, min_p and
-// repeat_penalty as extensions), stop strings, the token limit and the cache namespace (vLLM's cache_salt).
-void read_common(const Json& body, const LoadedModel& model, engine::GenerateRequest& req,
-                 int32_t default_max) {
-  refuse_unsupported(body);
-  read_string(body, "model");  // any name: one model is served, and answers carry its own name
-  const uint32_t n_ctx = model.engine->info().n_ctx;
-  auto max_tokens = read_int(body, "max_completion_tokens", 1, n_ctx);
-  if (!max_tokens) max_tokens = read_int(body, "max_tokens", 1, n_ctx);
-  req.max_tokens = static_cast<int32_t>(max_tokens.value_or(default_max));
-  read_sampling(body, req.sampling);
-  req.stop = read_strings(body, "stop", 16).value_or(std::vector<std::string>{});
-  req.cache_namespace =
-      read_string(body, "cache_salt").value_or(read_string(body, "cache_namespace").value_or(""));
-}
-
+// What a streamed answer needs of the request, captured by the chunk formatters.
 struct StreamOptions {
   bool stream = false;
   bool include_usage = false;
 };
-
-StreamOptions read_stream_options(const Json& body) {
-  StreamOptions o;
-  o.stream = read_bool(body, "stream").value_or(false);
-  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
-    if (!so->is_object()) throw_invalid("\"stream_options\" must be an object");
-    if (!o.stream) throw_invalid("\"stream_options\" is only allowed with \"stream\": true");
-    o.include_usage = read_bool(*so, "include_usage").value_or(false);
-  }
-  return o;
-}
 
 Json bytes_of(const std::string& s) {
   Json out = Json::array();
@@ -177,19 +98,10 @@ Json completion_logprobs(const Tokenizer& tok, const std::vector<engine::TokenLo
 
 HttpResponse chat_completions(ModelHost& host, const HttpRequest& http) {
   LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  engine::GenerateRequest req;
-  req.prompt = tokenize_prompt(model, Json(chat_prompt(model, body)), "messages", std::nullopt,
-                               /*parse_special=*/true);
-  read_common(body, model, req, -1);
-  for (auto& s : chat_stop_strings(model.chat_format.family)) req.stop.push_back(s);
-  const bool logprobs = read_bool(body, "logprobs").value_or(false);
-  const auto top = read_int(body, "top_logprobs", 0, 20);
-  if (top && !logprobs) throw_invalid("\"top_logprobs\" needs \"logprobs\": true");
-  if (logprobs) req.logprobs = static_cast<uint32_t>(std::max<int64_t>(1, top.value_or(1)));
-  const StreamOptions so = read_stream_options(body);
-  check_fits(model, req);
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
+  OpenAiRequest parsed = parse_openai_chat(parse_object(http.body), request_model(model));
+  const StreamOptions so{parsed.stream, parsed.include_usage};
+  const bool logprobs = parsed.logprobs;
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(parsed.request), http.caller);
 
   const std::string id = next_id("chatcmpl-");
   const int64_t created = unix_now();
@@ -242,34 +154,13 @@ HttpResponse chat_completions(ModelHost& host, const HttpRequest& http) {
                                  "text/event-stream");
 }
 
-// The prompt of /v1/completions: a string, token ids, or a one-element array of either.
-Json single_prompt(const Json& body) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) throw_invalid("\"prompt\" is required");
-  const Json& p = *it;
-  if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
-    if (p.size() != 1) throw_invalid("\"prompt\": only one prompt per request is supported");
-    return p[0];
-  }
-  return p;
-}
-
 HttpResponse completions(ModelHost& host, const HttpRequest& http) {
   LoadedModel& model = host.require();
-  const Json body = parse_object(http.body);
-  const Json prompt = single_prompt(body);
-  engine::GenerateRequest req;
-  req.prompt = tokenize_prompt(model, prompt, "prompt", std::nullopt, /*parse_special=*/true);
-  read_common(body, model, req, 16);  // OpenAI's default for this endpoint
-  req.logprobs = static_cast<uint32_t>(read_int(body, "logprobs", 0, 20).value_or(0));
-  const bool echo = read_bool(body, "echo").value_or(false);
-  const StreamOptions so = read_stream_options(body);
-  check_fits(model, req);
-  const std::string echoed = !echo                ? ""
-                             : prompt.is_string() ? prompt.get<std::string>()
-                                                  : model.tokenizer->decode(req.prompt);
-  const bool logprobs = req.logprobs > 0;
-  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(req), http.caller);
+  OpenAiRequest parsed = parse_openai_completion(parse_object(http.body), request_model(model));
+  const StreamOptions so{parsed.stream, parsed.include_usage};
+  const std::string echoed = std::move(parsed.echoed);
+  const bool logprobs = parsed.logprobs;
+  engine::GenerationStream gen = submit_or_throw(*model.engine, std::move(parsed.request), http.caller);
 
   const std::string id = next_id("cmpl-");
   const int64_t created = unix_now();
@@ -334,16 +225,6 @@ HttpResponse models(ModelHost& host) {
 }
 
 }  // namespace
-
-std::string chat_prompt(const LoadedModel& model, const Json& body) {
-  const auto messages = read_messages(body);
-  RenderOptions options;
-  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
-    if (!kw->is_object()) throw_invalid("\"chat_template_kwargs\" must be an object");
-    options.enable_thinking = read_bool(*kw, "enable_thinking").value_or(true);
-  }
-  return render_chat(model.chat_format, messages, options);
-}
 
 void register_openai_api(HttpServer& server, ModelHost& host) {
   auto chat = [&host](const HttpRequest& r) { return chat_completions(host, r); };

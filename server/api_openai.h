@@ -5,21 +5,12 @@
 // error JSON of http_types.h ({"error": {"code", "message", "type"}}), which OpenAI's client libraries read.
 // Handlers run on HTTP worker threads; the ModelHost must outlive the server.
 #pragma once
-#include <string>
-
-#include "server/request_json.h"
 
 namespace kvtrie::server {
 
 class HttpServer;
 class ModelHost;
-struct LoadedModel;
 
 void register_openai_api(HttpServer& server, ModelHost& host);
-
-// The prompt text of a chat request body ("messages" with system/user/assistant/developer roles and string or
-// text-part contents; "chat_template_kwargs": {"enable_thinking": bool}) in the model's chat format. Throws
-// ApiError(InvalidRequest) naming what is wrong. llama-server's /apply-template answers with it too.
-std::string chat_prompt(const LoadedModel& model, const Json& body);
 
 }  // namespace kvtrie::server

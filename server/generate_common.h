@@ -1,8 +1,8 @@
-// Contract: what every generation API shares: reading sampling options, turning a prompt (text or token ids)
-// into validated tokens, submitting to the engine (a rejection becomes the matching ApiError), and the
-// StreamBody that pulls a GenerationStream and formats each chunk in the API's own wire format. Handlers call
-// these from HTTP worker threads; the LoadedModel must outlive the returned streams (the daemon stops the
-// HTTP server before destroying the model).
+// Contract: what every generation API shares once its request is parsed (server/generate_request.h):
+// submitting to the engine (a rejection becomes the matching ApiError), and the StreamBody that pulls a
+// GenerationStream and formats each chunk in the API's own wire format. Handlers call these from HTTP worker
+// threads; the LoadedModel must outlive the returned streams (the daemon stops the HTTP server before
+// destroying the model).
 #pragma once
 #include <chrono>
 #include <functional>
@@ -11,26 +11,15 @@
 #include <vector>
 
 #include "runner/engine/engine.h"
+#include "server/generate_request.h"
 #include "server/http_types.h"
 #include "server/model_host.h"
 #include "server/request_json.h"
 
 namespace kvtrie::server {
 
-// Prompts longer than this many bytes are refused before tokenization.
-inline constexpr size_t kMaxPromptBytes = 4u << 20;
-
-// Reads temperature, top_k, top_p, min_p, typical_p, repeat_penalty, repeat_last_n, presence_penalty,
-// frequency_penalty and seed from `obj` (same key names in every API) into `params`.
-void read_sampling(const Json& obj, SamplingParams& params);
-
-// A text prompt -> tokens (add_special: BOS as the vocab wants, or as forced by add_bos), refusing empty,
-// invalid UTF-8 and over-long prompts. A token-array prompt is checked against the vocabulary.
-std::vector<int32_t> tokenize_prompt(const LoadedModel& model, const Json& prompt, const char* key,
-                                     std::optional<bool> add_bos, bool parse_special);
-
-// Refuses prompts that leave no room in the context; fills in request.prompt-derived limits.
-void check_fits(const LoadedModel& model, const engine::GenerateRequest& request);
+// The parts of the model request parsing (server/generate_request.h) reads.
+RequestModel request_model(const LoadedModel& model);
 
 // Submits on behalf of `caller`, whose tenant salt keeps its cached prefixes apart from every other tenant's.
 engine::GenerationStream submit_or_throw(engine::Engine& engine, engine::GenerateRequest request,
