@@ -24,6 +24,7 @@ constexpr uint64_t kManyRows = 16384;
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
 std::string_view mode(const MatvecQ8Args& a) {
   if (a.swiglu) return a.quantized_out ? "norm_swiglu_qout" : "norm_swiglu";
+  if (a.qkv_pages) return "norm_qkv";
   if (a.norm) return "norm";
   return a.accumulate ? "acc" : "store";
 }
@@ -71,6 +72,18 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
                      q->stride % 16 == 0 && q->stride >= out_rows,
                  "matvec_q8: quantized_out needs swiglu, 16-row work groups and whole groups of outputs");
   }
+  if (const std::optional<QkvToPages>& kv = args.qkv_pages) {
+    // Each work group stores whole pairs of rows (rope's pairs) in one binding of y and of the pool.
+    const uint32_t kv_dim = kv->layout.kv_dim;
+    KVTRIE_CHECK(
+        args.norm && !args.swiglu && kv->rope.mode == RopeMode::Normal && kv->q_rows % 2 == 0 &&
+            kv_dim % 2 == 0 && w.rows == kv->q_rows + 2 * kv_dim && lanes * shape.rows_per_lane % 2 == 0 &&
+            kv->rope.head_dim > 0 && kv->q_rows % kv->rope.head_dim == 0 && kv_dim % kv->rope.head_dim == 0 &&
+            kv->layer < kv->layout.n_layers &&
+            w.rows <= k.device().info().max_storage_buffer_range / row_bytes(w.type, w.cols) &&
+            !kv->pools[0].empty(),
+        "matvec_q8: qkv_pages needs the joined Q/K/V rows in one binding, whole heads and normal rope");
+  }
   const uint32_t y_stride = p.y_stride ? p.y_stride : out_rows;
   const uint64_t rb = row_bytes(w.type, w.cols);
   KVTRIE_CHECK(w.data.range >= rb * w.rows, "matvec_q8: weight view is smaller than the matrix");
@@ -101,7 +114,34 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
     const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
     const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
     const vk::Binding common[] = {vk::read(wb.view), vk::read(args.x.bytes), y, vk::read(args.x.scales)};
-    if (args.quantized_out)
+    if (const std::optional<QkvToPages>& kv = args.qkv_pages) {
+      const RopeArgs& rope = kv->rope;
+      const struct {
+        Push base;
+        uint32_t q_rows, kv_dim, head_dim, rope_dims, has_factors;
+        float freq_base;
+        uint32_t page_tokens, n_layers, layer, pages_per_binding;
+      } kv_push{push,
+                kv->q_rows,
+                kv->layout.kv_dim,
+                rope.head_dim,
+                rope.rope_dims ? rope.rope_dims : rope.head_dim,
+                rope.freq_factors.empty() ? 0u : 1u,
+                rope.freq_base,
+                kv->layout.page_tokens,
+                kv->layout.n_layers,
+                kv->layer,
+                kv->pages_per_binding ? kv->pages_per_binding : UINT32_MAX / 2};
+      const vk::BufferView factors =
+          rope.freq_factors.empty() ? rope.positions : rope.freq_factors;  // unread
+      vk::BufferView pools[4];
+      for (size_t i = 0; i < 4; ++i) pools[i] = kv->pools[i].empty() ? kv->pools[0] : kv->pools[i];
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms), vk::read(kv->slots),
+                    vk::read(rope.positions), vk::read(factors), vk::write(pools[0]), vk::write(pools[1]),
+                    vk::write(pools[2]), vk::write(pools[3])},
+                   kv_push, grid.x, grid.y, gz);
+    } else if (args.quantized_out)
       rec.dispatch(pipeline,
                    {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms),
                     vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales)},

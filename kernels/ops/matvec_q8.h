@@ -8,7 +8,10 @@
 //   accumulate:    y += W x (the residual add) instead of y = W x;
 //   swiglu:        W is [gate; up] (2n rows) and y gets n rows of silu(gate x) * (up x) (with norm);
 //   quantized_out: (with swiglu) y is also written quantized, as quantize_q8 would write it, for the next
-//                  product.
+//                  product;
+//   qkv_pages:     (with norm; the joined Q/K/V product) Q is stored rotated by normal-mode rope, and K
+//                  rotated and V go as f16 into the KV pages, as kv_write_rope with Q's rope would leave
+//                  them (ops.h), in the product's own dispatch.
 // Against an f32 product the error is that of rounding x to 8 bits per 16 values (about 0.4% of the
 // group's largest |x| per value); the integer sums themselves are exact.
 // Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size
@@ -17,13 +20,28 @@
 // integers computed portably elsewhere.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 
+#include "kernels/ops/kv_layout.h"
 #include "kernels/ops/matvec.h"
+#include "kernels/ops/ops.h"
 #include "kernels/ops/quantized_x.h"
 
 namespace kvtrie::kernels {
+
+// Where the Q/K/V product's rows go besides y (MatvecQ8Args::qkv_pages): rows [0, q_rows) are Q, then
+// layout.kv_dim rows of K and of V.
+struct QkvToPages {
+  uint32_t q_rows = 0;
+  RopeArgs rope;  // normal mode: positions (a token each), freq_factors, head_dim, rope_dims, freq_base
+  vk::BufferView slots;                   // int32 a token: page * P + slot in page, < 0: not stored
+  std::array<vk::BufferView, 4> pools{};  // the page pool, pages_per_binding pages a binding (empty: unused)
+  uint32_t pages_per_binding = 0;         // 0: the whole pool in pools[0]
+  KvLayout layout;
+  uint32_t layer = 0;
+};
 
 struct MatvecQ8Args {
   MatmulArgs product;  // W, y (y_stride), tokens; product.x is not read: the input is `x`
@@ -32,6 +50,7 @@ struct MatvecQ8Args {
   bool accumulate = false;
   bool swiglu = false;                      // requires norm (the FFN's gate/up product)
   std::optional<QuantizedX> quantized_out;  // with swiglu: y quantized too (bytes and scales)
+  std::optional<QkvToPages> qkv_pages;      // with norm: Q rotated, K and V into the pages
 };
 
 struct QuantizeQ8Args {

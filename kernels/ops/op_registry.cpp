@@ -102,7 +102,7 @@ constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 std::span<const std::string_view> matvec_q8_variants() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (const char* mode : {"store", "norm", "acc", "norm_swiglu", "norm_swiglu_qout"})
+    for (const char* mode : {"store", "norm", "acc", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"})
       for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
         out.push_back(std::string(mode) + "_" + type);
     return out;

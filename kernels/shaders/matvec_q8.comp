@@ -13,7 +13,10 @@
 // here from each token's inv_rms; ACCUMULATE: y += W x (a residual add); SWIGLU: the work group also computes
 // the up row `up_row` rows below each gate row and writes silu(gate) * up; QUANT_OUT (with SWIGLU): the
 // outputs are also written quantized for the next product (the down projection), each work group's 16
-// outputs a token one group, quantized as quantize_q8.comp would quantize them.
+// outputs a token one group, quantized as quantize_q8.comp would quantize them; QKV_PAGES (the joined Q/K/V
+// product): Q is stored rotated by normal-mode rope, and K (rotated) and V go as f16 into the KV pages at
+// each token's slot, as kv_write.comp's QKV build would store them (rope.glsl, kv_layout.h), so the decode
+// step needs no dispatch of its own for them. A work group's rows come in pairs (its row count is even).
 // Batch invariance: a token's result is built by the same operations in the same order whatever MAX_COLS
 // and the token count (the unit split depends only on the row length and TPR, the reductions are fixed
 // trees), so one token alone and in any batch get bit-identical results.
@@ -48,6 +51,16 @@ layout(set = 0, binding = 4) readonly buffer R { float inv_rms_of[]; };  // per 
 layout(set = 0, binding = 5) writeonly buffer OQ { uvec4 out_q[]; };  // as XQ, out_stride values a token
 layout(set = 0, binding = 6) writeonly buffer ODS { vec2 out_ds[]; };
 #endif
+#ifdef QKV_PAGES
+layout(set = 0, binding = 5) readonly buffer Slots { int slots[]; };  // page * P + slot in page; < 0: skip
+layout(set = 0, binding = 6) readonly buffer Pos { int positions[]; };
+layout(set = 0, binding = 7) readonly buffer Factors { float factors[]; };
+// The page pool in up to four bindings of pages_per_binding pages (unused ones repeat the first).
+layout(set = 0, binding = 8) writeonly buffer Pages0 { uint pages0[]; };
+layout(set = 0, binding = 9) writeonly buffer Pages1 { uint pages1[]; };
+layout(set = 0, binding = 10) writeonly buffer Pages2 { uint pages2[]; };
+layout(set = 0, binding = 11) writeonly buffer Pages3 { uint pages3[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint rows;        // output rows (gate rows in SWIGLU)
@@ -61,14 +74,39 @@ layout(push_constant) uniform Push {
   uint up_row;      // SWIGLU: weight rows from a gate row to its up row
   uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size
   uint out_stride;  // QUANT_OUT: values between tokens in the quantized output (a multiple of 16)
+#ifdef QKV_PAGES
+  uint q_rows;  // Q's rows; K's and V's kv_dim rows each follow
+  uint kv_dim;
+  uint head_dim;
+  uint rope_dims;  // even, <= head_dim
+  uint has_factors;
+  float freq_base;
+  uint page_tokens;  // P
+  uint n_layers;
+  uint layer;
+  uint pages_per_binding;
+#endif
 } pc;
 
 #include "q8_activations.glsl"
 #include "matvec_q8_units.glsl"
 
 shared float partial[SUBGROUPS * NUM_ROWS * ROW_SETS * MAX_COLS];
-#ifdef QUANT_OUT
+#if defined(QUANT_OUT) || defined(QKV_PAGES)
 shared float outputs[SUBGROUPS * NUM_ROWS * MAX_COLS];  // token t's output row r at t * wg_rows + r - wg_row0
+#endif
+#ifdef QKV_PAGES
+#include "rope.glsl"
+void store_page_word(uint binding, uint word, uint value) {
+  if (binding == 0u)
+    pages0[word] = value;
+  else if (binding == 1u)
+    pages1[word] = value;
+  else if (binding == 2u)
+    pages2[word] = value;
+  else
+    pages3[word] = value;
+}
 #endif
 
 void main() {
@@ -141,14 +179,16 @@ void main() {
 #ifdef SWIGLU
     s = s / (1.0 + exp(-s)) * up;
 #endif
+#if defined(QUANT_OUT) || defined(QKV_PAGES)
+    outputs[t * wg_rows + r - wg_row0] = s;
+#endif
+#ifndef QKV_PAGES
     uint yo = (tok0 + t) * pc.y_stride + pc.y_row0 + r;
 #ifdef ACCUMULATE
     y[yo] += s;
 #else
     y[yo] = s;
 #endif
-#ifdef QUANT_OUT
-    outputs[t * wg_rows + r - wg_row0] = s;
 #endif
   }
 #ifdef QUANT_OUT
@@ -167,6 +207,37 @@ void main() {
     uint oi = (tok0 + t) * pc.out_stride / 16u + (pc.y_row0 + r) / 16u;
     out_q[oi] = q.q;
     out_ds[oi] = vec2(q.d, intBitsToFloat(q.s));
+  }
+#endif
+#ifdef QKV_PAGES
+  // Each pair of rows (2i, 2i + 1 of a head: rope's pairs) of each token: Q rotated into y; K rotated and V
+  // into the pages (y keeps them unrotated, as kv_write leaves them).
+  barrier();
+  uint pairs = wg_rows / 2u;
+  for (uint o = tid; o < pairs * MAX_COLS; o += gl_WorkGroupSize.x) {
+    uint t = o / pairs, p = o % pairs;
+    uint r = wg_row0 + 2u * p;
+    if (r >= pc.rows || t >= ncols) continue;
+    uint tok = tok0 + t;
+    vec2 v = vec2(outputs[t * wg_rows + 2u * p], outputs[t * wg_rows + 2u * p + 1u]);
+    bool is_q = r < pc.q_rows, is_k = !is_q && r < pc.q_rows + pc.kv_dim;
+    uint c = is_q ? r : (is_k ? r - pc.q_rows : r - pc.q_rows - pc.kv_dim);  // column in Q, K or V
+    uint i = (c % pc.head_dim) / 2u;  // the pair's index inside its head
+    vec2 rotated = v;
+    if ((is_q || is_k) && 2u * i < pc.rope_dims)
+      rotated = rope_rotate(v, i, pc.rope_dims, pc.freq_base, pc.has_factors != 0u ? factors[i] : 1.0,
+                            positions[tok]);
+    uint yo = tok * pc.y_stride + pc.y_row0 + r;
+    vec2 stored = is_q ? rotated : v;
+    y[yo] = stored.x;
+    y[yo + 1u] = stored.y;
+    int slot = slots[tok];
+    if (is_q || slot < 0) continue;
+    uint page = uint(slot) / pc.page_tokens, in_page = uint(slot) % pc.page_tokens;
+    uint block = pc.page_tokens * pc.kv_dim;  // halves in one K (or V) block
+    uint half_index = (page % pc.pages_per_binding) * pc.n_layers * 2u * block + pc.layer * 2u * block +
+                      (is_k ? 0u : block) + in_page * pc.kv_dim + c;
+    store_page_word(page / pc.pages_per_binding, half_index / 2u, packHalf2x16(is_k ? rotated : v));
   }
 #endif
 }

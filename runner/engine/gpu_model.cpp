@@ -334,9 +334,11 @@ struct GpuModel::Impl {
   }
   // The columns [col, col + w.rows) of out (a token every out_stride floats) = w . rms_norm(x) * norm,
   // for each (w, col); the norm is folded into the products where they all take matvec_q8.
+  // With to_pages (one part, on matvec_q8): the product also rotates Q and stores K and V in the pages.
   void normed_products(const DeviceTensor& norm,
                        std::initializer_list<std::pair<const DeviceTensor*, uint32_t>> parts,
-                       const vk::Buffer& out, uint32_t out_stride, uint32_t T) {
+                       const vk::Buffer& out, uint32_t out_stride, uint32_t T,
+                       const kernels::QkvToPages* to_pages = nullptr) {
     bool fold = true;
     for (const auto& [w, col] : parts) fold = fold && q8(*w, T);
     if (fold) {
@@ -346,6 +348,7 @@ struct GpuModel::Impl {
         kernels::MatvecQ8Args a = q8_args(
             *w, quantized, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4), T, out_stride);
         a.norm = true;
+        if (to_pages != nullptr) a.qkv_pages = *to_pages;
         kernels::matvec_q8(*rec, kernels, a);
       }
       return;
@@ -375,17 +378,12 @@ struct GpuModel::Impl {
     pending_residual = true;
   }
 
-  void attention_block(const DeviceLayer& w, uint32_t l, uint32_t T, uint32_t max_position) {
+  // What comes between the Q/K/V products and attention when the product does not do it: biases, head
+  // norms and rope, then K and V into the pages of each chunk.
+  void store_kv(const DeviceLayer& w, uint32_t l, uint32_t T, vk::BufferView q, vk::BufferView k,
+                vk::BufferView v, const kernels::RopeArgs& k_rope, const kernels::RopeArgs& q_rope) {
     const uint32_t q_dim = config.n_heads * config.head_dim_k;
     const uint32_t kv_dim = layout.kv_dim;
-    // Q, K and V of the normed residual stream: one product where the matrices are joined and K, V sit
-    // right after Q in qkv.
-    if (w.wqkv.buffer.valid() && k_col == q_dim && v_col == q_dim + kv_dim)
-      normed_products(w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T);
-    else
-      normed_products(w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride, T);
-    const vk::BufferView q = qkv.view(), k = qkv.view(uint64_t{k_col} * 4, qkv.size() - uint64_t{k_col} * 4),
-                         v = qkv.view(uint64_t{v_col} * 4, qkv.size() - uint64_t{v_col} * 4);
     if (config.has_qkv_bias) {
       kernels::add_bias(*rec, kernels, q, w.bq.view(), T, q_dim, qkv_stride);
       kernels::add_bias(*rec, kernels, k, w.bk.view(), T, kv_dim, qkv_stride);
@@ -397,8 +395,6 @@ struct GpuModel::Impl {
     }
     // Normal-mode rope rotates K on its way into the pages and Q in place in the same dispatch (two
     // dispatches and a barrier level fewer).
-    kernels::RopeArgs k_rope = rope_args(k, T, config.n_kv_heads);
-    const kernels::RopeArgs q_rope = rope_args(q, T, config.n_heads);
     const bool fused_rope = k_rope.mode == kernels::RopeMode::Normal;
     if (!fused_rope) {
       rope(q, T, config.n_heads);
@@ -421,6 +417,36 @@ struct GpuModel::Impl {
       else
         kernels::kv_write(*rec, kernels, kw);
     }
+  }
+
+  void attention_block(const DeviceLayer& w, uint32_t l, uint32_t T, uint32_t max_position) {
+    const uint32_t q_dim = config.n_heads * config.head_dim_k;
+    const uint32_t kv_dim = layout.kv_dim;
+    const vk::BufferView q = qkv.view(), k = qkv.view(uint64_t{k_col} * 4, qkv.size() - uint64_t{k_col} * 4),
+                         v = qkv.view(uint64_t{v_col} * 4, qkv.size() - uint64_t{v_col} * 4);
+    const kernels::RopeArgs k_rope = rope_args(k, T, config.n_kv_heads);
+    const kernels::RopeArgs q_rope = rope_args(q, T, config.n_heads);
+    // Q, K and V of the normed residual stream: one product where the matrices are joined and K, V sit
+    // right after Q in qkv. On matvec_q8 that product also rotates Q and stores K and V in the pages, where
+    // nothing else comes between it and normal-mode rope (a dispatch and a barrier level fewer).
+    const bool joined = w.wqkv.buffer.valid() && k_col == q_dim && v_col == q_dim + kv_dim;
+    std::optional<kernels::QkvToPages> to_pages;
+    if (joined && q8(w.wqkv, T) && k_rope.mode == kernels::RopeMode::Normal && !config.has_qkv_bias &&
+        !config.has_qk_norm) {
+      to_pages.emplace();
+      to_pages->q_rows = q_dim;
+      to_pages->rope = k_rope;
+      to_pages->slots = slots.view();
+      for (size_t c = 0; c < kv_chunks.size(); ++c) to_pages->pools[c] = kv_chunks[c].view;
+      to_pages->pages_per_binding = kv_chunks.size() > 1 ? kv_chunks[0].page_count : 0;
+      to_pages->layout = layout;
+      to_pages->layer = l;
+    }
+    if (joined)
+      normed_products(w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T, to_pages ? &*to_pages : nullptr);
+    else
+      normed_products(w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride, T);
+    if (!to_pages) store_kv(w, l, T, q, k, v, k_rope, q_rope);
     kernels::AttentionArgs at;
     at.q = q;
     at.q_stride = qkv_stride;

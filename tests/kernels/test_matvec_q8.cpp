@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/ops/matvec_q8.h"
+#include "kernels/ops/ops.h"
 #include "kernels/ops/weight_format.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/staging.h"
@@ -273,6 +274,130 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
       EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
           << "token " << t << " differs alone vs in a batch of " << tokens;
     }
+  }
+}
+
+// The joined Q/K/V product with qkv_pages: Q rotated in y, K rotated and V stored as f16 in the pages (a
+// pool bound as two chunks, a skipped token), against the product followed by kv_write_rope with Q's rope,
+// alone and in batches. Unrotated values must match exactly; rotated ones within what FMA contraction of
+// the rotation allows (one f16 unit in the last place, as in test_kv_write.cpp; 1e-6 relative in f32).
+TEST_P(MatvecQ8Test, QkvProductRotatesQAndStoresKvAsKvWriteRopeDoes) {
+  const TensorType type = GetParam();
+  const uint32_t cols = test_cols(type).back(), head_dim = 16, q_heads = 4, kv_heads = 2, rope_dims = 12;
+  const KvLayout layout{2, 4, kv_heads * head_dim};
+  const uint32_t q_rows = q_heads * head_dim, rows = q_rows + 2 * layout.kv_dim, pages_per_chunk = 3;
+  const TensorType format = device_format(type, cols);
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  const vk::Buffer w = device_weights(m, type, rows, cols);
+  const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f);
+  const std::vector<float> factors = random_floats(rope_dims / 2, 1.0f, 8.0f);
+  const std::vector<uint16_t> pool_init = [&] {
+    std::vector<uint16_t> p(layout.page_elements() * 2 * pages_per_chunk);
+    for (uint16_t& h : p) h = fp32_to_fp16(random_floats(1)[0]);
+    return p;
+  }();
+  const vk::Device& dev = context().device();
+  for (uint32_t tokens : {1u, 11u}) {
+    SCOPED_TRACE("tokens " + std::to_string(tokens));
+    const std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
+    std::vector<int32_t> positions(tokens), slots(tokens);
+    for (uint32_t t = 0; t < tokens; ++t) {
+      positions[t] = static_cast<int32_t>(t * 37 + 5);
+      slots[t] = t == 2 ? -1 : static_cast<int32_t>((t * 7 + 3) % (layout.page_tokens * 2 * pages_per_chunk));
+    }
+    const vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), fb = device_buffer(factors);
+    const vk::Buffer pb = device_buffer(positions), sb = device_buffer(slots);
+    const QuantizedBuffers in(dev, tokens, cols);
+    struct Run {
+      std::vector<float> y;
+      std::vector<uint16_t> pool;
+    };
+    auto run_path = [&](bool fused) {
+      Kernels k(context(), Prewarm::No);
+      const vk::Buffer yb = device_buffer(std::vector<float>(uint64_t{tokens} * rows));
+      std::vector<vk::Buffer> chunks;
+      for (uint32_t c = 0; c < 2; ++c)
+        chunks.push_back(device_buffer(
+            std::vector<uint16_t>(pool_init.begin() + c * pages_per_chunk * layout.page_elements(),
+                                  pool_init.begin() + (c + 1) * pages_per_chunk * layout.page_elements())));
+      RopeArgs rope;
+      rope.positions = pb.view(0, uint64_t{tokens} * 4);
+      rope.freq_factors = fb.view(0, factors.size() * 4);
+      rope.n_tokens = tokens;
+      rope.head_dim = head_dim;
+      rope.rope_dims = rope_dims;
+      rope.freq_base = 500000.0f;
+      rope.token_stride = rows;
+      vk::CommandRecorder rec(context());
+      rec.begin();
+      quantize(rec, k, xb, tokens, cols, nb.view(0, uint64_t{cols} * 4), in.view(cols));
+      MatvecQ8Args a;
+      a.product = {{w.view(0, row_bytes(format, cols) * rows), format, rows, cols}, {}, yb.view(), tokens};
+      a.x = in.view(cols);
+      a.norm = true;
+      if (fused) {
+        QkvToPages kv;
+        kv.q_rows = q_rows;
+        kv.rope = rope;
+        kv.slots = sb.view(0, uint64_t{tokens} * 4);
+        kv.pools = {chunks[0].view(), chunks[1].view(), {}, {}};
+        kv.pages_per_binding = pages_per_chunk;
+        kv.layout = layout;
+        kv.layer = 1;
+        a.qkv_pages = kv;
+      }
+      matvec_q8(rec, k, a);
+      if (!fused) {
+        for (uint32_t c = 0; c < 2; ++c) {
+          KvWriteArgs kw;
+          kw.k = yb.view(uint64_t{q_rows} * 4, (uint64_t{tokens} * rows - q_rows) * 4);
+          kw.v = yb.view(uint64_t{q_rows + layout.kv_dim} * 4,
+                         (uint64_t{tokens} * rows - q_rows - layout.kv_dim) * 4);
+          kw.k_stride = kw.v_stride = rows;
+          kw.slots = sb.view(0, uint64_t{tokens} * 4);
+          kw.pages = chunks[c].view();
+          kw.layout = layout;
+          kw.layer = 1;
+          kw.n_tokens = tokens;
+          kw.page_begin = c * pages_per_chunk;
+          kw.page_count = pages_per_chunk;
+          RopeArgs q_rope = rope;
+          q_rope.x = yb.view(0, uint64_t{tokens} * rows * 4);
+          q_rope.n_heads = q_heads;
+          kv_write_rope(rec, k, kw, rope, c == 0 ? &q_rope : nullptr);
+        }
+      }
+      rec.end();
+      rec.submit_and_wait();
+      Run r{read_back<float>(yb, uint64_t{tokens} * rows), {}};
+      for (const vk::Buffer& c : chunks) {
+        const std::vector<uint16_t> part = read_back<uint16_t>(c, pages_per_chunk * layout.page_elements());
+        r.pool.insert(r.pool.end(), part.begin(), part.end());
+      }
+      return r;
+    };
+    const Run fused = run_path(true), split = run_path(false);
+    int bad = 0;
+    for (size_t i = 0; i < fused.y.size() && bad < 5; ++i) {
+      const bool q_row = i % rows < q_rows;
+      const float tol = q_row ? 1e-6f * std::max(1.0f, std::abs(split.y[i])) : 0.0f;
+      if (!(std::abs(fused.y[i] - split.y[i]) <= tol)) {
+        ADD_FAILURE() << "y[" << i / rows << "][" << i % rows << "] = " << fused.y[i] << ", want "
+                      << split.y[i];
+        ++bad;
+      }
+    }
+    size_t changed = 0;
+    for (size_t i = 0; i < fused.pool.size() && bad < 10; ++i) {
+      if (std::abs(int{fused.pool[i]} - int{split.pool[i]}) > 1) {
+        ADD_FAILURE() << "pool element " << i << ": " << fused.pool[i] << ", want " << split.pool[i];
+        ++bad;
+      }
+      changed += fused.pool[i] != pool_init[i];
+    }
+    // Every stored token wrote K and V of its slot: (tokens - 1 skipped) * 2 * kv_dim halves at most changed.
+    EXPECT_GT(changed, 0u);
+    EXPECT_LE(changed, uint64_t{tokens} * 2 * layout.kv_dim);
   }
 }
 
