@@ -1,6 +1,6 @@
-// Activations quantized for the integer products of matvec_q8.comp, also written ahead of them by
-// quantize_q8.comp (so both round identically): 16 values to bytes q with scale d = max|x| / 127,
-// q = round(x / d), and s = sum(q). With SUM_OF_SQUARES the includer has `readonly buffer { vec4 x4[]; }`.
+// Activations quantized for the integer products of matvec_q8.comp, by every shader that writes them
+// (quantize_q8.comp, the SwiGLU product's QUANT_OUT, attention_combine's), so all round identically: 16
+// values to bytes q with scale d = max|x| / 127, q = round(x / d), and s = sum(q).
 
 // 16 x values as bytes: x ~= d * q, s = sum(q).
 struct XGroup {
@@ -25,21 +25,3 @@ XGroup quantize16(vec4 v0, vec4 v1, vec4 v2, vec4 v3) {
   g.s = (s4.x + s4.y) + (s4.z + s4.w);
   return g;
 }
-
-#ifdef SUM_OF_SQUARES
-// The sum of squares of row x4[row4 .. row4 + n4) (vec4s) taken by thread tid of `threads` in the canonical
-// order shared by matvec_q8.comp and quantize_q8.comp: vec4s tid, tid + threads, ... with one fma chain.
-// The work group then sums the threads' parts with subgroupAdd, and the subgroups' sums in order.
-float sum_of_squares(uint row4, uint n4, uint tid, uint threads) {
-  precise float ss = 0.0;
-  for (uint i = tid; i < n4; i += threads) {
-    vec4 v = x4[row4 + i];
-    ss = fma(v.x, v.x, ss);
-    ss = fma(v.y, v.y, ss);
-    ss = fma(v.z, v.z, ss);
-    ss = fma(v.w, v.w, ss);
-  }
-  return ss;
-}
-#endif
-

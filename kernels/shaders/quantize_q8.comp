@@ -1,9 +1,9 @@
 #version 450
-// quantize_q8[_norm]: x quantized as matvec_q8 multiplies it, once per batch instead of once per work group
-// of every product (matvec_q8.comp's PREQUANT builds read it). Work group t takes token t: every 16 values
-// (times norm_weight with NORM) become bytes and (scale, sum as float bits); with NORM the token's 1 / rms
-// is written too, its sum of squares taken in matvec_q8's canonical order with the same work-group size, so
-// a token quantized here gets the bits it would get inside matvec_q8 alone.
+// quantize_q8[_norm]: x quantized as matvec_q8 multiplies it (q8_activations.glsl), once for every product
+// that reads it. Work group t takes token t: every 16 values (times norm_weight with NORM) become bytes and
+// (scale, sum as float bits); with NORM the token's 1 / rms is written apart, its sum of squares taken in one
+// fixed order (sum_of_squares with this work-group size, then the subgroups' sums in order), so a token gets
+// the same bits alone and in any batch.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
@@ -15,7 +15,6 @@ layout(set = 0, binding = 2) writeonly buffer XDS { vec2 xds[]; };
 #ifdef NORM
 layout(set = 0, binding = 3) readonly buffer N { vec4 norm4[]; };
 layout(set = 0, binding = 4) writeonly buffer R { float inv_rms_of[]; };
-#define SUM_OF_SQUARES
 #endif
 
 layout(push_constant) uniform Push {
@@ -26,6 +25,23 @@ layout(push_constant) uniform Push {
 } pc;
 
 #include "q8_activations.glsl"
+
+#ifdef NORM
+// This thread's part of the sum of squares of row x4[row4 .. row4 + n4) (vec4s): vec4s tid, tid + threads,
+// ... with one fma chain. The work group then sums the parts with subgroupAdd, and the subgroups' sums in
+// order: one fixed order.
+float sum_of_squares(uint row4, uint n4, uint tid, uint threads) {
+  precise float ss = 0.0;
+  for (uint i = tid; i < n4; i += threads) {
+    vec4 v = x4[row4 + i];
+    ss = fma(v.x, v.x, ss);
+    ss = fma(v.y, v.y, ss);
+    ss = fma(v.z, v.z, ss);
+    ss = fma(v.w, v.w, ss);
+  }
+  return ss;
+}
+#endif
 
 shared float partial[64];
 
