@@ -53,6 +53,12 @@ vk::SpecConstants spec_matvec_q8_t1r1(const vk::Device& d) {
 vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
   return spec_matvec_q8(d, kMatvecQ8Rows, 8);
 }
+// quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
+// holds 64 subgroups), so that the decode step's single token is quantized in few rounds of loads.
+vk::SpecConstants spec_quantize_q8(const vk::Device& d) {
+  const uint32_t sg = std::max(d.subgroup_size(), 1u);
+  return {std::min({512u, 64 * sg, d.info().max_workgroup_size_x, d.info().max_workgroup_invocations})};
+}
 // Which build of matvec_q8 and of the cooperative-matrix matmul a device runs (one of each).
 bool matvec_q8_int_dot(const vk::Device& d) {
   return matvec_q8_uses_int_dot(d);
@@ -142,7 +148,7 @@ const OpRegistration kOps[] = {
     {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
-    {"quantize_q8", kQuantizeQ8, spec_matvec},
+    {"quantize_q8", kQuantizeQ8, spec_quantize_q8},
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
-layout(local_size_x_id = 0) in;  // matvec_q8's work-group size
+layout(local_size_x_id = 0) in;  // fixed per device (op_registry.cpp): the sum of squares' order follows it
 
 layout(set = 0, binding = 0) readonly buffer X { vec4 x4[]; };
 layout(set = 0, binding = 1) writeonly buffer XQ { uvec4 xq[]; };
