@@ -128,13 +128,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       const std::string_view mode = shape.mode;
       const bool normed = mode == "norm" || mode == "norm_swiglu";
       const uint32_t q_stride = (shape.cols + 15) / 16 * 16, out_stride = (shape.rows / 2 + 15) / 16 * 16;
-      vk::Buffer xq(dev, uint64_t{max_tokens} * q_stride + 16, vk::MemoryKind::DeviceLocal);
-      vk::Buffer xq_scales(dev, uint64_t{max_tokens} * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
-      vk::Buffer xq_inv_rms(dev, uint64_t{max_tokens} * 4 + 16, vk::MemoryKind::DeviceLocal);
-      const kernels::QuantizedX quantized{xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride};
-      vk::Buffer oq(dev, uint64_t{max_tokens} * out_stride + 16, vk::MemoryKind::DeviceLocal);
-      vk::Buffer oq_scales(dev, uint64_t{max_tokens} * out_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
-      const kernels::QuantizedX quantized_out{oq.view(), oq_scales.view(), {}, out_stride};
+      const kernels::QuantizedBuffers xq(dev, max_tokens, q_stride, true),
+          oq(dev, max_tokens, out_stride, false);
+      const kernels::QuantizedX quantized = xq.view(), quantized_out = oq.view();
       {
         kernels::QuantizeQ8Args qa;
         qa.x = x.view();

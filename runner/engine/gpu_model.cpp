@@ -50,7 +50,7 @@ struct GpuModel::Impl {
   // matvec_q8's inputs quantized once (kernels::QuantizedX), q_stride values a token: xq the normed
   // residual stream (with each token's 1 / rms), hq a hidden vector (attention's output, the SwiGLU output
   // that the gate/up product writes quantized while its own input xq is read).
-  vk::Buffer xq, xq_scales, xq_inv_rms, hq, hq_scales;
+  kernels::QuantizedBuffers xq, hq;
   vk::Buffer x_f16;  // a product's x as f16, for matmul's tensor-core paths (give_f16_x)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
@@ -123,11 +123,8 @@ struct GpuModel::Impl {
     attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16), vk::MemoryKind::DeviceLocal);
     q_stride = static_cast<uint32_t>(
         (std::max({uint64_t{config.n_embd}, q_dim, uint64_t{config.n_ff}}) + 15) / 16 * 16);
-    xq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
-    xq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
-    xq_inv_rms = scratch(dev, T);
-    hq = vk::Buffer(dev, T * q_stride + 16, vk::MemoryKind::DeviceLocal);
-    hq_scales = vk::Buffer(dev, T * q_stride / 2 + 16, vk::MemoryKind::DeviceLocal);
+    xq = kernels::QuantizedBuffers(dev, T, q_stride, true);
+    hq = kernels::QuantizedBuffers(dev, T, q_stride, false);
     if (options.coopmat2 || (options.f16_x && kernels::coopmat_supported(dev)))
       x_f16 = vk::Buffer(dev, T * q_stride * 2 + 16, vk::MemoryKind::DeviceLocal);
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
@@ -301,8 +298,8 @@ struct GpuModel::Impl {
     return a;
   }
   // Where matvec_q8 finds its inputs quantized: the normed residual stream, and a hidden vector.
-  kernels::QuantizedX normed_q() const { return {xq.view(), xq_scales.view(), xq_inv_rms.view(), q_stride}; }
-  kernels::QuantizedX hidden_q() const { return {hq.view(), hq_scales.view(), {}, q_stride}; }
+  kernels::QuantizedX normed_q() const { return xq.view(); }
+  kernels::QuantizedX hidden_q() const { return hq.view(); }
   // A product input quantized once (rms_norm(in) * norm into normed_q() when a norm is given, else into
   // hidden_q()) for every matvec_q8 product that reads it: a dispatch and a barrier of its own, but the
   // products then need no x work and run in small work groups (kernels/ops/matvec_q8.h).

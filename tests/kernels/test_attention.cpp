@@ -309,16 +309,12 @@ TEST_P(AttentionTest, QuantizedOutputEqualsQuantizingTheOutput) {
   vk::Buffer pool = device_buffer(make_pool());
   const vk::Device& dev = context().device();
   const uint64_t values = uint64_t{b.tokens} * width;
-  vk::Buffer bytes(dev, values, vk::MemoryKind::DeviceLocal),
-      scales(dev, values / 2, vk::MemoryKind::DeviceLocal);
+  const QuantizedBuffers got(dev, b.tokens, width, false), want(dev, b.tokens, width, false);
   const std::vector<float> plain = run(b, {&pool}, 16);
-  const std::vector<float> out =
-      run(b, {&pool}, 16, 0, false, QuantizedX{bytes.view(), scales.view(), {}, width});
+  const std::vector<float> out = run(b, {&pool}, 16, 0, false, got.view());
   EXPECT_EQ(std::memcmp(plain.data(), out.data(), values * sizeof(float)), 0);
 
   vk::Buffer ob = device_buffer(out);
-  vk::Buffer want_bytes(dev, values, vk::MemoryKind::DeviceLocal);
-  vk::Buffer want_scales(dev, values / 2, vk::MemoryKind::DeviceLocal);
   Kernels k(context(), Prewarm::No);
   vk::CommandRecorder rec(context());
   rec.begin();
@@ -326,12 +322,12 @@ TEST_P(AttentionTest, QuantizedOutputEqualsQuantizingTheOutput) {
   q.x = ob.view();
   q.tokens = b.tokens;
   q.cols = width;
-  q.out = {want_bytes.view(), want_scales.view(), {}, width};
+  q.out = want.view();
   quantize_q8(rec, k, q);
   rec.end();
   rec.submit_and_wait();
-  EXPECT_EQ(read_back<uint8_t>(bytes, values), read_back<uint8_t>(want_bytes, values));
-  EXPECT_EQ(read_back<uint32_t>(scales, values / 8), read_back<uint32_t>(want_scales, values / 8));
+  EXPECT_EQ(read_back<uint8_t>(got.bytes, values), read_back<uint8_t>(want.bytes, values));
+  EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the

@@ -126,14 +126,6 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     a.out = q;
     quantize_q8(rec, k, a);
   }
-  struct QuantizedBuffers {
-    vk::Buffer bytes, scales, inv_rms;
-    QuantizedBuffers(const vk::Device& dev, uint32_t tokens, uint32_t stride)
-        : bytes(dev, uint64_t{tokens} * stride + 16, vk::MemoryKind::DeviceLocal),
-          scales(dev, uint64_t{tokens} * stride / 2 + 16, vk::MemoryKind::DeviceLocal),
-          inv_rms(dev, uint64_t{tokens} * 4 + 16, vk::MemoryKind::DeviceLocal) {}
-    QuantizedX view(uint32_t stride) const { return {bytes.view(), scales.view(), inv_rms.view(), stride}; }
-  };
 
   // Runs matvec_q8 with `fold` for `tokens` vectors, x quantized first by quantize_q8 (as the engine runs
   // it); y starts as y0 (read by Accumulate). With `quantized_out` (NormSwiglu) the product also writes its
@@ -145,22 +137,22 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), yb = device_buffer(y0);
     const vk::Device& dev = context().device();
     const uint32_t out_rows = fold == Fold::NormSwiglu ? w_rows / 2 : w_rows;
-    const QuantizedBuffers in(dev, tokens, cols), out(dev, tokens, out_rows),
-        requantized(dev, tokens, out_rows);
+    const QuantizedBuffers in(dev, tokens, cols, true), out(dev, tokens, out_rows, false),
+        requantized(dev, tokens, out_rows, false);
     const bool norm_fold = fold == Fold::Norm || fold == Fold::NormSwiglu;
     vk::CommandRecorder rec(context());
     rec.begin();
     quantize(rec, k, xb, tokens, cols, norm_fold ? nb.view(0, uint64_t{cols} * 4) : vk::BufferView{},
-             in.view(cols));
+             in.view());
     MatvecQ8Args a;
     a.product = {{w.view(0, row_bytes(format, cols) * w_rows), format, w_rows, cols}, {}, yb.view(), tokens};
-    a.x = in.view(cols);
+    a.x = in.view();
     a.norm = norm_fold;
     a.accumulate = fold == Fold::Accumulate;
     a.swiglu = fold == Fold::NormSwiglu;
-    if (quantized_out) a.quantized_out = out.view(out_rows);
+    if (quantized_out) a.quantized_out = out.view();
     matvec_q8(rec, k, a);
-    if (quantized_out) quantize(rec, k, yb, tokens, out_rows, {}, requantized.view(out_rows));
+    if (quantized_out) quantize(rec, k, yb, tokens, out_rows, {}, requantized.view());
     rec.end();
     rec.submit_and_wait();
     if (quantized_out) {
@@ -307,7 +299,7 @@ TEST_P(MatvecQ8Test, QkvProductRotatesQAndStoresKvAsKvWriteRopeDoes) {
     }
     const vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), fb = device_buffer(factors);
     const vk::Buffer pb = device_buffer(positions), sb = device_buffer(slots);
-    const QuantizedBuffers in(dev, tokens, cols);
+    const QuantizedBuffers in(dev, tokens, cols, true);
     struct Run {
       std::vector<float> y;
       std::vector<uint16_t> pool;
@@ -330,10 +322,10 @@ TEST_P(MatvecQ8Test, QkvProductRotatesQAndStoresKvAsKvWriteRopeDoes) {
       rope.token_stride = rows;
       vk::CommandRecorder rec(context());
       rec.begin();
-      quantize(rec, k, xb, tokens, cols, nb.view(0, uint64_t{cols} * 4), in.view(cols));
+      quantize(rec, k, xb, tokens, cols, nb.view(0, uint64_t{cols} * 4), in.view());
       MatvecQ8Args a;
       a.product = {{w.view(0, row_bytes(format, cols) * rows), format, rows, cols}, {}, yb.view(), tokens};
-      a.x = in.view(cols);
+      a.x = in.view();
       a.norm = true;
       if (fused) {
         QkvToPages kv;
