@@ -59,6 +59,8 @@ shared vec4 alpha4[MAX_ROWS / 4];
 shared uint row_end[MAX_ROWS];  // key end of each row in this split; 0: the row has no keys here
 shared uint run_info[2];        // run length, max position of the run
 
+#include "kv_layout.glsl"
+
 // Location of element 0 of the key (is_v = 0) or value (is_v = 1) row of position j, KV head kh: the
 // binding in the top 2 bits, the 32-bit word index inside it below (a binding holds < 2^30 words).
 uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
@@ -66,9 +68,8 @@ uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
   uint chunk = page / pc.pages_per_binding;
   page -= chunk * pc.pages_per_binding;
   uint slot = j % pc.page_size;
-  uint kv_dim = pc.n_kv_heads * pc.head_dim;
-  uint elem = ((page * pc.n_layers + pc.layer) * 2u + is_v) * pc.page_size * kv_dim + slot * kv_dim +
-              kh * pc.head_dim;
+  uint elem = kv_element(page, pc.layer, is_v, slot, kh * pc.head_dim, pc.n_layers, pc.page_size,
+                         pc.n_kv_heads * pc.head_dim);
   return (chunk << 30) | (elem >> 1);
 }
 

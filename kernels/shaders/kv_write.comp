@@ -61,6 +61,7 @@ layout(push_constant) uniform Push {
   uint q_pairs;   // Q pairs per token
 #endif
 } pc;
+#include "kv_layout.glsl"
 #ifdef ROPE
 #include "rope.glsl"
 #endif
@@ -93,14 +94,14 @@ void main() {
   uint page = uint(slot) / pc.page_tokens;
   uint in_page = uint(slot) % pc.page_tokens;
   if (page < pc.page_begin || page >= pc.page_begin + pc.page_count) return;
-  uint block = pc.page_tokens * pc.kv_dim;  // halves in one K (or V) block
-  uint base = (page - pc.page_begin) * pc.n_layers * 2u * block + pc.layer * 2u * block + in_page * pc.kv_dim + c;
+  uint k_at = kv_element(page - pc.page_begin, pc.layer, 0u, in_page, c, pc.n_layers, pc.page_tokens, pc.kv_dim);
+  uint v_at = kv_element(page - pc.page_begin, pc.layer, 1u, in_page, c, pc.n_layers, pc.page_tokens, pc.kv_dim);
   vec2 kk = vec2(K_AT(t * pc.k_stride + c), K_AT(t * pc.k_stride + c + 1u));
 #ifdef ROPE
   uint i = (c % pc.head_dim) / 2u;  // the pair's index inside its head
   if (2u * i < pc.rope_dims)
     kk = rope_rotate(kk, i, pc.rope_dims, pc.freq_base, pc.has_factors != 0u ? factors[i] : 1.0, positions[t]);
 #endif
-  pages[base / 2u] = packHalf2x16(kk);
-  pages[(base + block) / 2u] = packHalf2x16(vec2(V_AT(t * pc.v_stride + c), V_AT(t * pc.v_stride + c + 1u)));
+  pages[k_at / 2u] = packHalf2x16(kk);
+  pages[v_at / 2u] = packHalf2x16(vec2(V_AT(t * pc.v_stride + c), V_AT(t * pc.v_stride + c + 1u)));
 }

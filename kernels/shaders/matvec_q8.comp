@@ -96,6 +96,7 @@ shared float partial[SUBGROUPS * NUM_ROWS * ROW_SETS * MAX_COLS];
 shared float outputs[SUBGROUPS * NUM_ROWS * MAX_COLS];  // token t's output row r at t * wg_rows + r - wg_row0
 #endif
 #ifdef QKV_PAGES
+#include "kv_layout.glsl"
 #include "rope.glsl"
 void store_page_word(uint binding, uint word, uint value) {
   if (binding == 0u)
@@ -234,10 +235,9 @@ void main() {
     int slot = slots[tok];
     if (is_q || slot < 0) continue;
     uint page = uint(slot) / pc.page_tokens, in_page = uint(slot) % pc.page_tokens;
-    uint block = pc.page_tokens * pc.kv_dim;  // halves in one K (or V) block
-    uint half_index = (page % pc.pages_per_binding) * pc.n_layers * 2u * block + pc.layer * 2u * block +
-                      (is_k ? 0u : block) + in_page * pc.kv_dim + c;
-    store_page_word(page / pc.pages_per_binding, half_index / 2u, packHalf2x16(is_k ? rotated : v));
+    uint element = kv_element(page % pc.pages_per_binding, pc.layer, is_k ? 0u : 1u, in_page, c, pc.n_layers,
+                              pc.page_tokens, pc.kv_dim);
+    store_page_word(page / pc.pages_per_binding, element / 2u, packHalf2x16(is_k ? rotated : v));
   }
 #endif
 }
