@@ -300,6 +300,11 @@ bool KvCache::make_device_room(std::uint32_t pages, GroupId group) {
 
 std::uint32_t KvCache::flush() {
   wait_for_copies();  // resolves promotions, so no node is left pinned only by a transfer
+  // With no sequence pinning anything the flush empties the cache: one Cleared event says so instead of a
+  // removal per page.
+  KvEventSink* const sink = trie_.event_sink();
+  const bool empties = sink != nullptr && trie_.leases_outstanding() == 0;
+  if (empties) trie_.set_event_sink(nullptr);
   std::uint32_t dropped = 0;
   while (TrieNode* victim = trie_.coldest_host_evictable()) {
     const DroppedPages d = trie_.drop(victim);
@@ -312,6 +317,10 @@ std::uint32_t KvCache::flush() {
     stats_.evicted_device_pages += d.device;
     stats_.evicted_host_pages += d.host;
     dropped += d.device + d.host;
+  }
+  if (empties) {
+    trie_.set_event_sink(sink);
+    sink->publish(KvEvent{});  // Kind::Cleared
   }
   return dropped;
 }

@@ -33,8 +33,10 @@
 // it, including released sequences waiting for copies) + (number of copy-on-write copies in flight reading
 // it: the trie may swap a partial page for a fuller one meanwhile). check_invariants() verifies it together
 // with the trie's and pools' invariants, and that every page of a page table that the trie stores is pinned
-// (so eviction never takes a page in use). Thread model: single owner thread (the scheduler); nothing here is
-// thread-safe. The PageCopier must outlive the KvCache.
+// (so eviction never takes a page in use). Events: an attached KvEventSink hears of every full page that
+// enters or leaves a tier (cache/kv_event_sink.h); a flush that empties the cache says so with one Cleared.
+// Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier and an
+// attached event sink must outlive the KvCache.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -134,6 +136,10 @@ class KvCache {
   // Drops every cached page no running sequence pins, on both tiers (admin flush; counted as evictions).
   // Waits for copies in flight first. Returns the number of pages dropped.
   std::uint32_t flush();
+  // Publishes every later change of the cached pages to sink (nullptr: none); call before the first acquire.
+  void set_event_sink(KvEventSink* sink) { trie_.set_event_sink(sink); }
+  // The hash of every full page cached, by tier: what a router rebuilds from the events.
+  PageHashListing page_hashes() const { return trie_.page_hashes(); }
 
   // The sequence's page table: device page of each page-sized block of positions, in order.
   std::span<const PageId> page_table(SeqId seq) const;

@@ -216,6 +216,7 @@ Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::s
       child->host_pages.clear();
       reaccount(child);
       reaccount(child->parent);
+      publish_move(child, Tier::Host, Tier::Device);
     }
     pos += covered;
     node = child;
@@ -235,6 +236,7 @@ Lease PrefixTrie::insert(NamespaceId ns, std::span<const TokenId> tokens, std::s
       child->key.insert(child->key.end(), tokens.begin() + static_cast<std::ptrdiff_t>(pos), tokens.end());
       child->end = static_cast<std::uint32_t>(n);
       reaccount(child);
+      publish_stored(child, hash_new_pages(child), Tier::Device);
       break;
     }
   }
@@ -271,6 +273,8 @@ TrieNode* PrefixTrie::add_leaf(TrieNode* parent, std::span<const TokenId> key,
   parent->children.push_back(std::move(owned));
   reaccount(node);
   reaccount(parent);
+  hash_new_pages(node);
+  publish_stored(node, 0, Tier::Device);
   return node;
 }
 
@@ -292,6 +296,8 @@ TrieNode* PrefixTrie::split(TrieNode* node, std::uint32_t at) {
     dst.assign(list->begin(), list->begin() + head_pages);
     list->erase(list->begin(), list->begin() + head_pages);
   }
+  prefix->page_hashes.assign(node->page_hashes.begin(), node->page_hashes.begin() + head_pages);
+  node->page_hashes.erase(node->page_hashes.begin(), node->page_hashes.begin() + head_pages);
   for (auto& slot : parent->children) {
     if (slot.get() != node) continue;
     owned->children.push_back(std::move(slot));
@@ -315,6 +321,7 @@ void PrefixTrie::maybe_merge(TrieNode* node) {
   node->end = child->end;
   node->device_pages.insert(node->device_pages.end(), child->device_pages.begin(), child->device_pages.end());
   node->host_pages.insert(node->host_pages.end(), child->host_pages.begin(), child->host_pages.end());
+  node->page_hashes.insert(node->page_hashes.end(), child->page_hashes.begin(), child->page_hashes.end());
   node->last_use = std::max(node->last_use, child->last_use);
   std::unique_ptr<TrieNode> dying = std::move(node->children.front());
   node->children = std::move(dying->children);

@@ -35,7 +35,12 @@
 //     host-evictable = unlocked, host-only leaf; protected = device pages of locked nodes; host-droppable =
 //     host pages of unlocked host-only nodes. The cached totals and LRU sets equal a fresh recount, and so
 //     do each group's device pages and device-evictable LRU set (kept for groups other than 0);
-//   - each page is referenced by at most one node, and every referenced page is allocated in its pool.
+//   - each page is referenced by at most one node, and every referenced page is allocated in its pool;
+//   - a node holds one hash per full page of its key, chained from its parent's last page (or from the
+//     namespace seed under a root) as cache/page_hash.h defines.
+// Events: with an event sink attached, every change of the set of (full-page hash, tier) the trie holds is
+// published to it as it happens (cache/kv_event_sink.h); splits and merges change no hash and publish
+// nothing. A node's tier is Device while it is resident there (also mid-promotion), else Host.
 // Thread model: single owner thread (the scheduler). Pools must outlive the trie; the trie must outlive
 // every Lease it issued.
 #pragma once
@@ -48,6 +53,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/kv_event_sink.h"
 #include "cache/page_copier.h"
 #include "cache/page_pool.h"
 #include "cache/trie_node.h"
@@ -116,6 +122,12 @@ struct TrieTotals {
   bool operator==(const TrieTotals&) const = default;
 };
 
+// Every full page the trie holds, by tier (a node mid-promotion counts as Device), in no particular order.
+struct PageHashListing {
+  std::vector<PageHash> device;
+  std::vector<PageHash> host;
+};
+
 struct DroppedPages {
   std::uint32_t device = 0;
   std::uint32_t host = 0;
@@ -179,6 +191,11 @@ class PrefixTrie {
   // Removes an unlocked node and its whole subtree, releasing the trie's references.
   DroppedPages drop(TrieNode* node);
 
+  // Publishes every later change to sink (nullptr: none). The sink must outlive the trie or be detached.
+  void set_event_sink(KvEventSink* sink) { sink_ = sink; }
+  KvEventSink* event_sink() const { return sink_; }
+  PageHashListing page_hashes() const;
+
   const TrieTotals& totals() const { return totals_; }
   std::uint64_t leases_outstanding() const { return leases_; }
   // Adds, per page of the tier, the number of trie references (for pool refcount audits).
@@ -210,7 +227,17 @@ class PrefixTrie {
   void reaccount(TrieNode* node);
   void unaccount(TrieNode* node);
   void check_groups() const;
+  std::vector<PageHash> chained_hashes(const TrieNode* node) const;           // recomputed from the tokens
   void visit_nodes(const std::function<void(const TrieNode*)>& visit) const;  // every node, roots included
+  // Events (prefix_trie_events.cpp). The hash chain's value before node's first page.
+  PageHash hash_before(const TrieNode* node) const;
+  // Hashes node's full pages that have none yet; returns the index of the first page it hashed.
+  std::size_t hash_new_pages(TrieNode* node);
+  // Stored event for node's full pages from first_page on, on tier (nothing without a sink or such pages).
+  void publish_stored(const TrieNode* node, std::size_t first_page, Tier tier);
+  void publish_removed(std::vector<PageHash> hashes, Tier tier);
+  // Removed on the node's old tier, then Stored on the new one.
+  void publish_move(const TrieNode* node, Tier from, Tier to);
   void check_node(const TrieNode* node, std::uint64_t& seen, TrieTotals& recount,
                   std::vector<std::uint32_t>& device_refs, std::vector<std::uint32_t>& host_refs,
                   std::size_t& device_lru, std::size_t& host_lru) const;
@@ -224,6 +251,7 @@ class PrefixTrie {
   std::unordered_map<GroupId, GroupTotals> groups_;  // per group but 0: what the device-tier share needs
   std::vector<TrieNode*> transfer_pins_;             // nodes pinned by an in-flight promotion
   TrieTotals totals_;
+  KvEventSink* sink_ = nullptr;
   std::uint64_t tick_ = 0;
   std::uint64_t next_serial_ = 0;
   std::uint64_t leases_ = 0;

@@ -3,6 +3,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "cache/page_hash.h"
 #include "cache/prefix_trie.h"
 #include "kernels/error.h"
 
@@ -63,6 +64,8 @@ void PrefixTrie::check_node(const TrieNode* node, std::uint64_t& seen, TrieTotal
                  at + "device pages count");
     KVTRIE_CHECK(child->host_pages.empty() || child->host_pages.size() == pages, at + "host pages count");
     KVTRIE_CHECK(child->on_device() || child->on_host(), at + "resident nowhere");
+    KVTRIE_CHECK(child->page_hashes == chained_hashes(child),
+                 at + "page hashes differ from its tokens' chain");
     KVTRIE_CHECK(!child->on_device() || node->is_root() || node->on_device(),
                  at + "device-resident under a node that is not");
     if (child->in_transfer()) {
@@ -87,6 +90,18 @@ void PrefixTrie::check_node(const TrieNode* node, std::uint64_t& seen, TrieTotal
   // Each lease on a descendant adds one to every ancestor, so a node holds at least its children's sum.
   KVTRIE_CHECK(node->lock_count >= child_locks + (node->is_root() ? 1 : 0),
                where + "lock count below its children's (a locked node with an unlocked ancestor)");
+}
+
+std::vector<PageHash> PrefixTrie::chained_hashes(const TrieNode* node) const {
+  std::vector<PageHash> hashes;
+  PageHash previous = node->parent->is_root()             ? namespace_page_seed(node->ns)
+                      : node->parent->page_hashes.empty() ? 0  // reported at the parent
+                                                          : node->parent->page_hashes.back();
+  for (std::size_t i = 0; i + page_tokens_ <= node->key.size(); i += page_tokens_) {
+    previous = chain_page_hash(previous, std::span(node->key).subspan(i, page_tokens_));
+    hashes.push_back(previous);
+  }
+  return hashes;
 }
 
 void PrefixTrie::check_invariants() const {

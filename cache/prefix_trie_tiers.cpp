@@ -62,6 +62,7 @@ std::vector<PageCopy> PrefixTrie::begin_promotion(const Lease& lease, std::span<
     }
     reaccount(node);
     reaccount(node->parent);
+    publish_move(node, Tier::Host, Tier::Device);
   }
   if (!copies.empty()) {
     // The transfer pin keeps the path resident on both tiers until finish_transfers(), even if the
@@ -121,6 +122,7 @@ std::vector<PageId> PrefixTrie::demote(TrieNode* node, std::span<const PageId> h
   node->host_pages.assign(host_pages.begin(), host_pages.end());
   reaccount(node);
   reaccount(node->parent);
+  publish_move(node, Tier::Device, Tier::Host);
   maybe_merge(node);  // with its host-only child; the parent stays device-resident, so never upward
   return device_pages;
 }
@@ -129,11 +131,16 @@ DroppedPages PrefixTrie::drop(TrieNode* node) {
   KVTRIE_CHECK(!node->is_root(), "drop of a root");
   KVTRIE_CHECK(node->lock_count == 0, "drop of a pinned node");
   DroppedPages dropped;
+  std::vector<PageHash> device_hashes, host_hashes;  // what the event sink is told is gone
   std::vector<TrieNode*> stack{node};
   while (!stack.empty()) {
     TrieNode* x = stack.back();
     stack.pop_back();
     KVTRIE_CHECK(x->lock_count == 0, "drop of a subtree holding a pinned node");
+    if (sink_ != nullptr) {
+      auto& gone = x->on_device() ? device_hashes : host_hashes;
+      gone.insert(gone.end(), x->page_hashes.begin(), x->page_hashes.end());
+    }
     unaccount(x);
     release_pages(x, dropped);
     --totals_.nodes;
@@ -145,6 +152,8 @@ DroppedPages PrefixTrie::drop(TrieNode* node) {
       std::find_if(siblings.begin(), siblings.end(), [&](const auto& c) { return c.get() == node; }));
   reaccount(parent);
   maybe_merge(parent);
+  publish_removed(std::move(device_hashes), Tier::Device);
+  publish_removed(std::move(host_hashes), Tier::Host);
   return dropped;
 }
 

@@ -15,6 +15,8 @@ using NamespaceId = std::uint64_t;
 // Who owns a namespace's pages for the device-tier share (a tenant); 0: nobody, no share applies. Several
 // namespaces may belong to one group.
 using GroupId = std::uint64_t;
+// The chained hash that names a full page and its whole prefix (cache/page_hash.h).
+using PageHash = std::uint64_t;
 
 // What one node currently contributes to the trie's cached totals and LRU sets. Kept on the node so that
 // an update subtracts exactly what was added (check_invariants compares it with a fresh recount).
@@ -36,8 +38,9 @@ struct TrieNode {
   GroupId group = 0;         // its root's
   std::vector<TokenId> key;  // this edge's tokens; empty only at a root
   std::uint32_t end = 0;     // tokens from the root to the end of key; end - key.size() is page-aligned
-  std::vector<PageId> device_pages;  // one per page of key when resident on device, else empty
-  std::vector<PageId> host_pages;    // one per page of key when resident on host, else empty
+  std::vector<PageId> device_pages;   // one per page of key when resident on device, else empty
+  std::vector<PageId> host_pages;     // one per page of key when resident on host, else empty
+  std::vector<PageHash> page_hashes;  // one per full page of key (a partial last page has none)
   TrieNode* parent = nullptr;
   std::vector<std::unique_ptr<TrieNode>> children;
   std::uint64_t last_use = 0;  // trie tick of the last match/insert through this node

@@ -3,7 +3,8 @@
 // its neighbours). With budgets large enough that nothing is ever evicted, the cache must reuse exactly
 // min(longest committed prefix, prompt - 1) tokens; under tight budgets (demotion, promotion, drops, NoRoom)
 // it may reuse less but never more, and every reused position must hold the right KV. Invariants are
-// audited after every mutation. Set KVTRIE_SEED to replay a failing seed (the seed is printed).
+// audited after every mutation, and the page index a router rebuilds from the cache's KV events must equal
+// the pages the cache lists after every step. Set KVTRIE_SEED to replay a failing seed (the seed is printed).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <set>
 
 #include "cache/kv_cache.h"
+#include "tests/cache/kv_event_index.h"
 #include "tests/cache/simulated_kv.h"
 
 namespace kvtrie {
@@ -75,6 +77,8 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
   // Each namespace is its own group with half the device tier, so the group accounting and the share's
   // victim choice are audited after every operation too.
   KvCache cache({kP, 64, device_pages * 64ull, host_pages * 64ull, 0.5}, copier);
+  test::KvEventIndex events;
+  cache.set_event_sink(&events);
   std::uint64_t no_room = 0;
   Reference reference;
   std::vector<Live> live;
@@ -182,6 +186,8 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
       }
       cache.check_invariants();
     }
+    ASSERT_EQ(events.differs_from(cache.page_hashes()), "");
+    ASSERT_TRUE(events.errors().empty()) << events.errors().front();
     const KvCacheStats st = cache.stats();
     ASSERT_LE(st.device_bytes_used, st.device_bytes_budget);
     ASSERT_LE(st.host_bytes_used, st.host_bytes_budget);
@@ -189,6 +195,8 @@ void run_workload(std::uint32_t device_pages, std::uint32_t host_pages, bool roo
   while (!live.empty()) finish(live.size() - 1);
   cache.sync();
   cache.check_invariants();
+  EXPECT_EQ(events.differs_from(cache.page_hashes()), "");
+  EXPECT_TRUE(events.errors().empty());
   EXPECT_EQ(cache.leases_outstanding(), 0u);
   const KvCacheStats st = cache.stats();
   EXPECT_EQ(st.device_pages_used, st.device_pages_cached);
