@@ -33,7 +33,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)  # dpkg-shlibdeps is slow; the dependencies are listed below
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libvulkan1, mesa-vulkan-drivers | nvidia-vulkan-icd, libcpp-httplib0.11, libssl3, libspdlog1.10, libsystemd0, libxxhash0, libicu72, adduser")
+    "libvulkan1, mesa-vulkan-drivers | nvidia-vulkan-icd, libcpp-httplib0.11, libssl3, libspdlog1.10, libsystemd0, libxxhash0, libicu72, libzmq5, adduser")
 # postinst creates the kvtrie user; the /etc files are conffiles, so an upgrade keeps the operator's edits.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/packaging/postinst ${PROJECT_SOURCE_DIR}/packaging/conffiles)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)

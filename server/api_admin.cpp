@@ -100,6 +100,15 @@ HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& c
       s.copy_seconds);
   p.metric("kvtrie_cache_trie_nodes", "gauge", "Nodes of the prefix trie", s.trie_nodes);
   p.metric("kvtrie_cache_trie_tokens", "gauge", "Tokens held by the prefix trie", s.trie_tokens);
+  if (const KvEventPublisher* events = model->kv_events.get()) {
+    p.metric("kvtrie_kv_events_published_total", "counter", "KV events sent to routers (--kv-events)",
+             events->published_events());
+    p.metric("kvtrie_kv_events_batches_total", "counter", "KV event batches sent (the next sequence number)",
+             events->published_batches());
+    p.metric("kvtrie_kv_events_dropped_total", "counter",
+             "KV events dropped because the publisher's queue was full (routers then miss pages)",
+             events->dropped_events());
+  }
   return HttpResponse::text(p.str(), "text/plain; version=0.0.4");
 }
 
@@ -117,6 +126,15 @@ HttpResponse cache(ModelHost& host) {
                              {"evictions", s.evictions}});
 }
 
+// Every cached page's hash by tier, as the KV events publish them (docs/scale-out.md).
+HttpResponse cache_pages(ModelHost& host) {
+  LoadedModel& model = host.require();
+  const engine::CachePageHashes pages = model.engine->cache_page_hashes();
+  return HttpResponse::json({{"page_tokens", model.engine->cache_stats().page_tokens},
+                             {"device", pages.device},
+                             {"host", pages.host}});
+}
+
 HttpResponse flush(ModelHost& host) {
   LoadedModel& model = host.require();
   const engine::FlushResult r = model.engine->flush_cache();
@@ -131,6 +149,8 @@ void register_admin_api(HttpServer& server, ModelHost& host, const Authenticator
       "GET", "/metrics", [&host, &auth](const HttpRequest& r) { return metrics(host, auth, r.caller); },
       Access::Metrics);
   server.route("GET", "/cache", [&host](const HttpRequest&) { return cache(host); });
+  server.route(
+      "GET", "/cache/pages", [&host](const HttpRequest&) { return cache_pages(host); }, Access::Admin);
   server.route(
       "POST", "/cache/flush", [&host](const HttpRequest&) { return flush(host); }, Access::Admin);
 }

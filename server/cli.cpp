@@ -61,6 +61,22 @@ void add_security_options(CLI::App& app, ServeOptions& o) {
       "ssl-key-file");
 }
 
+// KV events for prefix-aware routers in vLLM's format (docs/scale-out.md).
+void add_kv_event_options(CLI::App& app, ServeOptions& o) {
+  opt(app.add_option(
+          "--kv-events", o.kv_events,
+          "publish the KV cache's block events on this ZMQ PUB endpoint, as vLLM does (tcp://*:5557 "
+          "binds; tcp://ROUTER:5557 connects)"),
+      "kv-events");
+  opt(app.add_option(
+          "--kv-events-replay", o.kv_events_replay,
+          "ZMQ ROUTER endpoint (bound) that replays buffered event batches from a sequence number"),
+      "kv-events-replay");
+  opt(app.add_option("--kv-events-topic", o.kv_events_topic,
+                     "topic frame of every event message (llm-d expects kv@POD@MODEL)"),
+      "kv-events-topic");
+}
+
 // The options shared by `serve` and `runner`. Each also reads KVTRIE_<NAME> from the environment; the config
 // file's values are inserted before the user's arguments, and the last value of an option wins, so the order
 // of precedence is: command line, environment, config file, default.
@@ -106,6 +122,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
           ->check(CLI::Range(1u, 1024u)),
       "max-body-mb");
   add_security_options(app, o);
+  add_kv_event_options(app, o);
 }
 
 // Finds --config FILE (or --config=FILE) in argv, else KVTRIE_CONFIG, else the default file when it exists.

@@ -76,12 +76,17 @@ ChatFormat choose_chat_format(const std::string& forced, const std::string& jinj
 
 std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model) {
   if (options.cpu_reference) {
+    if (!options.kv_events.empty())
+      spdlog::warn("--kv-events: the CPU reference engine has no prefix cache; no events are published");
     engine::ReferenceEngineConfig config;
     config.n_ctx = options.ctx_size;
     config.parallel = options.parallel;
     config.queue_capacity = options.queue;
     return std::make_unique<engine::ReferenceEngine>(model.file, *model.tokenizer, config);
   }
+  if (!options.kv_events.empty())
+    model.kv_events = std::make_unique<KvEventPublisher>(
+        KvEventPublisherOptions{options.kv_events, options.kv_events_replay, options.kv_events_topic});
   model.context = std::make_unique<vk::Context>(vk::ContextOptions{options.device, false});
   engine::GpuEngineConfig config;
   config.n_ctx = options.ctx_size;
@@ -91,6 +96,7 @@ std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedM
   config.kv_host_bytes = options.kv_host_mb << 20;
   config.deterministic = options.deterministic;
   config.tenant_kv_share = options.tenant_kv_share;
+  config.kv_events = model.kv_events.get();
   return std::make_unique<engine::GpuEngine>(*model.context, model.file, *model.tokenizer, config);
 }
 

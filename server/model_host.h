@@ -15,6 +15,7 @@
 #include "runner/model/model_config.h"
 #include "runner/tokenizer/tokenizer.h"
 #include "server/chat_template.h"
+#include "server/kv_event_publisher.h"
 #include "server/options.h"
 
 namespace kvtrie::server {
@@ -24,7 +25,8 @@ struct LoadedModel {
   GgufFile file;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<vk::Context> context;  // the Vulkan device (null with the CPU reference engine)
+  std::unique_ptr<vk::Context> context;         // the Vulkan device (null with the CPU reference engine)
+  std::unique_ptr<KvEventPublisher> kv_events;  // --kv-events (null when off); the engine's cache uses it
   std::unique_ptr<engine::Engine>
       engine;                 // declared last: destroyed first, it uses the tokenizer and context
   std::string name;           // general.name, else the file name
@@ -37,7 +39,7 @@ struct LoadedModel {
 ChatFormat choose_chat_format(const std::string& forced, const std::string& jinja_source);
 
 // Chooses and builds the engine for these options; throws InputError when the model cannot be served.
-// Creates model.context for the Vulkan engine.
+// Creates model.context for the Vulkan engine, and model.kv_events with --kv-events.
 std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model);
 
 class ModelHost {

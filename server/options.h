@@ -41,6 +41,10 @@ struct ServeOptions {
   double tenant_kv_share = 1.0;       // a tenant's share of the device KV tier (1: no limit)
   std::string ssl_cert_file;          // both set: HTTPS only
   std::string ssl_key_file;
+  // KV events for prefix-aware routers (docs/scale-out.md); off while kv_events is empty.
+  std::string kv_events;         // ZMQ PUB endpoint, vLLM's --kv-events-config endpoint
+  std::string kv_events_replay;  // ZMQ ROUTER endpoint answering replay requests ("": none)
+  std::string kv_events_topic;   // first frame of every message
 };
 
 }  // namespace kvtrie::server

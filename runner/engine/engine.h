@@ -98,6 +98,13 @@ struct CacheStats {
   CacheTierStats host;
 };
 
+// The hash of every full page the prefix cache holds, by tier (cache/page_hash.h): what a router rebuilds
+// from the KV events.
+struct CachePageHashes {
+  std::vector<uint64_t> device;
+  std::vector<uint64_t> host;
+};
+
 struct FlushResult {
   uint64_t pages_freed = 0;
   uint64_t pages_pinned = 0;  // pages kept because running sequences use them
@@ -120,6 +127,9 @@ class Engine {
   virtual CacheStats cache_stats() const = 0;
   // Drops every unpinned cached prefix (runs on the engine thread; blocks until done).
   virtual FlushResult flush_cache() = 0;
+  // The cached pages' hashes (runs on the engine thread; blocks until done). An engine without a prefix
+  // cache holds none.
+  virtual CachePageHashes cache_page_hashes() { return {}; }
 
   // Stops accepting work (submit answers ShuttingDown), lets in-flight requests finish until `grace` has
   // passed, then cancels the rest; returns when the engine thread is idle. Idempotent.

@@ -104,6 +104,7 @@ struct GpuEngine::State {
           return never_fits(r.prompt.size(), r.max_tokens, config.n_ctx, config.page_tokens, device_pages);
         }) {
     model.bind_pages(pages);
+    cache.set_event_sink(cfg.kv_events);
   }
 
   void run();
@@ -254,6 +255,16 @@ FlushResult GpuEngine::flush_cache() {
     const uint32_t freed = s->cache.flush();
     s->publish_stats();
     done->set_value(FlushResult{freed, s->cache.stats().device_pages_pinned});
+  });
+  return future.get();
+}
+
+CachePageHashes GpuEngine::cache_page_hashes() {
+  auto done = std::make_shared<std::promise<CachePageHashes>>();
+  auto future = done->get_future();
+  state_->queue.post([s = state_.get(), done] {
+    PageHashListing listing = s->cache.page_hashes();
+    done->set_value(CachePageHashes{std::move(listing.device), std::move(listing.host)});
   });
   return future.get();
 }

@@ -14,6 +14,7 @@
 #pragma once
 #include <memory>
 
+#include "cache/kv_event_sink.h"
 #include "kernels/vk/context.h"
 #include "runner/engine/engine.h"
 #include "runner/model/gguf_file.h"
@@ -36,6 +37,8 @@ struct GpuEngineConfig {
   uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)
   bool deterministic = false;       // batch-invariant kernels: cached and cold runs agree bit for bit
   double tenant_kv_share = 1.0;     // a tenant's share of the device tier (KvCacheConfig::group_device_share)
+  KvEventSink* kv_events =
+      nullptr;  // told of every cached page change (--kv-events); must outlive the engine
 };
 
 class GpuEngine final : public Engine {
@@ -50,6 +53,7 @@ class GpuEngine final : public Engine {
   EngineCounters counters() const override;
   CacheStats cache_stats() const override;
   FlushResult flush_cache() override;
+  CachePageHashes cache_page_hashes() override;
   void shutdown(std::chrono::milliseconds grace) override;
 
   // Bytes of device memory for weights, the KV device tier and activations (for load-time log lines).
