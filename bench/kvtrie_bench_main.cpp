@@ -173,6 +173,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
 
+  SweepAttentionOptions sweep_at;
+  auto* sweep_at_cmd = app.add_subcommand(
+      "sweep-attention",
+      "decode attention of a model's shape per context, batch, split and split-pass kernel");
+  sweep_at_cmd->add_option("--model", sweep_at.model, "shapes: llama3-8b or llama3-1b")
+      ->capture_default_str();
+  sweep_at_cmd->add_option("--contexts", sweep_at.contexts, "tokens of KV per sequence, comma-separated")
+      ->capture_default_str();
+  sweep_at_cmd->add_option("--sequences", sweep_at.sequences, "sequences decoding, comma-separated")
+      ->capture_default_str();
+  sweep_at_cmd->add_option("--splits", sweep_at.splits, "positions per split, comma-separated")
+      ->capture_default_str();
+  sweep_at_cmd->add_option("--subgroups", sweep_at.subgroups, "attention_decode subgroups a work group")
+      ->capture_default_str();
+  sweep_at_cmd->add_option("--evict-mib", sweep_at.evict_mib, "device memory filled between layers (0: none)")
+      ->capture_default_str();
+  sweep_at_cmd->add_flag("--switch-builds", sweep_at.switch_builds,
+                         "also the builds for a pool in several bindings");
+  sweep_at_cmd->add_flag("--probes", sweep_at.probes, "also attention_decode's tuning probes");
+
   // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
   add_common(load_cmd, 3, 0);
   add_common(prefill_cmd, 5, 1);
@@ -183,11 +203,13 @@ int main(int argc, char** argv) {
   add_common(kernel_cmd, 5, 1);
   add_common(sweep_cmd, 5, 1);
   add_common(sweep_mm_cmd, 3, 1);
+  add_common(sweep_at_cmd, 5, 1);
   common.repeats = 0;
   common.warmup = 0;
-  const Defaults defaults[] = {{3, 0}, {5, 1}, {1, 3}, {1, 0}, {5, 1}, {10, 2}, {5, 1}, {5, 1}};
-  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd,
-                          copy_cmd, bw_cmd,      kernel_cmd, sweep_cmd};
+  const Defaults defaults[] = {{3, 0},  {5, 1}, {1, 3}, {1, 0}, {5, 1},
+                               {10, 2}, {5, 1}, {5, 1}, {3, 1}, {5, 1}};
+  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd,    copy_cmd,
+                          bw_cmd,   kernel_cmd,  sweep_cmd,  sweep_mm_cmd, sweep_at_cmd};
   CLI11_PARSE(app, argc, argv);
   for (size_t i = 0; i < std::size(commands); ++i) {
     if (!commands[i]->parsed()) continue;
@@ -209,6 +231,7 @@ int main(int argc, char** argv) {
     if (kernel_cmd->parsed()) run_kernel(common, kernel);
     if (sweep_cmd->parsed()) run_sweep_matvec(common, sweep);
     if (sweep_mm_cmd->parsed()) run_sweep_matmul(common, sweep_mm);
+    if (sweep_at_cmd->parsed()) run_sweep_attention(common, sweep_at);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvtrie-bench: %s\n", e.what());
     return 1;

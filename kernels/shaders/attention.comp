@@ -22,12 +22,7 @@ layout(local_size_x_id = 0) in;  // 256 (attention_workgroup_size): 1 PV unit pe
 #define NEG_BIG -3.0e38
 
 layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
-// The page pool in up to 4 bindings of pages_per_binding whole pages each (a pool larger than one binding's
-// maxStorageBufferRange); 8 f16 per element. Unused bindings repeat the first.
-layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
-layout(set = 0, binding = 2) readonly buffer KV1 { uvec4 kv1[]; };
-layout(set = 0, binding = 3) readonly buffer KV2 { uvec4 kv2[]; };
-layout(set = 0, binding = 4) readonly buffer KV3 { uvec4 kv3[]; };
+// Bindings 1..4: the page pool (kv_pool.glsl).
 layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 7) writeonly buffer Partial { float partial[]; };
@@ -59,29 +54,8 @@ shared vec4 alpha4[MAX_ROWS / 4];
 shared uint row_end[MAX_ROWS];  // key end of each row in this split; 0: the row has no keys here
 shared uint run_info[2];        // run length, max position of the run
 
-#include "kv_layout.glsl"
+#include "kv_pool.glsl"
 
-// Location of element 0 of the key (is_v = 0) or value (is_v = 1) row of position j, KV head kh: the
-// binding in the top 2 bits, the 32-bit word index inside it below (a binding holds < 2^30 words).
-uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
-  uint page = page_table[pt_off + j / pc.page_size];
-  uint chunk = page / pc.pages_per_binding;
-  page -= chunk * pc.pages_per_binding;
-  uint slot = j % pc.page_size;
-  uint elem = kv_element(page, pc.layer, is_v, slot, kh * pc.head_dim, pc.n_layers, pc.page_size,
-                         pc.n_kv_heads * pc.head_dim);
-  return (chunk << 30) | (elem >> 1);
-}
-
-uvec4 kv_load4(uint loc) {  // the 16 bytes holding word loc (loc's word index a multiple of 4 when used)
-  uint i = (loc & 0x3FFFFFFFu) >> 2;
-  switch (loc >> 30) {
-    case 0u: return kv0[i];
-    case 1u: return kv1[i];
-    case 2u: return kv2[i];
-    default: return kv3[i];
-  }
-}
 uint kv_load(uint loc) { return kv_load4(loc)[loc & 3u]; }
 
 // Stages keys (is_v = 0) or values (is_v = 1) [ts, ts + nk) of KV head kh into kvs; zeros up to tile_keys.

@@ -35,10 +35,7 @@
 layout(local_size_x = THREADS) in;
 
 layout(set = 0, binding = 0) readonly buffer Q { vec4 q4[]; };
-layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
-layout(set = 0, binding = 2) readonly buffer KV1 { uvec4 kv1[]; };
-layout(set = 0, binding = 3) readonly buffer KV2 { uvec4 kv2[]; };
-layout(set = 0, binding = 4) readonly buffer KV3 { uvec4 kv3[]; };
+// Bindings 1..4: the page pool (kv_pool.glsl).
 layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 7) writeonly buffer Partial { float partial[]; };
@@ -69,27 +66,7 @@ shared uvec4 p_tile[SG * 16u * PSTRIDE];
 shared float s_tile[SG * 16u * BC];
 shared uint run_info[2];
 
-// Word index (in 32-bit words) of element 0 of key (is_v 0) or value (is_v 1) row j of KV head kh, with
-// its binding in the top 2 bits (attention.comp's layout).
-uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
-  uint page = page_table[pt_off + j / pc.page_size];
-  uint binding = page / pc.pages_per_binding;
-  page -= binding * pc.pages_per_binding;
-  uint kv_dim = pc.n_kv_heads * HD;  // a multiple of 8: rows start on 16-byte boundaries
-  uint elem = ((page * pc.n_layers + pc.layer) * 2u + is_v) * pc.page_size * kv_dim +
-              (j % pc.page_size) * kv_dim + kh * HD;
-  return (binding << 30) | (elem >> 1);
-}
-
-uvec4 kv_load4(uint loc) {
-  uint i = (loc & 0x3FFFFFFFu) >> 2;
-  switch (loc >> 30) {
-    case 0u: return kv0[i];
-    case 1u: return kv1[i];
-    case 2u: return kv2[i];
-    default: return kv3[i];
-  }
-}
+#include "kv_pool.glsl"
 
 // Staging of K and V tiles: thread tid carries piece kv_piece (KV_PIECES uvec4s) of key (rows 0..BC-1) or
 // value (BC..2BC-1) row kv_row of the tile, loaded into kv_regs one tile ahead of its use.

@@ -1,0 +1,204 @@
+// sweep-attention: the decode attention of a model's shape (llama3-8b: 32 heads over 8 KV heads of 128,
+// 32 layers; llama3-1b: head_dim 64, 16 layers) for `sequences` sequences of `context` tokens each, one
+// query token a sequence, as a decode step runs it: the split pass and the combine pass (writing the o
+// projection's quantized input) for every layer, chained, each layer reading its own K/V. Variants: the
+// split pass on attention_paged ("paged"), and on attention_decode built with each --subgroups value
+// ("decode sgN"), each at every --splits size; "paged switch" and "decode switch sg4" read a pool in one
+// binding through the builds for several (a branch around each load). K/V hold f16 1.0 (the time does not
+// depend on the values).
+// Between layers a read of --evict-mib of device memory (read_probe) pushes the K/V out of the L2 cache, as
+// a decode step's weight reads do. Times are the GPU timestamps around each dispatch (the recorder's
+// profiling: its run plus the barrier before it), the split pass and the combine apart, summed over the
+// layers of --rounds replays. One row per (context, sequences, variant, split): microseconds per layer and
+// K/V GB/s.
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/perf/benches.h"
+#include "kernels/error.h"
+#include "kernels/ops/attention.h"
+#include "kernels/ops/kernels.h"
+#include "kernels/ops/ops.h"
+#include "kernels/ops/quantized_x.h"
+#include "kernels/vk/buffer.h"
+#include "kernels/vk/command_recorder.h"
+#include "kernels/vk/context.h"
+#include "kernels/vk/device.h"
+#include "kernels/vk/query_pool.h"
+#include "kernels/vk/shader_registry.h"
+#include "kernels/vk/staging.h"
+
+namespace kvtrie::bench {
+
+namespace {
+
+struct AttentionShape {
+  uint32_t n_heads, n_kv_heads, head_dim, layers;
+};
+
+AttentionShape attention_shape_of(const std::string& model) {
+  if (model == "llama3-8b") return {32, 8, 128, 32};
+  if (model == "llama3-1b") return {32, 8, 64, 16};
+  throw InputError("sweep-attention: --model is llama3-8b or llama3-1b");
+}
+
+std::vector<uint32_t> numbers(const std::string& s) {
+  std::vector<uint32_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  return out;
+}
+
+constexpr uint32_t kPageTokens = 16;
+constexpr uint64_t kBindingBytes = uint64_t{2} << 30;  // pool bindings of at most 2 GiB
+
+}  // namespace
+
+void run_sweep_attention(const CommonOptions& common, const SweepAttentionOptions& options) {
+  vk::ContextOptions co;
+  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
+  vk::Context ctx(co);
+  const kernels::Kernels k(ctx, kernels::Prewarm::No);
+  const vk::Device& dev = ctx.device();
+  const AttentionShape shape = attention_shape_of(options.model);
+  const kernels::KvLayout layout{shape.layers, kPageTokens, shape.n_kv_heads * shape.head_dim};
+  const uint64_t page_bytes = layout.page_elements() * 2;
+  const uint32_t width = shape.n_heads * shape.head_dim;
+  vk::QueryPool queries(dev, 4 * shape.layers + 8);
+  std::optional<vk::Buffer> evict;
+  if (options.evict_mib) evict.emplace(dev, options.evict_mib << 20, vk::MemoryKind::DeviceLocal);
+  constexpr uint32_t kProbeThreads = 1 << 16;
+  vk::Buffer sink(dev, kProbeThreads * 4, vk::MemoryKind::DeviceLocal);
+
+  for (uint32_t sequences : numbers(options.sequences))
+    for (uint32_t context : numbers(options.contexts)) {
+      const uint32_t seq_pages = (context + kPageTokens - 1) / kPageTokens;
+      const uint32_t pages = seq_pages * sequences;
+      const auto per_binding = static_cast<uint32_t>(kBindingBytes / page_bytes);
+      const uint32_t bindings = (pages + per_binding - 1) / per_binding;
+      if (bindings > 4) {
+        std::fprintf(stderr, "sweep-attention: %u sequences of %u tokens need more than 8 GiB; skipped\n",
+                     sequences, context);
+        continue;
+      }
+      std::vector<vk::Buffer> pools;
+      for (uint32_t b = 0; b < bindings; ++b) {
+        const uint32_t n = std::min(per_binding, pages - b * per_binding);
+        pools.emplace_back(dev, n * page_bytes, vk::MemoryKind::DeviceLocal);
+      }
+      std::vector<uint32_t> table(pages), info;
+      for (uint32_t p = 0; p < pages; ++p) table[p] = p;
+      for (uint32_t s = 0; s < sequences; ++s) info.insert(info.end(), {s * seq_pages, context - 1});
+      std::vector<float> qs(uint64_t{sequences} * width, 0.5f);
+      vk::Buffer q = vk::make_buffer(ctx, std::span<const float>(qs), vk::MemoryKind::DeviceLocal);
+      vk::Buffer pt = vk::make_buffer(ctx, std::span<const uint32_t>(table), vk::MemoryKind::DeviceLocal);
+      vk::Buffer ti = vk::make_buffer(ctx, std::span<const uint32_t>(info), vk::MemoryKind::DeviceLocal);
+      vk::Buffer out(dev, uint64_t{sequences} * width * 4, vk::MemoryKind::DeviceLocal);
+      const kernels::QuantizedBuffers oq(dev, sequences, width, false);
+      {
+        vk::CommandRecorder rec(ctx);
+        rec.begin();
+        for (const vk::Buffer& p : pools) rec.fill(p.view(), 0x3C003C00u);  // f16 1.0 pairs
+        rec.end();
+        rec.submit_and_wait();
+      }
+
+      auto args_for = [&](uint32_t split) {
+        kernels::AttentionArgs a;
+        a.q = q.view();
+        a.kv_pages = pools[0].view();
+        if (bindings > 1) {
+          a.pages_per_binding = per_binding;
+          for (uint32_t b = 1; b < bindings; ++b) a.kv_pages_more[b - 1] = pools[b].view();
+        }
+        a.page_table = pt.view();
+        a.token_info = ti.view();
+        a.out = out.view();
+        a.tokens = sequences;
+        a.n_heads = shape.n_heads;
+        a.n_kv_heads = shape.n_kv_heads;
+        a.head_dim = shape.head_dim;
+        a.layout = layout;
+        a.max_position = context - 1;
+        a.split_size = split;
+        a.quantized_out = oq.view();
+        return a;
+      };
+      // {split pass, combine} microseconds a layer: medians over rounds of the summed timestamps.
+      auto time_layer_us = [&](uint32_t split, const vk::ComputePipeline* pipeline, bool decode,
+                               bool switch_builds = false) {
+        kernels::AttentionArgs a = args_for(split);
+        a.decode = decode;
+        if (switch_builds && bindings == 1) a.pages_per_binding = per_binding;
+        vk::Buffer scratch(dev, kernels::attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
+        a.scratch = scratch.view();
+        vk::CommandRecorder rec(ctx);
+        rec.set_profiling(&queries);
+        rec.begin();
+        for (uint32_t l = 0; l < shape.layers; ++l) {
+          if (evict) kernels::read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
+          a.layer = l;
+          kernels::attention(rec, k, a, pipeline);
+        }
+        rec.end();
+        std::vector<double> split_us, combine_us;
+        for (uint32_t r = 0; r < common.warmup + common.repeats; ++r) {
+          rec.submit_and_wait();
+          if (r < common.warmup) continue;
+          double sp = 0, cb = 0;
+          for (const vk::DispatchTime& d : rec.dispatch_times())
+            if (d.name->find("read_probe") == std::string::npos)
+              (d.name->find("combine") != std::string::npos ? cb : sp) += d.ns;
+          split_us.push_back(sp / shape.layers / 1e3);
+          combine_us.push_back(cb / shape.layers / 1e3);
+        }
+        return std::pair{median(split_us), median(combine_us)};
+      };
+      auto emit = [&](const std::string& variant, uint32_t split, std::pair<double, double> t) {
+        const double us = t.first + t.second;
+        const double kv_bytes = 2.0 * context * layout.kv_dim * 2 * sequences;  // K and V of one layer
+        Row("sweep_attention")
+            .text("device", dev.info().name)
+            .text("model", options.model)
+            .integer("context", context)
+            .integer("sequences", sequences)
+            .text("variant", variant)
+            .integer("split", split)
+            .num("us", us)
+            .num("split_us", t.first)
+            .num("combine_us", t.second)
+            .num("kv_gbs", kv_bytes / us / 1e3)
+            .emit();
+      };
+      auto decode_pipeline = [&](uint32_t sg, bool one_binding,
+                                 const std::string& probe = {}) -> const vk::ComputePipeline* {
+        const std::string build = kernels::attention_decode_shader(dev, shape.head_dim, one_binding) + probe;
+        if (!probe.empty() && vk::find_spirv(build) == nullptr) return nullptr;
+        if (build.empty() || !kernels::attention_decode_fits(dev, shape.head_dim, sg)) return nullptr;
+        return &ctx.pipelines().get(build, kernels::attention_decode_spec(dev, sg));
+      };
+      for (uint32_t split : numbers(options.splits)) {
+        if (split > context) continue;
+        emit("paged", split, time_layer_us(split, nullptr, false));
+        if (bindings == 1 && options.switch_builds)
+          emit("paged switch", split, time_layer_us(split, nullptr, false, true));
+        for (uint32_t sg : numbers(options.subgroups))
+          if (const vk::ComputePipeline* p = decode_pipeline(sg, bindings == 1))
+            emit("decode sg" + std::to_string(sg), split, time_layer_us(split, p, true));
+        if (const vk::ComputePipeline* p = decode_pipeline(kernels::kAttentionDecodeSubgroups, false);
+            p && bindings == 1 && options.switch_builds)
+          emit("decode switch sg4", split, time_layer_us(split, p, true, true));
+        for (const char* probe : {"_novpre", "_g4"})
+          for (uint32_t sg : numbers(options.subgroups))
+            if (const vk::ComputePipeline* p = decode_pipeline(sg, bindings == 1, probe); p && options.probes)
+              emit(std::string("decode") + probe + " sg" + std::to_string(sg), split,
+                   time_layer_us(split, p, true));
+      }
+    }
+}
+
+}  // namespace kvtrie::bench
