@@ -175,8 +175,7 @@ int main(int argc, char** argv) {
 
   SweepAttentionOptions sweep_at;
   auto* sweep_at_cmd = app.add_subcommand(
-      "sweep-attention",
-      "decode attention of a model's shape per context, batch, split and split-pass kernel");
+      "sweep-attention", "decode attention of a model's shape per context, batch and split size");
   sweep_at_cmd->add_option("--model", sweep_at.model, "shapes: llama3-8b or llama3-1b")
       ->capture_default_str();
   sweep_at_cmd->add_option("--contexts", sweep_at.contexts, "tokens of KV per sequence, comma-separated")
@@ -185,13 +184,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sweep_at_cmd->add_option("--splits", sweep_at.splits, "positions per split, comma-separated")
       ->capture_default_str();
-  sweep_at_cmd->add_option("--subgroups", sweep_at.subgroups, "attention_decode subgroups a work group")
+  sweep_at_cmd->add_option("--evict-mib", sweep_at.evict_mib, "device memory read between layers (0: none)")
       ->capture_default_str();
-  sweep_at_cmd->add_option("--evict-mib", sweep_at.evict_mib, "device memory filled between layers (0: none)")
-      ->capture_default_str();
-  sweep_at_cmd->add_flag("--switch-builds", sweep_at.switch_builds,
-                         "also the builds for a pool in several bindings");
-  sweep_at_cmd->add_flag("--probes", sweep_at.probes, "also attention_decode's tuning probes");
 
   // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
   add_common(load_cmd, 3, 0);

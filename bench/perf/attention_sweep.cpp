@@ -1,16 +1,14 @@
 // sweep-attention: the decode attention of a model's shape (llama3-8b: 32 heads over 8 KV heads of 128,
 // 32 layers; llama3-1b: head_dim 64, 16 layers) for `sequences` sequences of `context` tokens each, one
 // query token a sequence, as a decode step runs it: the split pass and the combine pass (writing the o
-// projection's quantized input) for every layer, chained, each layer reading its own K/V. Variants: the
-// split pass on attention_paged ("paged"), and on attention_decode built with each --subgroups value
-// ("decode sgN"), each at every --splits size; "paged switch" and "decode switch sg4" read a pool in one
-// binding through the builds for several (a branch around each load). K/V hold f16 1.0 (the time does not
-// depend on the values).
+// projection's quantized input) for every layer, chained, each layer reading its own K/V, at every --splits
+// size. K/V hold f16 1.0 (the time does not depend on the values). A split-pass kernel under trial takes its
+// place in attention() to be compared here (session 9's attention_decode: commit 0cc5eee).
 // Between layers a read of --evict-mib of device memory (read_probe) pushes the K/V out of the L2 cache, as
 // a decode step's weight reads do. Times are the GPU timestamps around each dispatch (the recorder's
-// profiling: its run plus the barrier before it), the split pass and the combine apart, summed over the
-// layers of --rounds replays. One row per (context, sequences, variant, split): microseconds per layer and
-// K/V GB/s.
+// profiling: its run plus the barrier before it), the split pass and the combine apart, per layer, the median
+// of --repeats replays. One row per (context, sequences, variant, split): microseconds per layer and K/V
+// GB/s.
 #include <algorithm>
 #include <optional>
 #include <sstream>
@@ -29,7 +27,6 @@
 #include "kernels/vk/context.h"
 #include "kernels/vk/device.h"
 #include "kernels/vk/query_pool.h"
-#include "kernels/vk/shader_registry.h"
 #include "kernels/vk/staging.h"
 
 namespace kvtrie::bench {
@@ -129,11 +126,8 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         return a;
       };
       // {split pass, combine} microseconds a layer: medians over rounds of the summed timestamps.
-      auto time_layer_us = [&](uint32_t split, const vk::ComputePipeline* pipeline, bool decode,
-                               bool switch_builds = false) {
+      auto time_layer_us = [&](uint32_t split) {
         kernels::AttentionArgs a = args_for(split);
-        a.decode = decode;
-        if (switch_builds && bindings == 1) a.pages_per_binding = per_binding;
         vk::Buffer scratch(dev, kernels::attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
         a.scratch = scratch.view();
         vk::CommandRecorder rec(ctx);
@@ -142,7 +136,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         for (uint32_t l = 0; l < shape.layers; ++l) {
           if (evict) kernels::read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
           a.layer = l;
-          kernels::attention(rec, k, a, pipeline);
+          kernels::attention(rec, k, a);
         }
         rec.end();
         std::vector<double> split_us, combine_us;
@@ -174,30 +168,8 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
             .num("kv_gbs", kv_bytes / us / 1e3)
             .emit();
       };
-      auto decode_pipeline = [&](uint32_t sg, bool one_binding,
-                                 const std::string& probe = {}) -> const vk::ComputePipeline* {
-        const std::string build = kernels::attention_decode_shader(dev, shape.head_dim, one_binding) + probe;
-        if (!probe.empty() && vk::find_spirv(build) == nullptr) return nullptr;
-        if (build.empty() || !kernels::attention_decode_fits(dev, shape.head_dim, sg)) return nullptr;
-        return &ctx.pipelines().get(build, kernels::attention_decode_spec(dev, sg));
-      };
-      for (uint32_t split : numbers(options.splits)) {
-        if (split > context) continue;
-        emit("paged", split, time_layer_us(split, nullptr, false));
-        if (bindings == 1 && options.switch_builds)
-          emit("paged switch", split, time_layer_us(split, nullptr, false, true));
-        for (uint32_t sg : numbers(options.subgroups))
-          if (const vk::ComputePipeline* p = decode_pipeline(sg, bindings == 1))
-            emit("decode sg" + std::to_string(sg), split, time_layer_us(split, p, true));
-        if (const vk::ComputePipeline* p = decode_pipeline(kernels::kAttentionDecodeSubgroups, false);
-            p && bindings == 1 && options.switch_builds)
-          emit("decode switch sg4", split, time_layer_us(split, p, true, true));
-        for (const char* probe : {"_novpre", "_g4"})
-          for (uint32_t sg : numbers(options.subgroups))
-            if (const vk::ComputePipeline* p = decode_pipeline(sg, bindings == 1, probe); p && options.probes)
-              emit(std::string("decode") + probe + " sg" + std::to_string(sg), split,
-                   time_layer_us(split, p, true));
-      }
+      for (uint32_t split : numbers(options.splits))
+        if (split <= context) emit("paged", split, time_layer_us(split));
     }
 }
 

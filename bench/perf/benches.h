@@ -112,16 +112,13 @@ struct SweepMatmulOptions {
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options);
 
 // sweep-attention: decode attention (split pass + combine, every layer) of a model's shape per context,
-// batch, split size and split-pass kernel (attention_paged, attention_decode per subgroups a work group).
+// batch and split size, timed by GPU timestamps with the L2 cache evicted between layers.
 struct SweepAttentionOptions {
   std::string model = "llama3-8b";
   std::string contexts = "512,1024,2048,4096,8192";
   std::string sequences = "1,8";
   std::string splits = "32,64,128,256,512";
-  std::string subgroups = "1,2,4,8";
-  uint64_t evict_mib = 256;    // device memory filled between layers (0: none)
-  bool switch_builds = false;  // also the builds for a pool in several bindings
-  bool probes = false;         // also attention_decode's tuning probes (variants.cmake)
+  uint64_t evict_mib = 256;  // device memory read between layers (0: none)
 };
 void run_sweep_attention(const CommonOptions& common, const SweepAttentionOptions& options);
 

@@ -4,7 +4,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
 #include "kernels/error.h"
@@ -52,10 +51,10 @@ uint32_t tile_keys(uint32_t head_dim) {
 // 28.5 with 4; llama3-1b (64) 7.0 ms with 4 against 7.7 with 8.
 struct CoopmatBuild {
   uint32_t head_dim;
-  std::string_view variant, variant_one;  // the pool in bindings 1..4, in binding 1 alone
+  std::string_view variant;
   uint32_t rows;
 };
-constexpr CoopmatBuild kCoopmatBuilds[] = {{64, "d64", "d64_one", 64}, {128, "d128", "d128_one", 128}};
+constexpr CoopmatBuild kCoopmatBuilds[] = {{64, "d64", 64}, {128, "d128", 128}};
 
 const CoopmatBuild* coopmat_build(uint32_t head_dim) {
   for (const CoopmatBuild& b : kCoopmatBuilds)
@@ -63,67 +62,7 @@ const CoopmatBuild* coopmat_build(uint32_t head_dim) {
   return nullptr;
 }
 
-// attention_decode.comp's builds (variants.cmake): a table row per subgroup size (attention_decode_l<lanes>),
-// a variant per head_dim; and its shared arrays' bytes: q of 8 heads, a pass's probabilities and V rows, and
-// each subgroup's state.
-constexpr uint32_t kDecodeMaxHeads = 8;
-constexpr uint32_t kWholePool = UINT32_MAX / 2;  // pages_per_binding of a pool all in binding 0
-std::string_view decode_variant(uint32_t head_dim, bool one_binding) {
-  switch (head_dim) {
-    case 64:
-      return one_binding ? "d64_one" : "d64";
-    case 128:
-      return one_binding ? "d128_one" : "d128";
-    default:
-      return {};
-  }
-}
-std::string_view decode_op(uint32_t lanes) {
-  switch (lanes) {
-    case 8:
-      return "attention_decode_l8";
-    case 16:
-      return "attention_decode_l16";
-    case 32:
-      return "attention_decode_l32";
-    case 64:
-      return "attention_decode_l64";
-    default:
-      return {};
-  }
-}
-uint64_t decode_shared_bytes(uint32_t head_dim, uint32_t subgroups, uint32_t lanes) {
-  const uint32_t quads = head_dim / 4, key_groups = std::max(1u, lanes / quads);
-  return 16 * (uint64_t{kDecodeMaxHeads} * quads + subgroups * lanes * kDecodeMaxHeads / 4 +
-               uint64_t{subgroups} * key_groups * kDecodeMaxHeads * quads) +
-         4 * subgroups * lanes + 8 * subgroups * kDecodeMaxHeads;
-}
-
 }  // namespace
-
-vk::SpecConstants attention_decode_spec(const vk::Device& device, uint32_t subgroups) {
-  return {subgroups * device.subgroup_size(), subgroups};
-}
-
-std::string attention_decode_shader(const vk::Device& device, uint32_t head_dim, bool one_binding) {
-  const std::string_view op = decode_op(device.subgroup_size()),
-                         variant = decode_variant(head_dim, one_binding);
-  return op.empty() || variant.empty() ? std::string() : std::string(op) + "_" + std::string(variant);
-}
-
-bool attention_decode_fits(const vk::Device& device, uint32_t head_dim, uint32_t subgroups) {
-  const vk::PhysicalDeviceInfo& info = device.info();
-  const uint64_t threads = uint64_t{subgroups} * device.subgroup_size();
-  return threads <= info.max_workgroup_invocations && threads <= info.max_workgroup_size_x &&
-         decode_shared_bytes(head_dim, subgroups, device.subgroup_size()) <= info.max_shared_memory;
-}
-
-bool attention_uses_decode_kernel(const vk::Device& device, const AttentionArgs& args) {
-  return args.decode && !attention_uses_tensor_cores(device, args) &&
-         !attention_decode_shader(device, args.head_dim, false).empty() &&
-         device.info().subgroup_arithmetic &&
-         attention_decode_fits(device, args.head_dim, kAttentionDecodeSubgroups);
-}
 
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
   const uint32_t q_stride = args.q_stride ? args.q_stride : args.n_heads * args.head_dim;
@@ -143,8 +82,7 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args) {
   return uint64_t{args.tokens} * args.n_heads * max_splits(args) * (args.head_dim + 2) * sizeof(float);
 }
 
-void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args,
-               const vk::ComputePipeline* split_pass) {
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args) {
   KVTRIE_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0,
                "attention: n_heads must be a multiple of n_kv_heads");
   KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 2 == 0,
@@ -168,14 +106,12 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
 
   // GQA sharing and query blocks: a work group takes heads_per_wg query heads of one KV head and up to
   // block_tokens tokens of one sequence (rows = heads x tokens <= rows_cap, or the tensor-core build's rows).
-  // attention_decode: one token a work group, up to 8 heads.
   const CoopmatBuild* coopmat = attention_uses_tensor_cores(k.device(), args) ? coopmat_build(hd) : nullptr;
-  const bool decode = !coopmat && attention_uses_decode_kernel(k.device(), args);
   const uint32_t group_heads = args.n_heads / args.n_kv_heads;
-  const uint32_t rows = coopmat ? coopmat->rows : decode ? kDecodeMaxHeads : rows_cap(hd);
+  const uint32_t rows = coopmat ? coopmat->rows : rows_cap(hd);
   const uint32_t heads_per_wg = std::min(group_heads, rows);
   const uint32_t head_groups = (group_heads + heads_per_wg - 1) / heads_per_wg;
-  const uint32_t block_tokens = decode ? 1 : std::max(1u, rows / heads_per_wg);
+  const uint32_t block_tokens = std::max(1u, rows / heads_per_wg);
   const uint32_t keys = tile_keys(hd);
   KVTRIE_CHECK(coopmat || (rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords &&
                            keys * rows <= kScoreFloats && keys % 4 == 0 && keys > 0),
@@ -186,7 +122,7 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   vk::BufferView pools[4] = {args.kv_pages, args.kv_pages, args.kv_pages, args.kv_pages};
   uint32_t per_binding = args.pages_per_binding;
   if (per_binding == 0) {
-    per_binding = kWholePool;  // everything in binding 0
+    per_binding = UINT32_MAX / 2;  // everything in binding 0
   } else {
     for (size_t i = 0; i < args.kv_pages_more.size(); ++i)
       if (!args.kv_pages_more[i].empty()) pools[i + 1] = args.kv_pages_more[i];
@@ -208,15 +144,8 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                         block_tokens,
                         keys,
                         rows / 4};
-  // A pool in one binding takes the builds without a branch around each K/V load (kv_pool.glsl).
-  const bool one = per_binding == kWholePool;
-  const vk::ComputePipeline& split_pipeline =
-      split_pass ? *split_pass
-      : coopmat  ? k.pipeline("attention_coopmat", one ? coopmat->variant_one : coopmat->variant)
-      : decode   ? k.pipeline(decode_op(k.device().subgroup_size()), decode_variant(hd, one))
-                 : k.pipeline("attention", one ? "paged_one" : "paged");
   rec.dispatch(
-      split_pipeline,
+      coopmat ? k.pipeline("attention_coopmat", coopmat->variant) : k.pipeline("attention", "paged"),
       {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
        vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
       paged, splits, args.n_kv_heads * head_groups, args.tokens);

@@ -14,12 +14,6 @@
 // depends on the other rows of its work group, so a token's output is bit-identical whatever batch it runs
 // in, alone, inside a prefill block or beside other sequences (the --deterministic contract holds on every
 // path; K/V must hold finite values).
-// Decode (args.decode, where attention_uses_decode_kernel): the split pass runs attention_decode instead, one
-// work group per (split, KV head, token) whose subgroups read K/V straight from the pages into registers
-// with no shared tiles (decode is latency-bound: few tokens, few work groups, so attention_paged's tile
-// loads and barriers were most of its time). The same partials and combine. A token's bits depend only on
-// itself and the split size there too, but differ from attention_paged's: a caller under --deterministic
-// leaves it off, so that every batch runs attention_paged.
 // Tensor cores (args.tensor_cores, where attention_uses_tensor_cores): the split pass of a prefill block runs
 // attention_coopmat instead, the same grid and partials with both products on VK_KHR_cooperative_matrix (q
 // and the probabilities rounded to f16; 64 or 128 rows = heads x tokens a work group). Faster for long
@@ -29,7 +23,6 @@
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/kv_layout.h"
@@ -62,7 +55,6 @@ struct AttentionArgs {
   uint32_t out_stride = 0;    // 0: n_heads * head_dim
   float scale = 0;            // 0: 1 / sqrt(head_dim)
   bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
-  bool decode = false;        // attention_decode where attention_uses_decode_kernel (see the contract)
   // Set: out is also written quantized for matvec_q8 (head_dim a multiple of 16), as quantize_q8 would
   // write it, in the pass that writes out (no dispatch of its own).
   std::optional<QuantizedX> quantized_out;
@@ -78,22 +70,6 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args);
 // through VK_KHR_cooperative_matrix, head_dim 64 or 128, and q rows of whole 16-byte groups.
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args);
 
-// Whether attention() runs this call's split pass on attention_decode: args.decode (and not tensor cores),
-// head_dim 64 or 128, and a device with subgroup arithmetic whose subgroups hold 8, 16, 32 or 64 lanes.
-bool attention_uses_decode_kernel(const vk::Device& device, const AttentionArgs& args);
-
-// attention_decode's specialization constants with `subgroups` subgroups a work group (the engine's build:
-// kAttentionDecodeSubgroups), and whether they fit the device (threads and shared memory for head_dim).
-constexpr uint32_t kAttentionDecodeSubgroups = 4;
-vk::SpecConstants attention_decode_spec(const vk::Device& device, uint32_t subgroups);
-bool attention_decode_fits(const vk::Device& device, uint32_t head_dim, uint32_t subgroups);
-// The attention_decode build this device runs for head_dim (by its subgroup size) and a pool in one binding
-// or several; empty: none.
-std::string attention_decode_shader(const vk::Device& device, uint32_t head_dim, bool one_binding);
-
-// split_pass: tuning only (bench sweep-attention): the split pass's pipeline, e.g. attention_decode built
-// with other specialization constants; nullptr: the registered pipeline the arguments select.
-void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args,
-               const vk::ComputePipeline* split_pass = nullptr);
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);
 
 }  // namespace kvtrie::kernels

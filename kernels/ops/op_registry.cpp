@@ -38,15 +38,6 @@ vk::SpecConstants spec_matvec(const vk::Device& d) {
 vk::SpecConstants spec_attention(const vk::Device& d) {
   return {attention_workgroup_size(d)};
 }
-vk::SpecConstants spec_attention_decode(const vk::Device& d) {
-  return attention_decode_spec(d, kAttentionDecodeSubgroups);
-}
-// attention_decode: the build of the device's subgroup size (a row each).
-template <uint32_t kLanes>
-bool attention_decode_available(const vk::Device& d) {
-  return d.subgroup_size() == kLanes && d.info().subgroup_arithmetic &&
-         attention_decode_fits(d, 128, kAttentionDecodeSubgroups);
-}
 // matvec_q8: {work-group size, rows per lane, tokens per work group, subgroups per work group}.
 // (matvec_q8_shape() picks a build's rows per lane; threads per row are a push constant.)
 vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t rows_per_lane, uint32_t tokens) {
@@ -106,9 +97,8 @@ constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kConvert = {"f32_f16"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
-constexpr std::array kAttention = {"paged"sv, "paged_one"sv, "combine"sv, "combine_qout"sv};
-constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv, "d64_one"sv, "d128_one"sv};  // head_dim
-constexpr std::array kAttentionDecode = {"d64"sv, "d128"sv, "d64_one"sv, "d128_one"sv};   // head_dim
+constexpr std::array kAttention = {"paged"sv, "combine"sv, "combine_qout"sv};
+constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv};  // head_dim
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
 
@@ -151,10 +141,6 @@ const OpRegistration kOps[] = {
     {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},
     {"attention", kAttention, spec_attention},
     {"attention_coopmat", kAttentionCoopmat, spec_none, khr_coopmat_path},
-    {"attention_decode_l8", kAttentionDecode, spec_attention_decode, attention_decode_available<8>},
-    {"attention_decode_l16", kAttentionDecode, spec_attention_decode, attention_decode_available<16>},
-    {"attention_decode_l32", kAttentionDecode, spec_attention_decode, attention_decode_available<32>},
-    {"attention_decode_l64", kAttentionDecode, spec_attention_decode, attention_decode_available<64>},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_portable, "matvec_q8", true},

@@ -1,9 +1,7 @@
-// The KV page pool as the attention split passes read it (attention.comp, attention_decode.comp,
-// attention_coopmat.comp): up to 4 bindings (1..4) of pages_per_binding whole pages each, for a pool larger
-// than one binding's maxStorageBufferRange; unused bindings repeat the first. 8 f16 an element. Include after
-// the push constants `pc` (page_size, pages_per_binding, n_layers, layer, n_kv_heads, head_dim). ONE_BINDING
-// builds (the whole pool in binding 0, the engine's default) read without a branch around each load: with
-// it, on an H200, each load of a split pass's tile waited for the one before.
+// The KV page pool as the attention split passes read it (attention.comp, attention_coopmat.comp): up to 4
+// bindings (1..4) of pages_per_binding whole pages each, for a pool larger than one binding's
+// maxStorageBufferRange; unused bindings repeat the first. 8 f16 an element. Include after the page table
+// binding and the push constants `pc` (page_size, pages_per_binding, n_layers, layer, n_kv_heads, head_dim).
 layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
 layout(set = 0, binding = 2) readonly buffer KV1 { uvec4 kv1[]; };
 layout(set = 0, binding = 3) readonly buffer KV2 { uvec4 kv2[]; };
@@ -16,12 +14,8 @@ layout(set = 0, binding = 4) readonly buffer KV3 { uvec4 kv3[]; };
 // it below (a binding holds < 2^30 words).
 uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
   uint page = page_table[pt_off + j / pc.page_size];
-#ifdef ONE_BINDING
-  uint chunk = 0u;
-#else
   uint chunk = page / pc.pages_per_binding;
   page -= chunk * pc.pages_per_binding;
-#endif
   uint elem = kv_element(page, pc.layer, is_v, j % pc.page_size, kh * pc.head_dim, pc.n_layers, pc.page_size,
                          pc.n_kv_heads * pc.head_dim);
   return (chunk << 30) | (elem >> 1);
@@ -29,9 +23,6 @@ uint kv_word(uint pt_off, uint j, uint kh, uint is_v) {
 
 // The 16 bytes holding word loc (loc's word index a multiple of 4 where a whole row piece is read).
 uvec4 kv_load4(uint loc) {
-#ifdef ONE_BINDING
-  return kv0[loc >> 2];
-#else
   uint i = (loc & 0x3FFFFFFFu) >> 2;
   switch (loc >> 30) {
     case 0u: return kv0[i];
@@ -39,5 +30,4 @@ uvec4 kv_load4(uint loc) {
     case 2u: return kv2[i];
     default: return kv3[i];
   }
-#endif
 }

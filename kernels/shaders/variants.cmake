@@ -38,36 +38,16 @@ if(KVTRIE_GLSL_NV_COOPMAT2)
     kvtrie_shader(matmul_cm2_${_name} matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=${_id})
   endforeach()
 endif()
-# paged attention: split pass + combine pass. Each split pass also in a build for a pool in one binding
-# (ONE_BINDING, the engine's default: no branch around each K/V load; kv_pool.glsl).
+# paged attention: split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
-kvtrie_shader(attention_paged_one attention.comp ONE_BINDING=1)
 kvtrie_shader(attention_combine attention_combine.comp)
 kvtrie_shader(attention_combine_qout attention_combine.comp QUANT_OUT=1)
-# ... its split pass for decode batches (attention_decode.comp), per subgroup size and head_dim.
-foreach(_lanes 8 16 32 64)
-  foreach(_hd 64 128)
-    kvtrie_shader(attention_decode_l${_lanes}_d${_hd} attention_decode.comp HD=${_hd}u LANES=${_lanes}u)
-    kvtrie_shader(attention_decode_l${_lanes}_d${_hd}_one attention_decode.comp HD=${_hd}u LANES=${_lanes}u
-                  ONE_BINDING=1)
-  endforeach()
-endforeach()
 # ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the
 # subgroups a work group that measured fastest for it (attention.cpp, coopmat_rows).
 if(KVTRIE_GLSL_KHR_COOPMAT)
   kvtrie_shader(attention_coopmat_d64 attention_coopmat.comp HD=64u SG=4u)
   kvtrie_shader(attention_coopmat_d128 attention_coopmat.comp HD=128u SG=8u)
-  kvtrie_shader(attention_coopmat_d64_one attention_coopmat.comp HD=64u SG=4u ONE_BINDING=1)
-  kvtrie_shader(attention_coopmat_d128_one attention_coopmat.comp HD=128u SG=8u ONE_BINDING=1)
 endif()
-# Tuning probes of attention_decode (bench sweep-attention --probes only): V loaded in the PV loop instead of
-# ahead of the scores, 4 heads a work group instead of 8.
-kvtrie_shader(attention_decode_l32_d128_one_novpre attention_decode.comp HD=128u LANES=32u ONE_BINDING=1
-              NO_V_PREFETCH=1)
-kvtrie_shader(attention_decode_l32_d128_one_g4 attention_decode.comp HD=128u LANES=32u ONE_BINDING=1 MAX_G=4u)
-kvtrie_shader(attention_decode_l32_d64_one_novpre attention_decode.comp HD=64u LANES=32u ONE_BINDING=1
-              NO_V_PREFETCH=1)
-kvtrie_shader(attention_decode_l32_d64_one_g4 attention_decode.comp HD=64u LANES=32u ONE_BINDING=1 MAX_G=4u)
 # Tuning probes of the tensor-core matmul (bench sweep-matmul only): without the loads, without the multiplies.
 if(KVTRIE_GLSL_KHR_COOPMAT)
   kvtrie_shader(matmul_coopmat_khr_noload_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_LOADS=1)

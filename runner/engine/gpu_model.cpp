@@ -466,8 +466,6 @@ struct GpuModel::Impl {
     at.split_size = split_size(T, max_position);
     // Prefill blocks take the tensor cores where the device has them (not batch-invariant).
     at.tensor_cores = !options.deterministic && T > kSmallBatch;
-    // Decode batches take attention_decode (its own arithmetic: never under --deterministic).
-    at.decode = !options.deterministic && T <= kSmallBatch;
     // The o projection's input quantized by attention's combine pass (no dispatch of its own).
     if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
     kernels::attention(*rec, kernels, at);

@@ -92,7 +92,7 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
 
   // pools: the page pool in one buffer, or in several of pages_per_binding pages each.
   // The arguments of a run of b (views and scratch left empty).
-  AttentionArgs args_of(const Batch& b, uint32_t split_size, bool tensor_cores, bool decode = false) const {
+  AttentionArgs args_of(const Batch& b, uint32_t split_size, bool tensor_cores) const {
     const Shape s = GetParam();
     AttentionArgs a;
     a.tokens = b.tokens;
@@ -104,7 +104,6 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.max_position = b.max_position;
     a.split_size = split_size;
     a.tensor_cores = tensor_cores;
-    a.decode = decode;
     return a;
   }
 
@@ -112,13 +111,13 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
   // values).
   std::vector<float> run(const Batch& b, const std::vector<const vk::Buffer*>& pools, uint32_t split_size,
                          uint32_t pages_per_binding = 0, bool tensor_cores = false,
-                         const std::optional<QuantizedX>& quantized = std::nullopt, bool decode = false) {
+                         const std::optional<QuantizedX>& quantized = std::nullopt) {
     const Shape s = GetParam();
     Kernels k(context(), Prewarm::No);
     vk::Buffer qb = device_buffer(b.q);
     vk::Buffer pt = device_buffer(b.page_table);
     vk::Buffer ti = device_buffer(b.token_info);
-    AttentionArgs a = args_of(b, split_size, tensor_cores, decode);
+    AttentionArgs a = args_of(b, split_size, tensor_cores);
     vk::Buffer scratch(context().device(), attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
     const uint64_t out_count = uint64_t{b.tokens} * s.n_heads * s.head_dim;
     vk::Buffer out(context().device(), out_count * sizeof(float), vk::MemoryKind::DeviceLocal);
@@ -355,57 +354,12 @@ TEST_P(AttentionTest, TensorCoresMatchReferenceWhereTheDeviceHasThem) {
   }
 }
 
-// The decode split pass (attention_decode: one work group a token, K/V read straight into registers) on the
-// mixed batch, every token of it as a decode query: against the reference with splits that cut its passes
-// of keys and pages, one split per token, the pool over three bindings, and each token's bits alone equal
-// to its bits in the batch and in the batch reversed.
-TEST_P(AttentionTest, DecodeKernelMatchesReferenceAndKeepsEachTokensBits) {
-  const Batch b = make_batch();
-  if (!attention_uses_decode_kernel(context().device(), args_of(b, 48, false, true)))
-    GTEST_SKIP() << "head_dim " << GetParam().head_dim << " on " << context().device().info().name
-                 << " runs attention_paged (attention_decode: head_dim 64 or 128, subgroup arithmetic)";
-  const std::vector<uint16_t> pool_host = make_pool();
-  vk::Buffer pool = device_buffer(pool_host);
-  const std::vector<double> ref = reference(b, pool_host);
-  for (uint32_t split : {7u, 48u, 256u}) {
-    SCOPED_TRACE("split_size " + std::to_string(split));
-    expect_close(run(b, {&pool}, split, 0, false, std::nullopt, true), ref, GetParam().head_dim);
-  }
-
-  const uint32_t split = 40, width = GetParam().n_heads * GetParam().head_dim;
-  const std::vector<float> batch = run(b, {&pool}, split, 0, false, std::nullopt, true);
-  const uint64_t page = layout().page_elements();
-  std::vector<vk::Buffer> chunks;
-  for (uint64_t first = 0; first < kPages; first += 6) {
-    const uint64_t n = std::min<uint64_t>(6, kPages - first);
-    chunks.push_back(device_buffer(
-        std::vector<uint16_t>(pool_host.begin() + first * page, pool_host.begin() + (first + n) * page)));
-  }
-  const std::vector<float> bindings =
-      run(b, {&chunks[0], &chunks[1], &chunks[2]}, split, 6, false, std::nullopt, true);
-  EXPECT_EQ(std::memcmp(batch.data(), bindings.data(), batch.size() * sizeof(float)), 0);
-
-  const std::vector<float> reversed =
-      run(tokens_of(b, 0, b.tokens, true), {&pool}, split, 0, false, std::nullopt, true);
-  for (uint32_t t = 0; t < b.tokens; ++t) {
-    const float* want = batch.data() + uint64_t{t} * width;
-    EXPECT_EQ(std::memcmp(reversed.data() + uint64_t{b.tokens - 1 - t} * width, want, width * sizeof(float)),
-              0)
-        << "token " << t << " reversed";
-    if (t % 5 != 0) continue;
-    const std::vector<float> alone = run(token_of(b, t), {&pool}, split, 0, false, std::nullopt, true);
-    EXPECT_EQ(std::memcmp(alone.data(), want, width * sizeof(float)), 0) << "token " << t << " alone";
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
-                         // GQA 1, 2, 4, 4, 2, 3, 8, 12, 4, 24; dims 10 and 12: rows not 16-byte aligned; 12
-                         // and 24 heads per KV head: more than one work group's rows (two head groups at dim
-                         // 64 in attention_decode, at dim 256 in attention_paged).
+                         // GQA 1, 2, 4, 4, 2, 3, 8, 4, 24; dims 10 and 12: rows not 16-byte aligned; 24 heads
+                         // per KV head: more than one work group's rows (two head groups at dim 256).
                          ::testing::Values(Shape{4, 4, 8}, Shape{4, 2, 64}, Shape{8, 2, 128},
                                            Shape{4, 1, 128}, Shape{6, 3, 12}, Shape{6, 2, 10},
-                                           Shape{16, 2, 64}, Shape{24, 2, 64}, Shape{8, 2, 256},
-                                           Shape{24, 1, 256}),
+                                           Shape{16, 2, 64}, Shape{8, 2, 256}, Shape{24, 1, 256}),
                          [](const auto& p) {
                            return "heads" + std::to_string(p.param.n_heads) + "_kv" +
                                   std::to_string(p.param.n_kv_heads) + "_dim" +
