@@ -64,6 +64,8 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, 
   const std::uint32_t P = config_.page_tokens;
   // The last prompt token is always computed: its logits are needed to sample.
   const auto usable = prompt.first(prompt.size() - 1);
+  // Pages read from disk become a host-only node at the end of the cached prefix: the match ends with them.
+  const std::uint32_t from_disk = disk_ != nullptr ? load_from_disk(ns, usable, group) : 0;
   const MatchResult match = trie_.match(ns, usable);
   Sequence s;
   s.ns = ns;
@@ -122,10 +124,13 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, 
   AcquireResult result;
   result.cached_tokens = reuse;
   result.device_hit_tokens = promoted ? std::min(reuse, match.device_tokens) : reuse;
-  result.host_hit_tokens = reuse - result.device_hit_tokens;
+  const std::uint32_t disk_start = match.matched_tokens - from_disk;
+  result.disk_hit_tokens = reuse > disk_start ? std::min(reuse, match.matched_tokens) - disk_start : 0;
+  result.host_hit_tokens = reuse - result.device_hit_tokens - result.disk_hit_tokens;
   result.copied_on_write = cow;
   stats_.hit_tokens_device += result.device_hit_tokens;
   stats_.hit_tokens_host += result.host_hit_tokens;
+  stats_.hit_tokens_disk += result.disk_hit_tokens;
   stats_.miss_tokens += prompt.size() - reuse;
   result.seq = SeqId{next_seq_++};
   sequences_.emplace(static_cast<std::uint64_t>(result.seq), std::move(s));
@@ -238,6 +243,7 @@ bool KvCache::make_host_room(std::uint32_t pages) {
     if (victim == nullptr) return false;
     const std::uint32_t want = pages - host_.free_pages();
     victim = trie_.split_tail(victim, std::min(want, trie_.node_pages(victim)));
+    spill_to_disk(victim);
     stats_.evicted_host_pages += trie_.drop(victim).host;
   }
   return true;

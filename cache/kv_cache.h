@@ -35,8 +35,13 @@
 // with the trie's and pools' invariants, and that every page of a page table that the trie stores is pinned
 // (so eviction never takes a page in use). Events: an attached KvEventSink hears of every full page that
 // enters or leaves a tier (cache/kv_event_sink.h); a flush that empties the cache says so with one Cleared.
-// Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier and an
-// attached event sink must outlive the KvCache.
+// Disk tier (attach_disk_tier): the full pages of a host-only node the host tier drops are queued to the
+// DiskPageStore first (a partial last page is lost), and acquire() looks up the prompt's pages past the
+// cached prefix there, page by page in hash order, reads the ones it finds into fresh host pages (on this
+// thread, through HostPageMemory) and hangs them in the trie as a host-only node, which the usual promotion
+// then copies to the device. persist_to_disk() moves every unpinned cached page there (shutdown).
+// Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an
+// attached event sink and an attached disk tier must outlive the KvCache.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -44,6 +49,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/disk_page_store.h"
+#include "cache/host_page_memory.h"
 #include "cache/page_copier.h"
 #include "cache/page_pool.h"
 #include "cache/prefix_trie.h"
@@ -72,6 +79,7 @@ struct AcquireResult {
   std::uint32_t cached_tokens = 0;      // prompt tokens whose KV is reused: compute from this position on
   std::uint32_t device_hit_tokens = 0;  // of cached_tokens, found on device
   std::uint32_t host_hit_tokens = 0;    // of cached_tokens, promoted from host
+  std::uint32_t disk_hit_tokens = 0;    // of cached_tokens, read from the disk tier (then promoted)
   bool copied_on_write = false;         // the last reused page was copied into a private page
 };
 
@@ -81,9 +89,12 @@ enum class ReserveStatus {
 };
 
 struct KvCacheStats {
-  std::uint64_t hit_tokens_device = 0;  // prompt tokens reused from device pages
-  std::uint64_t hit_tokens_host = 0;    // prompt tokens reused from host pages (promoted)
-  std::uint64_t miss_tokens = 0;        // prompt tokens that had to be computed
+  std::uint64_t hit_tokens_device = 0;   // prompt tokens reused from device pages
+  std::uint64_t hit_tokens_host = 0;     // prompt tokens reused from host pages (promoted)
+  std::uint64_t hit_tokens_disk = 0;     // prompt tokens reused from disk pages (read, then promoted)
+  std::uint64_t disk_loaded_pages = 0;   // pages read from the disk tier into host pages
+  std::uint64_t disk_spilled_pages = 0;  // pages the host tier dropped that the disk tier took
+  std::uint64_t miss_tokens = 0;         // prompt tokens that had to be computed
   std::uint64_t promoted_pages = 0;
   std::uint64_t demoted_pages = 0;
   std::uint64_t evicted_device_pages = 0;  // dropped from device without a host copy
@@ -136,6 +147,12 @@ class KvCache {
   // Drops every cached page no running sequence pins, on both tiers (admin flush; counted as evictions).
   // Waits for copies in flight first. Returns the number of pages dropped.
   std::uint32_t flush();
+  // Gives the cache a disk tier (call before the first acquire): host-tier drops go to disk and prompts are
+  // looked up there. memory is the host tier's bytes (the copier's host pages).
+  void attach_disk_tier(DiskPageStore& disk, HostPageMemory& memory);
+  // Moves every cached page no sequence pins to the disk tier (through the host tier), e.g. at shutdown,
+  // and waits for the disk writes. Returns the pages queued to disk. A no-op without a disk tier.
+  std::uint32_t persist_to_disk();
   // Publishes every later change of the cached pages to sink (nullptr: none); call before the first acquire.
   void set_event_sink(KvEventSink* sink) { trie_.set_event_sink(sink); }
   // The hash of every full page cached, by tier: what a router rebuilds from the events.
@@ -187,6 +204,11 @@ class KvCache {
   // The next device page to demote or drop for a sequence of `group` (nullptr: none left).
   TrieNode* device_victim(std::uint32_t pages, GroupId group) const;
   bool make_host_room(std::uint32_t pages);
+  // Queues the full pages of a host-only node about to be dropped to the disk tier.
+  void spill_to_disk(const TrieNode* node);
+  // Reads the pages of usable past its cached prefix that the disk tier holds into the host tier (a
+  // host-only node below that prefix); returns the tokens read.
+  std::uint32_t load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
   void queue(std::vector<PageCopy> copies);
   void wait_for_copies();
   void retire_copies();  // every queued copy is complete: finish promotions, free retired sequences
@@ -195,6 +217,8 @@ class KvCache {
 
   KvCacheConfig config_;
   PageCopier& copier_;
+  DiskPageStore* disk_ = nullptr;
+  HostPageMemory* host_memory_ = nullptr;
   PagePool device_;
   PagePool host_;
   PrefixTrie trie_;  // after the pools: releases its references into them when destroyed

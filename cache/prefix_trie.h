@@ -128,6 +128,13 @@ struct PageHashListing {
   std::vector<PageHash> host;
 };
 
+// One full page of a node, for the disk tier: its hash, its tokens and where its bytes are now.
+struct FullPage {
+  PageHash hash = 0;
+  std::span<const TokenId> tokens;  // P tokens, valid until the next mutation of the trie
+  PageRef page;
+};
+
 struct DroppedPages {
   std::uint32_t device = 0;
   std::uint32_t host = 0;
@@ -190,6 +197,14 @@ class PrefixTrie {
   std::vector<PageId> demote(TrieNode* node, std::span<const PageId> host_pages);
   // Removes an unlocked node and its whole subtree, releasing the trie's references.
   DroppedPages drop(TrieNode* node);
+
+  // Disk tier. The full pages of a node (a partial last page has no hash and is left out).
+  std::vector<FullPage> full_pages(const TrieNode* node) const;
+  // Hangs a host-only leaf holding `tokens` (whole pages) in host_pages (one each; the trie takes over the
+  // references allocate() returned) below the leased node, which must end on a page boundary where no child
+  // holds the first of those pages. Returns the new leaf's page hashes (chained from the leased node).
+  std::vector<PageHash> add_host_leaf(const Lease& at, std::span<const TokenId> tokens,
+                                      std::span<const PageId> host_pages);
 
   // Publishes every later change to sink (nullptr: none). The sink must outlive the trie or be detached.
   void set_event_sink(KvEventSink* sink) { sink_ = sink; }

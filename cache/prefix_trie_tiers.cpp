@@ -157,4 +157,44 @@ DroppedPages PrefixTrie::drop(TrieNode* node) {
   return dropped;
 }
 
+std::vector<FullPage> PrefixTrie::full_pages(const TrieNode* node) const {
+  std::vector<FullPage> pages;
+  const bool device = node->on_device();
+  for (std::size_t i = 0; i < node->page_hashes.size(); ++i)
+    pages.push_back(
+        {node->page_hashes[i],
+         std::span(node->key).subspan(i * page_tokens_, page_tokens_),
+         {device ? node->device_pages[i] : node->host_pages[i], device ? Tier::Device : Tier::Host}});
+  return pages;
+}
+
+std::vector<PageHash> PrefixTrie::add_host_leaf(const Lease& at, std::span<const TokenId> tokens,
+                                                std::span<const PageId> host_pages) {
+  KVTRIE_CHECK(!at.empty() && at.trie_ == this, "add_host_leaf needs a lease of this trie");
+  TrieNode* parent = at.node_;
+  KVTRIE_CHECK(parent->end % page_tokens_ == 0 && parent->key.size() % page_tokens_ == 0,
+               "a host leaf hangs from a node of whole pages");
+  KVTRIE_CHECK(
+      !tokens.empty() && tokens.size() % page_tokens_ == 0 && host_pages.size() == pages_for(tokens.size()),
+      "a host leaf holds whole pages, one host page each");
+  const auto first_page = tokens.first(page_tokens_);
+  for (const auto& child : parent->children)
+    KVTRIE_CHECK(child->key.size() < page_tokens_ ||
+                     !std::equal(first_page.begin(), first_page.end(), child->key.begin()),
+                 "a host leaf over a page the trie holds");
+  auto owned = make_node(parent);
+  TrieNode* node = owned.get();
+  node->key.assign(tokens.begin(), tokens.end());
+  node->end = parent->end + static_cast<std::uint32_t>(tokens.size());
+  node->host_pages.assign(host_pages.begin(), host_pages.end());
+  parent->children.push_back(std::move(owned));
+  ++tick_;
+  node->last_use = tick_;  // just asked for: the last page the host tier gives up
+  reaccount(node);
+  reaccount(parent);
+  hash_new_pages(node);
+  publish_stored(node, 0, Tier::Host);
+  return node->page_hashes;
+}
+
 }  // namespace kvtrie

@@ -4,12 +4,14 @@
 // up to that position, so reusing a page of another prefix or namespace is caught. Copies take effect in
 // order, a batch at a time, at wait() or when the test completes the oldest batch (complete_oldest(), the
 // GPU finishing while the scheduler runs other sequences), like a real transfer queue; reading before then
-// sees stale data.
+// sees stale data. It is also the host tier's memory for the disk tier (HostPageMemory): a host page's bytes
+// are its P values, so a cache using it needs page_bytes == P * 8.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "cache/host_page_memory.h"
 #include "cache/page_copier.h"
 
 namespace kvtrie::test {
@@ -31,7 +33,7 @@ inline std::vector<std::uint64_t> kv_values(std::uint64_t ns, std::span<const st
   return values;
 }
 
-class SimulatedCopier final : public PageCopier {
+class SimulatedCopier final : public PageCopier, public HostPageMemory {
  public:
   SimulatedCopier(std::uint32_t page_tokens, std::uint32_t device_pages, std::uint32_t host_pages)
       : page_tokens_(page_tokens),
@@ -57,6 +59,14 @@ class SimulatedCopier final : public PageCopier {
     pending_.erase(pending_.begin());
     return true;
   }
+
+  std::span<const std::byte> read_host_page(PageId page) override {
+    return std::as_bytes(std::span(host_.at(page)));
+  }
+  std::span<std::byte> write_host_page(PageId page) override {
+    return std::as_writable_bytes(std::span(host_.at(page)));
+  }
+  void host_page_written(PageId) override {}
 
   // The model "computes" positions [from, to) of a sequence: writes their KV values into its pages.
   void write(std::span<const PageId> table, std::span<const std::uint64_t> values, std::size_t from,

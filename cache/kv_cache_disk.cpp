@@ -1,0 +1,90 @@
+// The disk tier's part of the KV cache policy (cache/kv_cache.h): what the host tier drops goes to disk, a
+// prompt's pages past the cached prefix come back from it into the host tier, and a shutdown persists all.
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "cache/kv_cache.h"
+#include "cache/page_hash.h"
+#include "kernels/error.h"
+
+namespace kvtrie {
+
+void KvCache::attach_disk_tier(DiskPageStore& disk, HostPageMemory& memory) {
+  KVTRIE_CHECK(
+      disk.config().page_tokens == config_.page_tokens && disk.config().page_bytes == config_.page_bytes,
+      "a disk tier of another page shape");
+  disk_ = &disk;
+  host_memory_ = &memory;
+}
+
+void KvCache::spill_to_disk(const TrieNode* node) {
+  if (disk_ == nullptr || !disk_->enabled()) return;
+  // A page demoted moments ago may still be on its way to the host: read it only once the copier is done.
+  // Only the copier waits here: retiring copies would change the trie under the caller's victim.
+  if (!in_flight_.empty() && copier_.completed() < last_ticket_) copier_.wait();
+  for (const FullPage& page : trie_.full_pages(node)) {
+    if (page.page.tier != Tier::Host) continue;
+    if (disk_->store(page.hash, page.tokens, host_memory_->read_host_page(page.page.page)))
+      ++stats_.disk_spilled_pages;
+  }
+}
+
+std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group) {
+  const std::uint32_t P = config_.page_tokens;
+  if (!disk_->enabled()) return 0;
+  const std::uint32_t start = trie_.match(ns, usable).matched_tokens / P * P;
+  const auto full_pages = static_cast<std::uint32_t>(usable.size() / P);
+  if (start / P >= full_pages || host_.capacity() == 0) return 0;
+  // The chain up to the cached prefix (cheap: XXH3 over 4 bytes a token), then the pages the disk holds.
+  PageHash hash = namespace_page_seed(ns);
+  for (std::uint32_t i = 0; i < start / P; ++i) hash = chain_page_hash(hash, usable.subspan(i * P, P));
+  std::vector<PageHash> wanted;
+  for (std::uint32_t i = start / P; i < full_pages; ++i) {
+    hash = chain_page_hash(hash, usable.subspan(i * P, P));
+    if (!disk_->contains(hash)) break;
+    wanted.push_back(hash);
+  }
+  if (wanted.empty()) return 0;
+  // Pin the prefix the pages hang from, so making host room cannot drop it.
+  const Lease at = trie_.pin(ns, usable, start, group);
+  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(wanted.size(), host_.capacity()));
+  make_host_room(n);
+  std::vector<PageId> pages;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::optional<PageId> page = host_.allocate();
+    if (!page) break;
+    const auto tokens = usable.subspan(start + i * P, P);
+    // A fresh page: no copy in flight reads or writes it.
+    if (disk_->load(wanted[i], tokens, host_memory_->write_host_page(*page)) != DiskLoadStatus::Ok) {
+      host_.release(*page);
+      break;
+    }
+    host_memory_->host_page_written(*page);
+    pages.push_back(*page);
+  }
+  if (pages.empty()) return 0;
+  const auto tokens = static_cast<std::uint32_t>(pages.size() * P);
+  const std::vector<PageHash> hashes = trie_.add_host_leaf(at, usable.subspan(start, tokens), pages);
+  KVTRIE_CHECK(std::equal(hashes.begin(), hashes.end(), wanted.begin()), "disk pages under another hash");
+  stats_.disk_loaded_pages += pages.size();
+  return tokens;
+}
+
+std::uint32_t KvCache::persist_to_disk() {
+  if (disk_ == nullptr) return 0;
+  const std::uint64_t before = stats_.disk_spilled_pages;
+  wait_for_copies();
+  // Device pages reach the disk through the host tier: demote at most a host tier's worth at a time (a
+  // larger victim would not fit and be dropped), each batch pushing the previous one on to disk.
+  for (std::uint32_t free = device_.free_pages(); host_.capacity() > 0 && free < device_.capacity();) {
+    make_device_room(std::min(device_.capacity(), free + host_.capacity()), 0);
+    if (device_.free_pages() == free) break;  // the rest is pinned
+    free = device_.free_pages();
+  }
+  make_host_room(host_.capacity());
+  disk_->drain();
+  return static_cast<std::uint32_t>(stats_.disk_spilled_pages - before);
+}
+
+}  // namespace kvtrie

@@ -1,0 +1,162 @@
+// KvCache with a disk tier: host-tier drops go to disk, a later prompt (also in a new cache over the same
+// directory: a restart) reads its pages back through the host tier and reuses them with the right KV,
+// persist_to_disk() saves what the device holds, pages of another namespace are not found, and a disk tier
+// turned off by a write failure leaves the cache serving. Page contents are simulated (simulated_kv.h).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <numeric>
+
+#include "cache/disk_page_store.h"
+#include "cache/kv_cache.h"
+#include "cache/page_hash.h"
+#include "tests/cache/simulated_kv.h"
+#include "tests/support/paths.h"
+
+namespace kvtrie {
+namespace {
+
+using test::kv_values;
+using test::SimulatedCopier;
+
+constexpr std::uint32_t kP = 4;
+constexpr std::size_t kPageBytes = kP * sizeof(std::uint64_t);  // a simulated page: P KV values
+
+std::vector<TokenId> range(TokenId first, int n) {
+  std::vector<TokenId> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+class KvCacheDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::scratch_dir() / "kv";
+    std::filesystem::remove_all(dir_);
+  }
+  // A fresh process's cache over the same directory.
+  void make(std::uint32_t device_pages, std::uint32_t host_pages, std::uint64_t disk_pages = 1000) {
+    cache_.reset();  // before its copier and disk tier
+    disk_.reset();
+    copier_ = std::make_unique<SimulatedCopier>(kP, device_pages, host_pages);
+    DiskPageStoreConfig disk;
+    disk.dir = dir_;
+    disk.fingerprint = 42;
+    disk.page_tokens = kP;
+    disk.page_bytes = kPageBytes;
+    disk.budget_bytes = disk_pages * page_file_bytes(kP, kPageBytes);
+    disk_ = std::make_unique<DiskPageStore>(disk);
+    cache_ = std::make_unique<KvCache>(
+        KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes}, *copier_);
+    cache_->attach_disk_tier(*disk_, *copier_);
+  }
+
+  AcquireResult request(NamespaceId ns, const std::vector<TokenId>& prompt) {
+    const AcquireResult r = cache_->acquire(ns, prompt);
+    cache_->check_invariants();
+    cache_->sync();
+    EXPECT_EQ(copier_->wrong_positions(cache_->page_table(r.seq), kv_values(ns, prompt), r.cached_tokens), 0u)
+        << "reused positions hold another prefix's KV";
+    EXPECT_EQ(cache_->reserve(r.seq, static_cast<std::uint32_t>(prompt.size())), ReserveStatus::Ok);
+    copier_->write(cache_->page_table(r.seq), kv_values(ns, prompt), r.cached_tokens, prompt.size());
+    cache_->commit(r.seq, std::span(prompt).subspan(r.cached_tokens));
+    cache_->release(r.seq);
+    cache_->check_invariants();
+    EXPECT_EQ(r.device_hit_tokens + r.host_hit_tokens + r.disk_hit_tokens, r.cached_tokens);
+    return r;
+  }
+
+  void TearDown() override {
+    if (!cache_) return;
+    cache_->sync();
+    cache_->check_invariants();
+    EXPECT_EQ(cache_->leases_outstanding(), 0u);
+    const KvCacheStats s = cache_->stats();
+    EXPECT_EQ(s.host_pages_used, s.host_pages_cached) << "host pages held outside the trie";
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<SimulatedCopier> copier_;
+  std::unique_ptr<DiskPageStore> disk_;
+  std::unique_ptr<KvCache> cache_;
+};
+
+TEST_F(KvCacheDiskTest, PagesTheHostTierDropsComeBackFromDisk) {
+  make(4, 4);
+  const auto first = range(100, 16);  // 4 pages: fills the device tier
+  request(1, first);
+  request(1, range(200, 16));  // first goes to host
+  request(1, range(300, 16));  // first goes to disk, the second to host
+  disk_->drain();
+  EXPECT_GE(cache_->stats().disk_spilled_pages, 4u);
+  const AcquireResult again = request(1, first);
+  // The last prompt token is computed: of its page only three tokens are usable, and a partial page is
+  // never on disk, so the three full pages before it come back.
+  EXPECT_EQ(again.cached_tokens, 12u);
+  EXPECT_EQ(again.disk_hit_tokens, 12u);
+  EXPECT_EQ(again.host_hit_tokens, 0u);
+  EXPECT_EQ(cache_->stats().disk_loaded_pages, 3u);
+}
+
+TEST_F(KvCacheDiskTest, ARestartFindsPersistedPagesAndOtherNamespacesDoNot) {
+  make(16, 8);
+  const auto prompt = range(7, 30);
+  request(1, prompt);
+  EXPECT_EQ(cache_->persist_to_disk(), 7u);  // 30 tokens: 7 full pages; the partial last one is not kept
+  make(16, 8);                               // a new process over the same directory
+  EXPECT_EQ(cache_->stats().device_pages_cached, 0u);
+  const AcquireResult other = request(2, prompt);  // the same tokens in another namespace
+  EXPECT_EQ(other.cached_tokens, 0u);
+  const AcquireResult again = request(1, prompt);
+  EXPECT_EQ(again.disk_hit_tokens, 28u);
+  EXPECT_EQ(again.cached_tokens, 28u);
+  // A longer prompt with the same head: the rest of the pages the disk has, then computes the tail.
+  make(16, 8);
+  auto longer = prompt;
+  longer.insert(longer.end(), {1, 2, 3, 4, 5});
+  EXPECT_EQ(request(1, longer).disk_hit_tokens, 28u);
+}
+
+TEST_F(KvCacheDiskTest, ADiskHitLargerThanTheHostTierReusesWhatFits) {
+  make(16, 2);
+  const auto prompt = range(50, 40);  // 10 pages
+  request(1, prompt);
+  cache_->persist_to_disk();
+  make(16, 2);
+  const AcquireResult again = request(1, prompt);
+  EXPECT_EQ(again.disk_hit_tokens, 8u);  // two host pages' worth; the rest is recomputed
+  EXPECT_EQ(again.cached_tokens, 8u);
+}
+
+TEST_F(KvCacheDiskTest, ADiskTierTurnedOffByAWriteFailureLeavesTheCacheServing) {
+  make(4, 4);
+  disk_->fail_nth_write(1);
+  request(1, range(100, 16));
+  request(1, range(200, 16));
+  request(1, range(300, 16));
+  disk_->drain();
+  EXPECT_FALSE(disk_->enabled());
+  const AcquireResult again = request(1, range(100, 16));
+  EXPECT_EQ(again.cached_tokens, 0u);
+  EXPECT_EQ(cache_->persist_to_disk(), 0u);
+}
+
+TEST_F(KvCacheDiskTest, ACorruptPageIsRecomputedFromThere) {
+  make(8, 4);
+  const auto prompt = range(9, 24);  // 6 pages
+  request(1, prompt);
+  cache_->persist_to_disk();
+  make(8, 4);
+  // Damage the fourth page: the first three come back, the rest is computed.
+  const std::vector<TokenId> head(prompt.begin(), prompt.begin() + 16);
+  PageHash hash = namespace_page_seed(1);
+  for (int i = 0; i < 4; ++i) hash = chain_page_hash(hash, std::span(head).subspan(i * kP, kP));
+  std::filesystem::resize_file(dir_ / page_file_name(42, hash), 10);
+  const AcquireResult again = request(1, prompt);
+  EXPECT_EQ(again.disk_hit_tokens, 12u);
+  EXPECT_EQ(disk_->stats().refused, 1u);
+}
+
+}  // namespace
+}  // namespace kvtrie
