@@ -92,6 +92,33 @@ vk::BufferView VkPageStore::page(Tier tier, PageId page) {
   throw Error("page " + std::to_string(page) + " is outside the " + std::string(tier_name(tier)) + " tier");
 }
 
+std::span<std::byte> VkPageStore::host_bytes(PageId page, const vk::Buffer** buffer) {
+  this->page(Tier::Host, page);  // range check and commit
+  const size_t chunk = page / host_pages_per_chunk_;
+  *buffer = &host_buffers_[chunk];
+  auto* base = static_cast<std::byte*>(host_buffers_[chunk].data());
+  const uint64_t offset = uint64_t{page - host_chunks_[chunk].page_begin} * layout_.page_bytes();
+  return {base + offset, layout_.page_bytes()};
+}
+
+std::span<const std::byte> VkPageStore::read_host_page(PageId page) {
+  const vk::Buffer* buffer = nullptr;
+  const std::span<std::byte> bytes = host_bytes(page, &buffer);
+  buffer->invalidate();  // the GPU's demotion copy wrote it
+  return bytes;
+}
+
+std::span<std::byte> VkPageStore::write_host_page(PageId page) {
+  const vk::Buffer* buffer = nullptr;
+  return host_bytes(page, &buffer);
+}
+
+void VkPageStore::host_page_written(PageId page) {
+  const vk::Buffer* buffer = nullptr;
+  host_bytes(page, &buffer);
+  buffer->flush();  // the promotion copy reads it next
+}
+
 CopyTicket VkPageStore::copy(std::span<const PageCopy> batch) {
   if (batch.empty()) return queued_;
   // Commit the host chunks this batch touches first, so an allocation failure leaves no recording open.

@@ -12,6 +12,8 @@
 // queues a copy only after the host has seen every step that wrote its source complete (forward() waits for
 // its step); on one queue, batches run in submission order (each recording starts with a barrier against
 // earlier work); a step is submitted only after the host has seen the batches it reads complete.
+// It is also the host tier's CPU view for the disk tier (HostPageMemory: the mapped host chunks, invalidated
+// before a read and flushed after a write, no-ops on coherent memory).
 // Single owner thread (the scheduler). The Context must outlive it; it must outlive the KvCache using it.
 #pragma once
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "cache/host_page_memory.h"
 #include "cache/page_copier.h"
 #include "kernels/ops/kv_layout.h"
 #include "kernels/vk/buffer.h"
@@ -38,7 +41,7 @@ struct VkPageStoreOptions {
   uint64_t host_chunk_bytes = 256ull << 20;  // host tier commit granularity (at least one page per chunk)
 };
 
-class VkPageStore final : public PageCopier {
+class VkPageStore final : public PageCopier, public HostPageMemory {
  public:
   // Throws kvtrie::Error when the device tier cannot be allocated.
   VkPageStore(vk::Context& context, const kernels::KvLayout& layout, uint32_t device_pages,
@@ -59,6 +62,10 @@ class VkPageStore final : public PageCopier {
   CopyTicket completed() override;
   void wait() override;
 
+  std::span<const std::byte> read_host_page(PageId page) override;
+  std::span<std::byte> write_host_page(PageId page) override;
+  void host_page_written(PageId page) override;
+
   uint64_t bytes_copied() const { return bytes_copied_; }
   // Wall time from each batch's submission to the host seeing it complete, summed (a batch only polled is
   // seen late, so this overstates copy time when the cache does not wait).
@@ -68,6 +75,8 @@ class VkPageStore final : public PageCopier {
 
  private:
   void commit_host_chunk(size_t chunk);
+  // The host page's mapped bytes and its chunk's buffer (committing the chunk on first use).
+  std::span<std::byte> host_bytes(PageId page, const vk::Buffer** buffer);
 
   vk::Context& context_;
   kernels::KvLayout layout_;

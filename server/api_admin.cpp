@@ -98,6 +98,26 @@ HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& c
       "kvtrie_cache_copy_seconds_total", "counter",
       "Seconds from submitting tier copies to seeing them complete, summed (an upper bound of copy time)",
       s.copy_seconds);
+  if (s.disk.bytes_budget > 0) {
+    const engine::DiskTierStats& d = s.disk;
+    p.metric("kvtrie_cache_hit_tokens_total", "counter", "", d.hit_tokens, "tier=\"disk\"");
+    p.metric("kvtrie_cache_pages", "gauge", "", d.pages, "tier=\"disk\"");
+    p.metric("kvtrie_cache_bytes", "gauge", "", d.bytes_used, "tier=\"disk\"");
+    p.metric("kvtrie_cache_bytes_budget", "gauge", "", d.bytes_budget, "tier=\"disk\"");
+    p.metric("kvtrie_cache_disk_enabled", "gauge",
+             "1 while the disk tier is on (a write failure turns it off)", d.enabled ? 1 : 0);
+    p.metric("kvtrie_cache_disk_reads_total", "counter", "Pages read from the disk tier", d.reads);
+    p.metric("kvtrie_cache_disk_read_bytes_total", "counter", "Bytes read from the disk tier", d.read_bytes);
+    p.metric("kvtrie_cache_disk_writes_total", "counter", "Pages written to the disk tier", d.writes);
+    p.metric("kvtrie_cache_disk_write_bytes_total", "counter", "Bytes written to the disk tier",
+             d.write_bytes);
+    p.metric("kvtrie_cache_disk_evictions_total", "counter", "Disk tier files removed for its budget",
+             d.evictions);
+    p.metric("kvtrie_cache_disk_refused_total", "counter", "Truncated, corrupt or foreign page files removed",
+             d.refused);
+    p.metric("kvtrie_cache_disk_dropped_writes_total", "counter",
+             "Pages the disk tier did not write (queue full, tier off)", d.dropped_writes);
+  }
   p.metric("kvtrie_cache_trie_nodes", "gauge", "Nodes of the prefix trie", s.trie_nodes);
   p.metric("kvtrie_cache_trie_tokens", "gauge", "Tokens held by the prefix trie", s.trie_tokens);
   if (const KvEventPublisher* events = model->kv_events.get()) {
@@ -123,7 +143,20 @@ HttpResponse cache(ModelHost& host) {
                              {"miss_tokens", s.miss_tokens},
                              {"demotions", s.demotions},
                              {"promotions", s.promotions},
-                             {"evictions", s.evictions}});
+                             {"evictions", s.evictions},
+                             {"disk",
+                              {{"enabled", s.disk.enabled},
+                               {"pages", s.disk.pages},
+                               {"bytes_used", s.disk.bytes_used},
+                               {"bytes_budget", s.disk.bytes_budget},
+                               {"hit_tokens", s.disk.hit_tokens},
+                               {"reads", s.disk.reads},
+                               {"read_bytes", s.disk.read_bytes},
+                               {"writes", s.disk.writes},
+                               {"write_bytes", s.disk.write_bytes},
+                               {"evictions", s.disk.evictions},
+                               {"refused", s.disk.refused},
+                               {"dropped_writes", s.disk.dropped_writes}}}});
 }
 
 // Every cached page's hash by tier, as the KV events publish them (docs/scale-out.md).

@@ -17,6 +17,7 @@ Json stats_json(const engine::GenerationStats& s) {
           {"cached_tokens", s.cached_tokens},
           {"cached_tokens_device", s.cached_tokens_device},
           {"cached_tokens_host", s.cached_tokens_host},
+          {"cached_tokens_disk", s.cached_tokens_disk},
           {"completion_tokens", s.completion_tokens},
           {"ttft_ms", s.ttft_ms},
           {"prompt_ms", s.prompt_ms},

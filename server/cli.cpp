@@ -103,6 +103,12 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   opt(app.add_option("--kv-host-mb", o.kv_host_mb, "KV cache budget in host memory (0: from free memory)")
           ->capture_default_str(),
       "kv-host-mb");
+  opt(app.add_option("--kv-disk-dir", o.kv_disk_dir,
+                     "directory of the disk KV tier, kept across restarts (with --kv-disk-mb)"),
+      "kv-disk-dir");
+  opt(app.add_option("--kv-disk-mb", o.kv_disk_mb, "KV cache budget on disk (0: no disk tier)")
+          ->capture_default_str(),
+      "kv-disk-mb");
   opt(app.add_option("--device", o.device, "Vulkan device index (see --list-devices)"), "device");
   opt(app.add_flag("--deterministic", o.deterministic,
                    "batch-invariant kernels: cached and cold runs agree exactly"),

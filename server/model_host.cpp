@@ -94,6 +94,8 @@ std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedM
   config.queue_capacity = options.queue;
   config.kv_device_bytes = options.kv_device_mb << 20;
   config.kv_host_bytes = options.kv_host_mb << 20;
+  config.kv_disk_dir = options.kv_disk_dir;
+  config.kv_disk_bytes = options.kv_disk_mb << 20;
   config.deterministic = options.deterministic;
   config.tenant_kv_share = options.tenant_kv_share;
   config.kv_events = model.kv_events.get();

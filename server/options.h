@@ -26,6 +26,8 @@ struct ServeOptions {
   uint32_t queue = 64;        // requests waiting for a slot before 503
   uint64_t kv_device_mb = 0;  // 0: from free memory
   uint64_t kv_host_mb = 0;
+  std::string kv_disk_dir;         // disk tier directory ("": none)
+  uint64_t kv_disk_mb = 0;         // disk tier budget (0: none)
   std::optional<uint32_t> device;  // Vulkan device index; unset: the preferred one
   bool deterministic = false;
   bool cpu_reference = false;  // serve with the CPU reference engine (tiny models, tests)

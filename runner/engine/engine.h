@@ -81,6 +81,19 @@ struct CacheTierStats {
   uint64_t hit_tokens = 0;  // prompt tokens served from this tier
 };
 
+// The disk tier (--kv-disk-dir): files of pages the host tier dropped, kept across restarts.
+struct DiskTierStats {
+  bool enabled = false;  // configured and not turned off by a write failure
+  uint64_t pages = 0;    // pages of this model on disk
+  uint64_t bytes_used = 0;
+  uint64_t bytes_budget = 0;
+  uint64_t hit_tokens = 0;  // prompt tokens served from disk pages
+  uint64_t reads = 0, read_bytes = 0, writes = 0, write_bytes = 0;
+  uint64_t evictions = 0;       // files removed for the budget
+  uint64_t refused = 0;         // truncated, corrupt or foreign files removed
+  uint64_t dropped_writes = 0;  // pages not written (queue full, tier off)
+};
+
 // The prefix cache as a whole. An engine without a prefix cache reports enabled=false and zeros.
 struct CacheStats {
   bool enabled = false;
@@ -96,6 +109,7 @@ struct CacheStats {
   double copy_seconds = 0;  // submit to seen-complete, summed: bytes / seconds bounds the bandwidth below
   CacheTierStats device;
   CacheTierStats host;
+  DiskTierStats disk;
 };
 
 // The hash of every full page the prefix cache holds, by tier (cache/page_hash.h): what a router rebuilds

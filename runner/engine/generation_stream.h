@@ -44,14 +44,15 @@ struct GenerationStats {
   StopKind stop_kind = StopKind::Length;
   std::string stop_string;  // the stop string that matched (StopKind::StopString)
   uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;  // prompt tokens served from the cache (device + host)
+  uint32_t cached_tokens = 0;  // prompt tokens served from the cache (device + host + disk)
   uint32_t cached_tokens_device = 0;
   uint32_t cached_tokens_host = 0;
-  uint32_t completion_tokens = 0;  // tokens generated (not the end-of-generation token that stopped it)
-  double ttft_ms = 0;              // submit -> first token sampled (queueing included)
-  double prompt_ms = 0;            // time computing the uncached prompt tokens
-  double decode_ms = 0;            // first token sampled -> end
-  double tokens_per_second = 0;    // completion tokens after the first / decode seconds (0 when undefined)
+  uint32_t cached_tokens_disk = 0;  // read from the disk tier (then promoted through host memory)
+  uint32_t completion_tokens = 0;   // tokens generated (not the end-of-generation token that stopped it)
+  double ttft_ms = 0;               // submit -> first token sampled (queueing included)
+  double prompt_ms = 0;             // time computing the uncached prompt tokens
+  double decode_ms = 0;             // first token sampled -> end
+  double tokens_per_second = 0;     // completion tokens after the first / decode seconds (0 when undefined)
 };
 
 // A piece of output: the tokens sampled since the previous chunk and the text that became final with them

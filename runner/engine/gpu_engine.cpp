@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "runner/engine/gpu_model.h"
 #include "runner/engine/kv_tier_sizing.h"
 #include "runner/engine/request_queue.h"
+#include "runner/model/model_fingerprint.h"
 #include "runner/sampler.h"
 #include "runner/tokenizer/tokenizer.h"
 
@@ -72,6 +74,7 @@ struct GpuEngine::State {
   EngineInfo info;
   GpuModel model;
   VkPageStore pages;
+  std::unique_ptr<DiskPageStore> disk;  // before the cache, which borrows it
   KvCache cache;
   RequestQueue queue;
   std::vector<std::unique_ptr<Running>> running;  // engine thread only
@@ -90,7 +93,7 @@ struct GpuEngine::State {
 
   State(vk::Context& context, const GgufFile& file, const ModelConfig& mc, const Tokenizer& tok,
         const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages,
-        uint32_t host_pages)
+        uint32_t host_pages, uint64_t disk_fingerprint)
       : tokenizer(tok),
         config(cfg),
         model(context, file, mc, options),
@@ -105,6 +108,32 @@ struct GpuEngine::State {
         }) {
     model.bind_pages(pages);
     cache.set_event_sink(cfg.kv_events);
+    if (!cfg.kv_disk_dir.empty() && cfg.kv_disk_bytes > 0) {
+      DiskPageStoreConfig dc;
+      dc.dir = cfg.kv_disk_dir;
+      dc.budget_bytes = cfg.kv_disk_bytes;
+      dc.fingerprint = disk_fingerprint;
+      dc.page_tokens = cfg.page_tokens;
+      dc.page_bytes = model.kv_layout().page_bytes();
+      disk = std::make_unique<DiskPageStore>(dc);
+      if (host_pages == 0) spdlog::warn("kv disk tier unused: it needs a host tier (--kv-host-mb)");
+      cache.attach_disk_tier(*disk, pages);
+    }
+  }
+
+  // Engine thread, when it stops: what the device and host tiers cache goes to disk for the next start.
+  void persist_to_disk() {
+    if (!disk || !disk->enabled()) return;
+    try {
+      const auto started = std::chrono::steady_clock::now();
+      const uint32_t n = cache.persist_to_disk();
+      spdlog::info(
+          "kv disk tier: {} pages persisted at shutdown in {:.0f} ms", n,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+    } catch (const std::exception& e) {
+      spdlog::error("kv disk tier: persisting at shutdown failed: {}", e.what());
+    }
+    publish_stats();
   }
 
   void run();
@@ -174,7 +203,22 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
         "queue or be preempted (and resumed) for room",
         device_pages, config.parallel, config.n_ctx, config.parallel * pages_per_seq);
 
-  state_ = std::make_unique<State>(context, file, mc, tokenizer, config, options, device_pages, host_pages);
+  uint64_t disk_fingerprint = 0;
+  if (!config.kv_disk_dir.empty() && config.kv_disk_bytes > 0) {
+    // Pages are reused only by the same model bytes, KV layout, kernels and device: anything else computes
+    // other floating-point values.
+    const auto started = std::chrono::steady_clock::now();
+    const std::string identity =
+        fmt::format("{:016x} layers={} page_tokens={} kv_dim={} page_bytes={} deterministic={} device={}",
+                    model_file_fingerprint(file.path()), layout.n_layers, layout.page_tokens, layout.kv_dim,
+                    page_bytes, config.deterministic, context.device().info().name);
+    disk_fingerprint = XXH3_64bits(identity.data(), identity.size());
+    spdlog::info(
+        "kv disk tier: model fingerprint {:016x} in {:.0f} ms", disk_fingerprint,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+  }
+  state_ = std::make_unique<State>(context, file, mc, tokenizer, config, options, device_pages, host_pages,
+                                   disk_fingerprint);
   EngineInfo& info = state_->info;
   info.name = "vulkan";
   info.device = context.device().info().name;
@@ -245,6 +289,11 @@ CacheStats GpuEngine::cache_stats() const {
                 s.hit_tokens_device};
   out.host = {s.host_pages_capacity, s.host_pages_used, s.host_bytes_budget, s.host_bytes_used,
               s.hit_tokens_host};
+  if (const DiskPageStore* disk = state_->disk.get()) {  // its stats() is safe from any thread
+    const DiskPageStoreStats d = disk->stats();
+    out.disk = {d.enabled,    d.pages,  d.bytes,       d.budget_bytes, s.hit_tokens_disk, d.reads,
+                d.read_bytes, d.writes, d.write_bytes, d.evictions,    d.refused,         d.dropped_writes};
+  }
   return out;
 }
 
@@ -286,7 +335,10 @@ void GpuEngine::State::run() {
         drop(i);
       }
     queue.set_active(static_cast<uint32_t>(running.size()));
-    if (taken.stop && running.empty()) return;
+    if (taken.stop && running.empty()) {
+      persist_to_disk();
+      return;
+    }
     if (running.empty()) continue;
     try {
       if (!build_batch()) {
@@ -521,6 +573,7 @@ void GpuEngine::State::finish(Running& job, StopKind reason) {
   timings.cached_tokens = job.hit.cached_tokens;
   timings.cached_tokens_device = job.hit.device_hit_tokens;
   timings.cached_tokens_host = job.hit.host_hit_tokens;
+  timings.cached_tokens_disk = job.hit.disk_hit_tokens;
   if (job.has_first_token) {
     timings.ttft_ms = ms_between(job.queued->submitted, job.first_token);
     timings.decode_ms = ms_between(job.first_token, Clock::now());

@@ -12,6 +12,7 @@
 // as in engine.h (every public method, any thread). The Context, GgufFile and Tokenizer must outlive the
 // engine.
 #pragma once
+#include <filesystem>
 #include <memory>
 
 #include "cache/kv_event_sink.h"
@@ -37,6 +38,10 @@ struct GpuEngineConfig {
   uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)
   bool deterministic = false;       // batch-invariant kernels: cached and cold runs agree bit for bit
   double tenant_kv_share = 1.0;     // a tenant's share of the device tier (KvCacheConfig::group_device_share)
+  // Disk tier (--kv-disk-dir, --kv-disk-mb): host-tier drops go there and survive a restart; at shutdown
+  // every cached page is persisted. Empty dir or 0 bytes: none. Needs a host tier (pages pass through it).
+  std::filesystem::path kv_disk_dir;
+  uint64_t kv_disk_bytes = 0;
   KvEventSink* kv_events =
       nullptr;  // told of every cached page change (--kv-events); must outlive the engine
 };
