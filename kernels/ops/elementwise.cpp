@@ -10,9 +10,24 @@ namespace kvtrie::kernels {
 void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
             vk::BufferView out, uint32_t count) {
   if (count == 0) return;
+  struct Push {
+    uint32_t count, joined;
+  };
   const Grid grid = grid_1d(div_up(count, k.workgroup_size("swiglu")));
-  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)}, count, grid.x,
-               grid.y);
+  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)}, Push{count, 0},
+               grid.x, grid.y);
+}
+
+void swiglu_joined(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate_up, vk::BufferView out,
+                   uint32_t tokens, uint32_t n) {
+  struct Push {
+    uint32_t count, joined;
+  };
+  const uint32_t count = tokens * n;
+  if (count == 0) return;
+  const Grid grid = grid_1d(div_up(count, k.workgroup_size("swiglu")));
+  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate_up), vk::read(gate_up), vk::write(out)},
+               Push{count, n}, grid.x, grid.y);
 }
 
 void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,

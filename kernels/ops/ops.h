@@ -44,6 +44,10 @@ void rope(vk::CommandRecorder& rec, const Kernels& k, const RopeArgs& a);
 // out = silu(gate) * up over count values.
 void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
             vk::BufferView out, uint32_t count);
+// out[t][c] = silu(gate_up[t][c]) * gate_up[t][n + c] for tokens x n values: the output of one product of
+// the joined [gate; up] matrix (2 n values a token) to SwiGLU's (n a token).
+void swiglu_joined(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate_up, vk::BufferView out,
+                   uint32_t tokens, uint32_t n);
 // out = f16(x) over count values (even), packed: the f16 copy of x that matmul's CoopMat2 path reads.
 void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,
                  uint32_t count);

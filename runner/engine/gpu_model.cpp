@@ -100,7 +100,7 @@ struct GpuModel::Impl {
     qkv_stride = static_cast<uint32_t>(v_col + kv_dim);
     qkv = scratch(dev, T * qkv_stride);
     attn = scratch(dev, T * q_dim);
-    gate = scratch(dev, T * config.n_ff);
+    gate = scratch(dev, T * 2 * config.n_ff);  // prefill's joined gate/up product: both halves
     up = scratch(dev, T * config.n_ff);
     tmp = scratch(dev, T * std::max<uint64_t>(config.n_embd, q_dim));
     kernels::AttentionArgs probe;
@@ -485,6 +485,13 @@ struct GpuModel::Impl {
       if (q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
       kernels::matvec_q8(*rec, kernels, a);
       residual_product(w.w_down, gate, T, a.quantized_out);
+      return;
+    }
+    if (w.w_gate_up.buffer.valid() && T > 1) {
+      // Batches: one product of [gate; up] (one norm, one f16 conversion of x, one dispatch), then SwiGLU.
+      normed_products(w.ffn_norm, {{&w.w_gate_up, 0}}, gate, 2 * n_ff, T);
+      kernels::swiglu_joined(*rec, kernels, gate.view(0, uint64_t{T} * 2 * n_ff * 4), up.view(), T, n_ff);
+      residual_product(w.w_down, up, T);
       return;
     }
     normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
