@@ -37,7 +37,10 @@ enum class Arg {
   ApiKeyFile,
   SslCertFile,
   SslKeyFile,
-  MetricsPublic
+  MetricsPublic,
+  KvEvents,
+  KvEventsReplay,
+  KvEventsTopic
 };
 
 struct Spec {
@@ -68,6 +71,10 @@ const std::map<std::string, Spec>& specs() {
       {"--ssl-cert-file", {Arg::SslCertFile, true}},
       {"--ssl-key-file", {Arg::SslKeyFile, true}},
       {"--metrics-public", {Arg::MetricsPublic, false}},
+      // kvtrie's own, as in `kvtrie serve`: replicas run as llama-server behind a prefix-aware router.
+      {"--kv-events", {Arg::KvEvents, true}},
+      {"--kv-events-replay", {Arg::KvEventsReplay, true}},
+      {"--kv-events-topic", {Arg::KvEventsTopic, true}},
       {"--verbose", {Arg::Verbose, false}},
       {"-v", {Arg::Verbose, false}},
       {"--list-devices", {Arg::ListDevices, false}},
@@ -206,6 +213,15 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
         break;
       case Arg::MetricsPublic:
         out.options.metrics_public = true;
+        break;
+      case Arg::KvEvents:
+        out.options.kv_events = v;
+        break;
+      case Arg::KvEventsReplay:
+        out.options.kv_events_replay = v;
+        break;
+      case Arg::KvEventsTopic:
+        out.options.kv_events_topic = v;
         break;
       case Arg::Verbose:
         out.options.verbose = true;

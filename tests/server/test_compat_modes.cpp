@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <variant>
 
+#include "server/llama_server_args.h"
 #include "tests/server/daemon_process.h"
 
 namespace kvtrie::test {
@@ -176,6 +178,19 @@ TEST(LlamaServerMode, HealthTokenizeTemplateAndChatCompletions) {
   }
   EXPECT_EQ(streamed, full);
   EXPECT_FALSE(finish.empty());
+}
+
+// kvtrie's KV-event flags (docs/scale-out.md) work under the llama-server name too, as in `kvtrie serve`.
+TEST(LlamaServerMode, KvEventFlagsReachTheOptions) {
+  const auto parsed = kvtrie::server::parse_llama_server_args({"--model", "m.gguf", "--kv-events",
+                                                               "tcp://*:5557", "--kv-events-replay",
+                                                               "tcp://*:5558", "--kv-events-topic", "kv@r1"});
+  ASSERT_TRUE(std::holds_alternative<kvtrie::server::LlamaServerArgs>(parsed))
+      << std::get<std::string>(parsed);
+  const kvtrie::server::ServeOptions& o = std::get<kvtrie::server::LlamaServerArgs>(parsed).options;
+  EXPECT_EQ(o.kv_events, "tcp://*:5557");
+  EXPECT_EQ(o.kv_events_replay, "tcp://*:5558");
+  EXPECT_EQ(o.kv_events_topic, "kv@r1");
 }
 
 TEST(LlamaServerMode, UnknownFlagIsRefusedClearly) {
