@@ -240,19 +240,22 @@ struct GpuModel::Impl {
     }
   }
 
-  // Context positions per attention split. Decode batches are small, so their few sequences are spread
-  // over about 16 splits of 32 to 128 positions (on an H100, llama3-8b Q4_0 decoding one sequence: at
-  // context 512, 32 gave 228 tok/s against 221 for 64; at 4096, 128 gave 193 against 186). Larger batches
-  // have work groups enough and take long splits, fewer partial results to write and combine (prefill of
-  // 4096 tokens: 1024 gave 2,889 tok/s against 2,809 for 256). --deterministic keeps one split size for
-  // every batch (a token's result must not depend on its batch): 128, within 12% of the default decode at
-  // 512 and equal at 4096.
+  // Context positions per attention split. Decode batches spread each sequence over 32 / tokens splits (at
+  // least 4) of 32 to 512 positions: on an H200 (sweep-attention, GPU timestamps), llama3-8b's attention a
+  // layer was fastest at 16 splits for one sequence at context 512 (32 positions: 19 us) and 32 at 4096 (128:
+  // 42 us), and at 4 to 8 splits for 8 sequences (512: 128 positions, 39 us against 49 for 32; 4096: 512
+  // positions, 230 against 248 for 128); whole steps of 32 sequences at 512 went 869 -> 893 tok/s. Larger
+  // batches have work groups enough and take long splits, fewer partial results to write and combine
+  // (prefill of 4096 tokens: 1024 gave 2,889 tok/s against 2,809 for 256). --deterministic keeps one split
+  // size for every batch (a token's result must not depend on its batch): 128, within 12% of the default
+  // decode at 512 and equal at 4096.
   static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 128;
   uint32_t split_size(uint32_t tokens, uint32_t max_position) const {
     if (options.attention_split) return options.attention_split;
     if (options.deterministic) return kDeterministicSplit;
     if (tokens > kSmallBatch) return kLargeBatchSplit;
-    return std::clamp<uint32_t>(std::bit_floor(std::max<uint32_t>(max_position / 16, 1)), 32, 128);
+    const uint32_t splits = std::max(kSmallBatch / tokens, 4u);
+    return std::clamp<uint32_t>(std::bit_floor(std::max<uint32_t>(max_position / splits, 1)), 32, 512);
   }
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
