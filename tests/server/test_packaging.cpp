@@ -1,14 +1,18 @@
-// Packaging: the systemd unit passes `systemd-analyze verify`, and CPack builds a Debian package holding the
+// Packaging: the systemd unit passes `systemd-analyze verify`, the packaged config keeps the disk KV tier in
+// the unit's cache directory and the daemon accepts its keys, and CPack builds a Debian package holding the
 // binary, the unit, the config, the llama-server link and the docs.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <variant>
 
+#include "server/config_file.h"
 #include "tests/support/paths.h"
 
 namespace kvtrie::test {
@@ -50,6 +54,24 @@ TEST(Packaging, SystemdUnitVerifies) {
   std::ofstream(path) << unit;
   ShellResult r = run("systemd-analyze verify " + path.string());
   EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST(Packaging, ConfigKeepsTheDiskKvTierInTheUnitsPrivateCacheDirectory) {
+  const std::filesystem::path source(KVTRIE_SOURCE_DIR);
+  const std::string unit = read_file(source / "packaging/kvtrie.service");
+  EXPECT_NE(unit.find("\nCacheDirectory=kvtrie\n"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("\nCacheDirectoryMode=0700\n"), std::string::npos) << unit;
+  const auto read = server::read_config_file((source / "packaging/kvtrie.conf").string());
+  ASSERT_TRUE(std::holds_alternative<server::ConfigEntries>(read)) << std::get<std::string>(read);
+  std::map<std::string, std::string> conf;
+  for (const auto& [key, value] : std::get<server::ConfigEntries>(read)) conf[key] = value;
+  EXPECT_EQ(conf["kv-disk-dir"], "/var/cache/kvtrie");  // CacheDirectory=kvtrie
+  EXPECT_GT(std::stoll(conf["kv-disk-mb"]), 0);
+  // The daemon knows every key the file sets: it gets as far as asking for the model.
+  ShellResult r = run(std::string(KVTRIE_BINARY_DIR) + "/kvtrie serve --config " +
+                      (source / "packaging/kvtrie.conf").string());
+  EXPECT_EQ(r.output.find("unknown key"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--model PATH is required"), std::string::npos) << r.output;
 }
 
 TEST(Packaging, CpackBuildsADebWithEverythingInstalled) {
