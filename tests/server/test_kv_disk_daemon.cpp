@@ -76,7 +76,9 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 // The fingerprint half of <fingerprint>-<hash>.kvpage.
-std::string fingerprint_of(const fs::path& file) { return file.filename().string().substr(0, 16); }
+std::string fingerprint_of(const fs::path& file) {
+  return file.filename().string().substr(0, 16);
+}
 
 class KvDiskDaemon : public ::testing::Test {
  protected:
@@ -87,14 +89,23 @@ class KvDiskDaemon : public ::testing::Test {
   // script run before exec'ing it (e.g. ulimits). Not waited for.
   std::unique_ptr<DaemonProcess> launch(const fs::path& model, const fs::path& dir, int disk_mb = 64,
                                         const std::string& wrapper = "") {
-    std::vector<std::string> args = {"serve",           "--model",      model.string(),
-                                     "--port",          std::to_string(port_),
-                                     "--ctx-size",      "512",
-                                     "--parallel",      "1",
-                                     "--deterministic", "--kv-device-mb",
-                                     "1",               "--kv-host-mb",
-                                     "1",               "--kv-disk-dir",
-                                     dir.string(),      "--kv-disk-mb",
+    std::vector<std::string> args = {"serve",
+                                     "--model",
+                                     model.string(),
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--ctx-size",
+                                     "512",
+                                     "--parallel",
+                                     "1",
+                                     "--deterministic",
+                                     "--kv-device-mb",
+                                     "1",
+                                     "--kv-host-mb",
+                                     "1",
+                                     "--kv-disk-dir",
+                                     dir.string(),
+                                     "--kv-disk-mb",
                                      std::to_string(disk_mb)};
     if (wrapper.empty()) return std::make_unique<DaemonProcess>(args);
     args.insert(args.begin(), {"-c", wrapper + "; exec \"$0\" \"$@\"", kvtrie_binary().string()});
@@ -110,8 +121,11 @@ class KvDiskDaemon : public ::testing::Test {
   json generate(const std::vector<int>& tokens, bool expect_ok = true) {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
-    const json body = {{"tokens", tokens},        {"max_tokens", kMaxTokens}, {"temperature", 0},
-                       {"ignore_eos", true},      {"stream", false}};
+    const json body = {{"tokens", tokens},
+                       {"max_tokens", kMaxTokens},
+                       {"temperature", 0},
+                       {"ignore_eos", true},
+                       {"stream", false}};
     auto r = c.Post("/generate", body.dump(), "application/json");
     if (expect_ok) {
       EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
@@ -232,7 +246,8 @@ TEST_F(KvDiskDaemon, KillNineAtRandomMomentsNeverKeepsTheNextStartFromServingCor
       distinct();
       distinct();
       d->signal(SIGTERM);
-      std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 5000)(rng)));
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::uniform_int_distribution<int>(0, 5000)(rng)));
       d->signal(SIGKILL);
     }
     d->wait_exit(std::chrono::seconds(10));
