@@ -1,10 +1,11 @@
 // The disk KV tier (--kv-disk-dir, issue 11) in the real daemon on lavapipe, with a synthetic model whose
 // 64 KiB pages overflow 1 MiB device and host tiers within a few requests, and with stories260K: a long
 // prompt served, SIGTERM, a restart, and the same prompt comes back from disk (cached_tokens_disk) with the
-// tokens of its cold run under --deterministic; kill -9 at random moments (mid-write, mid-persist) never
-// keeps the next start from serving correctly; a flipped byte, a truncated file and another model's file are
-// refused and the request served as cold; a budget below the working set bounds the directory; a full disk
-// (RLIMIT_FSIZE on the daemon) turns the tier off with a log line while every request is served.
+// tokens of its cold run under --deterministic; kill -9 at random moments (while traffic spills to disk, or
+// during SIGTERM's persist) never keeps the next start from serving correctly; a flipped byte, a truncated
+// file, a stray temporary file and another model's file are refused and the request served as cold; a budget
+// below the working set bounds the directory; a full disk (RLIMIT_FSIZE on the daemon) turns the tier off
+// with a log line while every request is served.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -296,8 +297,11 @@ TEST_F(KvDiskDaemon, FlippedTruncatedAndForeignPageFilesAreRefusedAndTheRequestS
   EXPECT_GE(last_cache_["disk"]["refused"].get<int>(), 1) << last_cache_.dump();
   EXPECT_NE(last_log_.find("refused and removed a corrupt page file"), std::string::npos) << last_log_;
 
+  // Torn pages, and the half-written temporary file a kill -9 mid-write leaves: all removed at start.
   const fs::path truncated = damaged("truncated", truncate);
-  const auto files = page_files(truncated).size();
+  fs::copy_file(page_files(truncated)[0],
+                truncated / (page_files(truncated)[0].filename().string() + ".tmp"));
+  const auto files = page_files(truncated).size() + 1;
   EXPECT_EQ(serve_reference(model, truncated, cold_tokens), 0);
   EXPECT_EQ(last_cache_["disk"]["refused"].get<size_t>(), files) << last_cache_.dump();
   EXPECT_NE(last_log_.find("removed " + std::to_string(files) + " incomplete files"), std::string::npos)
