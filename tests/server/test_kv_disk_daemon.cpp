@@ -31,13 +31,8 @@ namespace fs = std::filesystem;
 // it cheap on the CPU.
 fs::path wide_model(const fs::path& dir, uint64_t seed) {
   synth::SynthOptions o;
-  o.shape.n_layers = 4;
-  o.shape.n_embd = 64;
-  o.shape.n_heads = 4;
-  o.shape.n_kv_heads = 4;
-  o.shape.head_dim = 64;
-  o.shape.n_ff = 192;
-  o.shape.n_ctx = 1024;
+  o.shape = {
+      .n_layers = 4, .n_embd = 64, .n_heads = 4, .n_kv_heads = 4, .head_dim = 64, .n_ff = 192, .n_ctx = 1024};
   o.seed = seed;
   const fs::path path = dir / ("wide-" + std::to_string(seed) + ".gguf");
   synth::write_model(path, o);
