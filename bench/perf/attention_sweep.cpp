@@ -11,7 +11,6 @@
 // GB/s.
 #include <algorithm>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,13 +42,6 @@ AttentionShape attention_shape_of(const std::string& model) {
   throw InputError("sweep-attention: --model is llama3-8b or llama3-1b");
 }
 
-std::vector<uint32_t> numbers(const std::string& s) {
-  std::vector<uint32_t> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
-  return out;
-}
-
 constexpr uint32_t kPageTokens = 16;
 constexpr uint64_t kBindingBytes = uint64_t{2} << 30;  // pool bindings of at most 2 GiB
 
@@ -71,8 +63,8 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
   constexpr uint32_t kProbeThreads = 1 << 16;
   vk::Buffer sink(dev, kProbeThreads * 4, vk::MemoryKind::DeviceLocal);
 
-  for (uint32_t sequences : numbers(options.sequences))
-    for (uint32_t context : numbers(options.contexts)) {
+  for (uint32_t sequences : parse_numbers(options.sequences))
+    for (uint32_t context : parse_numbers(options.contexts)) {
       const uint32_t seq_pages = (context + kPageTokens - 1) / kPageTokens;
       const uint32_t pages = seq_pages * sequences;
       const auto per_binding = static_cast<uint32_t>(kBindingBytes / page_bytes);
@@ -168,7 +160,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
             .num("kv_gbs", kv_bytes / us / 1e3)
             .emit();
       };
-      for (uint32_t split : numbers(options.splits))
+      for (uint32_t split : parse_numbers(options.splits))
         if (split <= context) emit("paged", split, time_layer_us(split));
     }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 namespace kvtrie::bench {
 
@@ -101,6 +102,13 @@ std::vector<int32_t> pseudo_random_tokens(uint32_t count, uint64_t seed, uint32_
 
 std::string model_label(const std::filesystem::path& path) {
   return path.stem().string();
+}
+
+std::vector<uint32_t> parse_numbers(const std::string& comma_separated) {
+  std::vector<uint32_t> out;
+  std::stringstream in(comma_separated);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  return out;
 }
 
 }  // namespace kvtrie::bench

@@ -43,6 +43,9 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The numbers of a comma-separated list ("1,8,32"), for the sweeps' options.
+std::vector<uint32_t> parse_numbers(const std::string& comma_separated);
+
 // Deterministic token ids in [3, vocab) (skips <unk>, <s>, </s> of the built-in vocabulary).
 std::vector<int32_t> pseudo_random_tokens(uint32_t count, uint64_t seed, uint32_t vocab);
 

@@ -67,13 +67,6 @@ std::vector<Shape> shapes_of(const std::string& model) {
   throw InputError("sweep-matvec: --model is llama3-8b or llama3-1b");
 }
 
-std::vector<uint32_t> parse_list(const std::string& s) {
-  std::vector<uint32_t> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
-  return out;
-}
-
 }  // namespace
 
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options) {
@@ -82,9 +75,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
   vk::Context ctx(co);
   const kernels::Kernels k(ctx, kernels::Prewarm::No);
   const vk::Device& dev = ctx.device();
-  const std::vector<uint32_t> token_counts = parse_list(options.tokens);
-  const std::vector<uint32_t> rows_per_lane = parse_list(options.rows_per_lane);
-  const std::vector<uint32_t> threads_per_row = parse_list(options.threads_per_row);
+  const std::vector<uint32_t> token_counts = parse_numbers(options.tokens);
+  const std::vector<uint32_t> rows_per_lane = parse_numbers(options.rows_per_lane);
+  const std::vector<uint32_t> threads_per_row = parse_numbers(options.threads_per_row);
   std::mt19937_64 rng(7);
 
   for (const std::string& type_name :
@@ -275,7 +268,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
     }
   }
   std::mt19937_64 rng(11);
-  for (const uint32_t T : parse_list(options.tokens))
+  for (const uint32_t T : parse_numbers(options.tokens))
     for (const std::string& type_name :
          {std::string("Q4_0"), std::string("Q4_K"), std::string("Q8_0"), std::string("Q6_K")}) {
       if (options.types.find(type_name) == std::string::npos) continue;
