@@ -148,13 +148,20 @@ void DiskPageStore::forget(const Key& key) {
   if (it == files_.end()) return;
   lru_.erase({it->second.tick, key});
   bytes_on_disk_ -= it->second.bytes;
-  if (key.fingerprint == config_.fingerprint) --own_pages_;
+  if (key.fingerprint == config_.fingerprint) {
+    --own_pages_;
+    removed_.push_back(key.hash);
+  }
   files_.erase(it);
 }
 
 void DiskPageStore::disable(const std::string& why) {
   if (!enabled_.exchange(false)) return;
   spdlog::error("kv disk tier off until restart: {}", why);
+  // Every page is gone as far as this run is concerned (the files stay for the next start).
+  for (const auto& [key, entry] : files_)
+    if (key.fingerprint == config_.fingerprint) removed_.push_back(key.hash);
+  for (const auto& [hash, job] : pending_) removed_.push_back(hash);
   counters_.dropped_writes += queue_.size();
   for (const auto& job : queue_) {
     pending_.erase(job->hash);
@@ -246,6 +253,11 @@ void DiskPageStore::drain() {
   work_done_.wait(lock, [&] { return pending_.empty(); });
 }
 
+std::vector<PageHash> DiskPageStore::take_removed() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(removed_, {});
+}
+
 DiskPageStoreStats DiskPageStore::stats() const {
   std::lock_guard lock(mutex_);
   DiskPageStoreStats s = counters_;
@@ -272,6 +284,7 @@ void DiskPageStore::worker_loop() {
       lock.lock();
     } else {
       ++counters_.dropped_writes;
+      if (enabled_) removed_.push_back(job->hash);  // accepted by store(), then no room after all
     }
     pending_.erase(job->hash);
     queued_bytes_ -= job->bytes.size();

@@ -19,6 +19,10 @@
 // from its copy. A file that is truncated, corrupt or foreign (checksum, size, header) is refused: logged
 // once, removed, never loaded.
 //
+// Gone pages: take_removed() hands over the hashes of this fingerprint's pages that stopped being available
+// since the last call (evicted, refused, missing, a queued write dropped, or all of them when the tier turns
+// off), so the cache can publish them as KV events (cache/kv_event_sink.h) on its own thread.
+//
 // Threads: every public method is safe from any thread. The destructor writes what is still queued, then
 // joins the worker.
 #pragma once
@@ -87,6 +91,9 @@ class DiskPageStore {
   // Blocks until every queued page is written (or dropped by a failure).
   void drain();
   DiskPageStoreStats stats() const;
+  // The hashes of pages of this fingerprint gone since the last call (possibly including pages never
+  // stored by this process: found at open, or stored and gone again), oldest first.
+  std::vector<PageHash> take_removed();
   // Failure injection (tests): the Nth write from now (1-based) fails as a full disk would. 0 disarms.
   void fail_nth_write(std::uint64_t n) { fail_countdown_.store(n); }
 
@@ -132,6 +139,7 @@ class DiskPageStore {
   std::deque<std::shared_ptr<const Job>> queue_;
   std::unordered_map<PageHash, std::shared_ptr<const Job>> pending_;  // queued or being written
   std::uint64_t queued_bytes_ = 0;
+  std::vector<PageHash> removed_;  // see take_removed()
   bool stopping_ = false;
   DiskPageStoreStats counters_;
   std::thread worker_;  // last: started once every member above exists

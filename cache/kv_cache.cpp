@@ -326,6 +326,7 @@ std::uint32_t KvCache::flush() {
   }
   if (empties) {
     trie_.set_event_sink(sink);
+    disk_published_.clear();   // a router forgets the disk pages too (they stay on disk)
     sink->publish(KvEvent{});  // Kind::Cleared
   }
   return dropped;

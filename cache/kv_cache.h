@@ -39,7 +39,11 @@
 // DiskPageStore first (a partial last page is lost), and acquire() looks up the prompt's pages past the
 // cached prefix there, page by page in hash order, reads the ones it finds into fresh host pages (on this
 // thread, through HostPageMemory) and hangs them in the trie as a host-only node, which the usual promotion
-// then copies to the device. persist_to_disk() moves every unpinned cached page there (shutdown).
+// then copies to the device. persist_to_disk() moves every unpinned cached page there (shutdown). Events
+// name the disk tier as Tier::Disk: a page is Stored there when the host tier's drop hands it to the disk
+// (whether written now or found there), and Removed when the disk tier reports it gone (evicted, refused,
+// dropped, the tier turned off), at the next spill, disk lookup or persist; pages a previous run left on
+// disk are published only once this run hands them over again.
 // Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an
 // attached event sink and an attached disk tier must outlive the KvCache.
 #pragma once
@@ -47,6 +51,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/disk_page_store.h"
@@ -206,6 +211,8 @@ class KvCache {
   bool make_host_room(std::uint32_t pages);
   // Queues the full pages of a host-only node about to be dropped to the disk tier.
   void spill_to_disk(const TrieNode* node);
+  // Publishes Removed events for the published disk pages the disk tier reports gone.
+  void publish_disk_removals();
   // Reads the pages of usable past its cached prefix that the disk tier holds into the host tier (a
   // host-only node below that prefix); returns the tokens read.
   std::uint32_t load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
@@ -219,6 +226,7 @@ class KvCache {
   PageCopier& copier_;
   DiskPageStore* disk_ = nullptr;
   HostPageMemory* host_memory_ = nullptr;
+  std::unordered_set<PageHash> disk_published_;  // disk pages an event sink was told of (Stored, no Removed)
   PagePool device_;
   PagePool host_;
   PrefixTrie trie_;  // after the pools: releases its references into them when destroyed

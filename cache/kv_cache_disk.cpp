@@ -23,15 +23,39 @@ void KvCache::spill_to_disk(const TrieNode* node) {
   // A page demoted moments ago may still be on its way to the host: read it only once the copier is done.
   // Only the copier waits here: retiring copies would change the trie under the caller's victim.
   if (!in_flight_.empty() && copier_.completed() < last_ticket_) copier_.wait();
+  publish_disk_removals();  // first: a page gone and handed over again is Removed, then Stored
+  KvEventSink* const sink = trie_.event_sink();
   for (const FullPage& page : trie_.full_pages(node)) {
     if (page.page.tier != Tier::Host) continue;
-    if (disk_->store(page.hash, page.tokens, host_memory_->read_host_page(page.page.page)))
-      ++stats_.disk_spilled_pages;
+    if (!disk_->store(page.hash, page.tokens, host_memory_->read_host_page(page.page.page))) continue;
+    ++stats_.disk_spilled_pages;
+    // The node is still in the trie, so the parent page a router needs is held (it hangs from the node's
+    // parent or an earlier page of the node).
+    if (sink == nullptr || !disk_published_.insert(page.hash).second) continue;
+    KvEvent event;
+    event.kind = KvEvent::Kind::Stored;
+    event.tier = Tier::Disk;
+    event.hashes = {page.hash};
+    event.parent = page.parent;
+    event.tokens.assign(page.tokens.begin(), page.tokens.end());
+    event.page_tokens = config_.page_tokens;
+    sink->publish(std::move(event));
   }
+}
+
+void KvCache::publish_disk_removals() {
+  KvEventSink* const sink = trie_.event_sink();
+  KvEvent event;
+  event.kind = KvEvent::Kind::Removed;
+  event.tier = Tier::Disk;
+  for (PageHash hash : disk_->take_removed())
+    if (disk_published_.erase(hash) != 0) event.hashes.push_back(hash);
+  if (sink != nullptr && !event.hashes.empty()) sink->publish(std::move(event));
 }
 
 std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group) {
   const std::uint32_t P = config_.page_tokens;
+  publish_disk_removals();  // what the writer evicted since, and (below) what a read refuses
   if (!disk_->enabled()) return 0;
   const std::uint32_t start = trie_.match(ns, usable).matched_tokens / P * P;
   const auto full_pages = static_cast<std::uint32_t>(usable.size() / P);
@@ -58,6 +82,7 @@ std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> u
     // A fresh page: no copy in flight reads or writes it.
     if (disk_->load(wanted[i], tokens, host_memory_->write_host_page(*page)) != DiskLoadStatus::Ok) {
       host_.release(*page);
+      publish_disk_removals();
       break;
     }
     host_memory_->host_page_written(*page);
@@ -84,6 +109,7 @@ std::uint32_t KvCache::persist_to_disk() {
   }
   make_host_room(host_.capacity());
   disk_->drain();
+  publish_disk_removals();
   return static_cast<std::uint32_t>(stats_.disk_spilled_pages - before);
 }
 

@@ -4,8 +4,9 @@
 // Removed on the old tier followed by a Stored on the new one, in that order, so a consumer that ignores the
 // tier never loses the page. Partial pages (a leaf's unfinished last page) are never published: routers
 // match whole blocks. Replaying every event in order onto an empty set of (hash, tier) gives exactly the
-// pages the cache holds (PrefixTrie::page_hashes()), and no event stores a (hash, tier) already held or
-// removes one not held.
+// pages the cache holds (PrefixTrie::page_hashes()) on the device and host tiers, and no event stores a
+// (hash, tier) already held or removes one not held. Tier::Disk events tell of the disk tier's pages, as far
+// as this run knows them (cache/kv_cache.h says when).
 //
 // Threads: the cache calls publish() on its owner thread (the engine's), in the order the changes happen;
 // an implementation must return at once (never block on I/O: queue, or drop and count). The sink must

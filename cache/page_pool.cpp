@@ -7,7 +7,15 @@
 namespace kvtrie {
 
 std::string_view tier_name(Tier tier) {
-  return tier == Tier::Device ? "device" : "host";
+  switch (tier) {
+    case Tier::Device:
+      return "device";
+    case Tier::Host:
+      return "host";
+    case Tier::Disk:
+      return "disk";
+  }
+  return "?";
 }
 
 PagePool::PagePool(Tier tier, std::size_t page_bytes, std::size_t budget_bytes)

@@ -14,8 +14,9 @@
 
 namespace kvtrie {
 
-// Where a page lives. Device pages are read by attention kernels; host pages only hold demoted KV.
-enum class Tier : std::uint8_t { Device = 0, Host = 1 };
+// Where a page lives. Device pages are read by attention kernels; host pages only hold demoted KV. Disk has
+// no pool: it names the disk tier's files (cache/disk_page_store.h) in KV events, never a PageRef.
+enum class Tier : std::uint8_t { Device = 0, Host = 1, Disk = 2 };
 std::string_view tier_name(Tier tier);
 
 // A page index within one pool, in [0, capacity).

@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <tuple>
@@ -131,6 +132,7 @@ struct PageHashListing {
 // One full page of a node, for the disk tier: its hash, its tokens and where its bytes are now.
 struct FullPage {
   PageHash hash = 0;
+  std::optional<PageHash> parent;   // the page before it (nullopt for a namespace's first page)
   std::span<const TokenId> tokens;  // P tokens, valid until the next mutation of the trie
   PageRef page;
 };

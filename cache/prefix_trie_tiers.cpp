@@ -160,11 +160,18 @@ DroppedPages PrefixTrie::drop(TrieNode* node) {
 std::vector<FullPage> PrefixTrie::full_pages(const TrieNode* node) const {
   std::vector<FullPage> pages;
   const bool device = node->on_device();
-  for (std::size_t i = 0; i < node->page_hashes.size(); ++i)
+  for (std::size_t i = 0; i < node->page_hashes.size(); ++i) {
+    std::optional<PageHash> parent;
+    if (i > 0)
+      parent = node->page_hashes[i - 1];
+    else if (!node->parent->is_root())
+      parent = node->parent->page_hashes.back();
     pages.push_back(
         {node->page_hashes[i],
+         parent,
          std::span(node->key).subspan(i * page_tokens_, page_tokens_),
          {device ? node->device_pages[i] : node->host_pages[i], device ? Tier::Device : Tier::Host}});
+  }
   return pages;
 }
 

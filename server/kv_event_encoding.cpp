@@ -53,7 +53,15 @@ void pack_event(Packer& pk, const KvEvent& e) {
 }  // namespace
 
 const char* kv_event_medium(Tier tier) {
-  return tier == Tier::Device ? "GPU" : "CPU";
+  switch (tier) {
+    case Tier::Device:
+      return "GPU";
+    case Tier::Host:
+      return "CPU";
+    case Tier::Disk:
+      return "DISK";
+  }
+  return "?";
 }
 
 std::string encode_kv_event_batch(double timestamp, std::span<const KvEvent> events,

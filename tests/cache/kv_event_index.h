@@ -2,7 +2,8 @@
 // would believe the cache holds, and records every event that breaks the contract of cache/kv_event_sink.h
 // (a page stored twice on a tier, a removal of a page not held, a Stored whose parent is unknown, whose
 // tokens do not fill its pages, or whose hashes do not chain over its tokens). matches() compares the
-// rebuilt set with what the cache lists. Single-threaded, like the cache that calls it.
+// rebuilt set with what the cache lists (device and host; the disk tier's pages are held(Tier::Disk)).
+// Single-threaded, like the cache that calls it.
 #pragma once
 #include <algorithm>
 #include <set>
@@ -45,7 +46,7 @@ class KvEventIndex final : public KvEventSink {
     }
   }
 
-  bool holds(PageHash h) const { return held_[0].count(h) + held_[1].count(h) > 0; }
+  bool holds(PageHash h) const { return held_[0].count(h) + held_[1].count(h) + held_[2].count(h) > 0; }
   const std::set<PageHash>& held(Tier tier) const { return held_[static_cast<int>(tier)]; }
   std::size_t events(KvEvent::Kind kind) const { return events_[static_cast<int>(kind)]; }
   const std::vector<std::string>& errors() const { return errors_; }
@@ -64,7 +65,7 @@ class KvEventIndex final : public KvEventSink {
   }
 
  private:
-  std::set<PageHash> held_[2];  // by Tier
+  std::set<PageHash> held_[3];  // by Tier
   std::size_t events_[3] = {0, 0, 0};
   std::vector<std::string> errors_;
 };

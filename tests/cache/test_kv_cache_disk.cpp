@@ -1,16 +1,19 @@
 // KvCache with a disk tier: host-tier drops go to disk, a later prompt (also in a new cache over the same
 // directory: a restart) reads its pages back through the host tier and reuses them with the right KV,
 // persist_to_disk() saves what the device holds, pages of another namespace are not found, and a disk tier
-// turned off by a write failure leaves the cache serving. Page contents are simulated (simulated_kv.h).
+// turned off by a write failure leaves the cache serving, and KV events tell of the pages the disk tier takes
+// and loses (Tier::Disk). Page contents are simulated (simulated_kv.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <memory>
 #include <numeric>
+#include <set>
 
 #include "cache/disk_page_store.h"
 #include "cache/kv_cache.h"
 #include "cache/page_hash.h"
+#include "tests/cache/kv_event_index.h"
 #include "tests/cache/simulated_kv.h"
 #include "tests/support/paths.h"
 
@@ -27,6 +30,15 @@ std::vector<TokenId> range(TokenId first, int n) {
   std::vector<TokenId> v(static_cast<std::size_t>(n));
   std::iota(v.begin(), v.end(), first);
   return v;
+}
+
+// The chained hashes of the prompt's full pages in namespace ns.
+std::set<PageHash> page_hashes_of(NamespaceId ns, const std::vector<TokenId>& prompt) {
+  std::set<PageHash> out;
+  PageHash hash = namespace_page_seed(ns);
+  for (std::size_t i = 0; i + kP <= prompt.size(); i += kP)
+    out.insert(hash = chain_page_hash(hash, std::span(prompt).subspan(i, kP)));
+  return out;
 }
 
 class KvCacheDiskTest : public ::testing::Test {
@@ -156,6 +168,55 @@ TEST_F(KvCacheDiskTest, ACorruptPageIsRecomputedFromThere) {
   const AcquireResult again = request(1, prompt);
   EXPECT_EQ(again.disk_hit_tokens, 12u);
   EXPECT_EQ(disk_->stats().refused, 1u);
+}
+
+TEST_F(KvCacheDiskTest, KvEventsTellOfPagesTheDiskTierTakesAndEvicts) {
+  make(4, 4, 6);  // a disk budget of 6 pages
+  test::KvEventIndex events;
+  cache_->set_event_sink(&events);
+  const auto first = range(100, 16), second = range(200, 16);
+  request(1, first);
+  request(1, second);
+  request(1, range(300, 16));  // first's 4 pages: device -> host -> disk
+  EXPECT_EQ(events.held(Tier::Disk), page_hashes_of(1, first));
+  request(1, range(400, 16));  // second's go to disk too; the writer evicts 2 of first's for the budget
+  request(1, range(500, 16));
+  cache_->persist_to_disk();  // everything to disk, then what the writer evicted is published
+  std::set<PageHash> on_disk;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+    std::uint64_t fingerprint = 0;
+    PageHash hash = 0;
+    if (parse_page_file_name(e.path().filename().string(), fingerprint, hash)) on_disk.insert(hash);
+  }
+  EXPECT_EQ(on_disk.size(), 6u);
+  EXPECT_EQ(events.held(Tier::Disk), on_disk);
+  EXPECT_GE(events.events(KvEvent::Kind::Removed), 1u);
+  EXPECT_EQ(events.differs_from(cache_->page_hashes()), "");
+  EXPECT_TRUE(events.errors().empty()) << events.errors().front();
+  // A page read back from disk is still there: it stays held on disk beside its host copy.
+  const std::size_t held = events.held(Tier::Disk).size();
+  request(1, range(500, 16));
+  EXPECT_EQ(events.held(Tier::Disk).size(), held);
+  cache_->set_event_sink(nullptr);
+}
+
+TEST_F(KvCacheDiskTest, KvEventsRemoveEveryDiskPageWhenAWriteFailureTurnsTheTierOff) {
+  make(4, 4);
+  test::KvEventIndex events;
+  cache_->set_event_sink(&events);
+  request(1, range(100, 16));
+  request(1, range(200, 16));
+  request(1, range(300, 16));
+  disk_->drain();
+  EXPECT_EQ(events.held(Tier::Disk).size(), 4u);
+  disk_->fail_nth_write(1);
+  request(1, range(400, 16));  // its spill fails: the tier turns off
+  disk_->drain();
+  EXPECT_FALSE(disk_->enabled());
+  request(1, range(500, 16));  // the next lookup publishes the removals
+  EXPECT_TRUE(events.held(Tier::Disk).empty());
+  EXPECT_TRUE(events.errors().empty()) << events.errors().front();
+  cache_->set_event_sink(nullptr);
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ def decode_batch(payload):
         if e[0] == "BlockStored":
             if fields["block_size"] != PAGE or len(fields["token_ids"]) != PAGE * len(fields["block_hashes"]):
                 raise SchemaError("BlockStored: token_ids do not fill block_size tokens per block")
-        if e[0] != "AllBlocksCleared" and fields["medium"] not in ("GPU", "CPU"):
+        if e[0] != "AllBlocksCleared" and fields["medium"] not in ("GPU", "CPU", "DISK"):
             raise SchemaError(f"{e[0]}: medium {fields['medium']!r}")
         events.append(fields)
     return batch, events
@@ -118,7 +118,7 @@ class Index:
     """The pages a router believes the daemon holds: (hash, medium), rebuilt from events alone."""
 
     def __init__(self):
-        self.held = {"GPU": set(), "CPU": set()}
+        self.held = {"GPU": set(), "CPU": set(), "DISK": set()}
         self.errors = []
         self.counts = {"BlockStored": 0, "BlockRemoved": 0, "AllBlocksCleared": 0}
         self.stored_tokens = {}  # hash -> token ids of its page, for the namespace check
@@ -146,10 +146,10 @@ class Index:
                 held.discard(h)
 
     def cached_pages(self, namespace, tokens):
-        """Whole pages of tokens' longest prefix held on either tier (what a router scores)."""
+        """Whole pages of tokens' longest prefix held on any tier (what a router scores)."""
         n = 0
         for h in page_hashes(namespace, tokens):
-            if h not in self.held["GPU"] and h not in self.held["CPU"]:
+            if not any(h in s for s in self.held.values()):
                 break
             n += 1
         return n

@@ -118,6 +118,12 @@ TEST(KvEventPublisher, SubscribersGetVllmEventBatchesInOrder) {
   EXPECT_EQ(publisher.dropped_events(), 0u);
 }
 
+TEST(KvEventPublisher, MediumNamesTheTiersAsVllmDoesAndTheDiskTierDisk) {
+  EXPECT_STREQ(kv_event_medium(Tier::Device), "GPU");
+  EXPECT_STREQ(kv_event_medium(Tier::Host), "CPU");
+  EXPECT_STREQ(kv_event_medium(Tier::Disk), "DISK");
+}
+
 TEST(KvEventPublisher, ReplayAnswersBufferedBatchesFromTheStartSequenceThenMinusOne) {
   const Port pub, replay;
   KvEventPublisherOptions options{pub.bind(), replay.connect(), ""};
