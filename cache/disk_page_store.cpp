@@ -177,10 +177,15 @@ bool DiskPageStore::contains(PageHash hash) const {
   return pending_.contains(hash) || files_.contains(Key{config_.fingerprint, hash});
 }
 
-bool DiskPageStore::store(PageHash hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes) {
+bool DiskPageStore::store(PageHash hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes,
+                          bool wait_for_room) {
   KVTRIE_CHECK(tokens.size() == config_.page_tokens && bytes.size() == config_.page_bytes,
                "disk tier store of a page of the wrong shape");
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
+  if (wait_for_room)
+    work_done_.wait(lock, [&] {
+      return !enabled_ || pending_.empty() || queued_bytes_ + bytes.size() <= config_.max_queued_bytes;
+    });
   if (!enabled_) {
     ++counters_.dropped_writes;
     return false;
@@ -191,7 +196,7 @@ bool DiskPageStore::store(PageHash hash, std::span<const TokenId> tokens, std::s
     touch(key);
     return true;
   }
-  if (queued_bytes_ + bytes.size() > config_.max_queued_bytes) {
+  if (queued_bytes_ + bytes.size() > config_.max_queued_bytes && !(wait_for_room && pending_.empty())) {
     ++counters_.dropped_writes;
     return false;
   }

@@ -85,7 +85,10 @@ class DiskPageStore {
   bool contains(PageHash hash) const;
   // Queues the page (tokens: its P token ids; bytes: page_bytes of KV) for writing; copies both. A page
   // already stored or queued is only marked used. False when dropped (disabled, queue full, over budget).
-  bool store(PageHash hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes);
+  // With wait_for_room (persisting at shutdown, where nothing else waits) a full queue is waited out
+  // instead of dropping the page.
+  bool store(PageHash hash, std::span<const TokenId> tokens, std::span<const std::byte> bytes,
+             bool wait_for_room = false);
   // Reads the page into out (page_bytes) after checking it is exactly this page (tokens included).
   DiskLoadStatus load(PageHash hash, std::span<const TokenId> tokens, std::span<std::byte> out);
   // Blocks until every queued page is written (or dropped by a failure).

@@ -225,6 +225,7 @@ class KvCache {
   KvCacheConfig config_;
   PageCopier& copier_;
   DiskPageStore* disk_ = nullptr;
+  bool persisting_ = false;  // persist_to_disk() is running: spills wait for the disk writer's queue
   HostPageMemory* host_memory_ = nullptr;
   std::unordered_set<PageHash> disk_published_;  // disk pages an event sink was told of (Stored, no Removed)
   PagePool device_;

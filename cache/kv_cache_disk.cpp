@@ -27,7 +27,8 @@ void KvCache::spill_to_disk(const TrieNode* node) {
   KvEventSink* const sink = trie_.event_sink();
   for (const FullPage& page : trie_.full_pages(node)) {
     if (page.page.tier != Tier::Host) continue;
-    if (!disk_->store(page.hash, page.tokens, host_memory_->read_host_page(page.page.page))) continue;
+    if (!disk_->store(page.hash, page.tokens, host_memory_->read_host_page(page.page.page), persisting_))
+      continue;
     ++stats_.disk_spilled_pages;
     // The node is still in the trie, so the parent page a router needs is held (it hangs from the node's
     // parent or an earlier page of the node).
@@ -99,6 +100,7 @@ std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> u
 std::uint32_t KvCache::persist_to_disk() {
   if (disk_ == nullptr) return 0;
   const std::uint64_t before = stats_.disk_spilled_pages;
+  persisting_ = true;  // every page goes to disk: the writer's queue is waited out, not overflowed
   wait_for_copies();
   // Device pages reach the disk through the host tier: demote at most a host tier's worth at a time (a
   // larger victim would not fit and be dropped), each batch pushing the previous one on to disk.
@@ -108,6 +110,7 @@ std::uint32_t KvCache::persist_to_disk() {
     free = device_.free_pages();
   }
   make_host_room(host_.capacity());
+  persisting_ = false;
   disk_->drain();
   publish_disk_removals();
   return static_cast<std::uint32_t>(stats_.disk_spilled_pages - before);

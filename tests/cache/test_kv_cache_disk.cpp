@@ -48,7 +48,9 @@ class KvCacheDiskTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   // A fresh process's cache over the same directory.
-  void make(std::uint32_t device_pages, std::uint32_t host_pages, std::uint64_t disk_pages = 1000) {
+  // queued_pages: the disk writer's queue (0: the default, far more than these tests store).
+  void make(std::uint32_t device_pages, std::uint32_t host_pages, std::uint64_t disk_pages = 1000,
+            std::uint64_t queued_pages = 0) {
     cache_.reset();  // before its copier and disk tier
     disk_.reset();
     copier_ = std::make_unique<SimulatedCopier>(kP, device_pages, host_pages);
@@ -58,6 +60,7 @@ class KvCacheDiskTest : public ::testing::Test {
     disk.page_tokens = kP;
     disk.page_bytes = kPageBytes;
     disk.budget_bytes = disk_pages * page_file_bytes(kP, kPageBytes);
+    if (queued_pages != 0) disk.max_queued_bytes = queued_pages * kPageBytes;
     disk_ = std::make_unique<DiskPageStore>(disk);
     cache_ = std::make_unique<KvCache>(
         KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes}, *copier_);
@@ -128,6 +131,18 @@ TEST_F(KvCacheDiskTest, ARestartFindsPersistedPagesAndOtherNamespacesDoNot) {
   auto longer = prompt;
   longer.insert(longer.end(), {1, 2, 3, 4, 5});
   EXPECT_EQ(request(1, longer).disk_hit_tokens, 28u);
+}
+
+// Persisting at shutdown waits out the writer's queue instead of dropping what overflows it (a queue of two
+// pages for seven: a restart then finds them all, where it found two).
+TEST_F(KvCacheDiskTest, PersistingMorePagesThanTheWritersQueueHoldsKeepsThemAll) {
+  make(16, 8, 1000, 2);
+  const auto prompt = range(7, 30);
+  request(1, prompt);
+  EXPECT_EQ(cache_->persist_to_disk(), 7u);
+  EXPECT_EQ(disk_->stats().dropped_writes, 0u);
+  make(16, 8, 1000, 2);
+  EXPECT_EQ(request(1, prompt).disk_hit_tokens, 28u);
 }
 
 TEST_F(KvCacheDiskTest, ADiskHitLargerThanTheHostTierReusesWhatFits) {
