@@ -121,6 +121,22 @@ class DaemonProcess {
     return false;
   }
 
+  // Ollama's runner protocol answers GET /health with 200 while it loads ({"status": 2 or 3}): waits for
+  // {"status": 0}, ready, as Ollama does before its first request.
+  bool wait_runner_ready(int port, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (!wait_ready(port, timeout)) return false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (has_exited()) return false;
+      httplib::Client c("127.0.0.1", port);
+      if (auto r = c.Get("/health");
+          r && r->status == 200 && r->body.find("\"status\":0") != std::string::npos)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   bool has_exited() {
     if (exited_) return true;
     int status = 0;

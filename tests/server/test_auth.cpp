@@ -233,7 +233,7 @@ TEST(OllamaRunnerAuth, RunnerModeNeedsTheKeyForCompletion) {
   const int port = free_port();
   DaemonProcess d({"runner", "--model", model, "--port", std::to_string(port), "--cpu-reference",
                    "--ctx-size", "256", "--api-key", "sk-runner-3c"});
-  ASSERT_TRUE(d.wait_ready(port)) << d.log();
+  ASSERT_TRUE(d.wait_runner_ready(port)) << d.log();
   expect_user_endpoints_need_a_key(
       port, {{"POST", "/completion", {{"Prompt", "Hi"}, {"Options", {{"num_predict", 2}}}}}}, "sk-runner-3c");
   stop_cleanly(d);

@@ -92,7 +92,10 @@ TEST_P(BodyLimits, FormBodiesUpToTheLimitReachTheHandlerAndOneByteMoreGetsATruth
   const Mode& mode = GetParam();
   const int port = free_port();
   auto daemon = start_daemon(mode.name, port);
-  ASSERT_TRUE(daemon->wait_ready(port, std::chrono::seconds(60))) << daemon->log();
+  ASSERT_TRUE(std::string_view(mode.name) == "runner"
+                  ? daemon->wait_runner_ready(port, std::chrono::seconds(60))
+                  : daemon->wait_ready(port, std::chrono::seconds(60)))
+      << daemon->log();
 
   // Served: a body over httplib's 8,192-byte form limit whose prompt fits the context (the rest is JSON white
   // space, as in a generously indented request file), with and without a Content-Type.
