@@ -7,27 +7,28 @@
 
 namespace kvtrie::kernels {
 
-void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
-            vk::BufferView out, uint32_t count) {
+namespace {
+// swiglu.comp over count outputs; joined != 0: gate and up are the halves of each token's row in one buffer.
+void dispatch_swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
+                     vk::BufferView out, uint32_t count, uint32_t joined) {
   if (count == 0) return;
   struct Push {
     uint32_t count, joined;
   };
   const Grid grid = grid_1d(div_up(count, k.workgroup_size("swiglu")));
-  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)}, Push{count, 0},
-               grid.x, grid.y);
+  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)},
+               Push{count, joined}, grid.x, grid.y);
+}
+}  // namespace
+
+void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
+            vk::BufferView out, uint32_t count) {
+  dispatch_swiglu(rec, k, gate, up, out, count, 0);
 }
 
 void swiglu_joined(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate_up, vk::BufferView out,
                    uint32_t tokens, uint32_t n) {
-  struct Push {
-    uint32_t count, joined;
-  };
-  const uint32_t count = tokens * n;
-  if (count == 0) return;
-  const Grid grid = grid_1d(div_up(count, k.workgroup_size("swiglu")));
-  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate_up), vk::read(gate_up), vk::write(out)},
-               Push{count, n}, grid.x, grid.y);
+  dispatch_swiglu(rec, k, gate_up, gate_up, out, tokens * n, n);
 }
 
 void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,
