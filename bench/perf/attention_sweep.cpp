@@ -48,9 +48,7 @@ constexpr uint64_t kBindingBytes = uint64_t{2} << 30;  // pool bindings of at mo
 }  // namespace
 
 void run_sweep_attention(const CommonOptions& common, const SweepAttentionOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const kernels::Kernels k(ctx, kernels::Prewarm::No);
   const vk::Device& dev = ctx.device();
   const AttentionShape shape = attention_shape_of(options.model);

@@ -104,6 +104,12 @@ std::string model_label(const std::filesystem::path& path) {
   return path.stem().string();
 }
 
+vk::ContextOptions context_options(const CommonOptions& common) {
+  vk::ContextOptions co;
+  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
+  return co;
+}
+
 std::vector<uint32_t> parse_numbers(const std::string& comma_separated) {
   std::vector<uint32_t> out;
   std::stringstream in(comma_separated);

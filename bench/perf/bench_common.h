@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/vk/context.h"
+
 namespace kvtrie::bench {
 
 // Options every subcommand takes.
@@ -42,6 +44,9 @@ double median_seconds(const CommonOptions& common, const std::function<void()>& 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+// The Vulkan context options of a run: the --device choice.
+vk::ContextOptions context_options(const CommonOptions& common);
 
 // The numbers of a comma-separated list ("1,8,32"), for the sweeps' options.
 std::vector<uint32_t> parse_numbers(const std::string& comma_separated);

@@ -31,9 +31,7 @@ double plain_copy_seconds(vk::Context& ctx, const CommonOptions& common, const v
 }  // namespace
 
 void run_copy(const CommonOptions& common, const CopyOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const kernels::KvLayout layout{options.layers, options.page_tokens, options.kv_dim};
   VkPageStore store(ctx, layout, options.pages, options.pages);
   const uint64_t bytes = uint64_t{options.pages} * layout.page_bytes();
@@ -72,9 +70,7 @@ void run_copy(const CommonOptions& common, const CopyOptions& options) {
 }
 
 void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const uint64_t bytes = options.mib << 20;
   vk::Buffer a(ctx.device(), bytes, vk::MemoryKind::DeviceLocal);
   vk::Buffer b(ctx.device(), bytes, vk::MemoryKind::DeviceLocal);

@@ -168,9 +168,7 @@ void emit_run(const MultiturnOptions& o, const std::string& device, const char* 
 }  // namespace
 
 void run_multiturn(const CommonOptions& common, const MultiturnOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const GgufFile file = GgufFile::open(options.model);
   const ModelConfig mc = ModelConfig::from_gguf(file);
   const auto tokenizer = Tokenizer::from_gguf(file);

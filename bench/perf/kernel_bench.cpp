@@ -34,9 +34,7 @@ std::optional<kernels::MatmulPath> path_from(const std::string& name) {
 }  // namespace
 
 void run_kernel(const CommonOptions& common, const KernelOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const std::optional<TensorType> type = tensor_type_from_name(options.type);
   KVTRIE_CHECK(type.has_value(), "kernel: unknown --type " + options.type);
   const std::optional<kernels::MatmulPath> path = path_from(options.path);

@@ -29,12 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-vk::ContextOptions context_options(const CommonOptions& common) {
-  vk::ContextOptions o;
-  if (common.device >= 0) o.device_index = static_cast<uint32_t>(common.device);
-  return o;
-}
-
 // The model, its page store and the bench's page tables, set up for `sequences` sequences of at most
 // `max_context` positions.
 struct ModelRig {

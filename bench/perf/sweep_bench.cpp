@@ -70,9 +70,7 @@ std::vector<Shape> shapes_of(const std::string& model) {
 }  // namespace
 
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const kernels::Kernels k(ctx, kernels::Prewarm::No);
   const vk::Device& dev = ctx.device();
   const std::vector<uint32_t> token_counts = parse_numbers(options.tokens);
@@ -233,9 +231,7 @@ bool listed(const std::string& list, const std::string& name) {
 }  // namespace
 
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options) {
-  vk::ContextOptions co;
-  if (common.device >= 0) co.device_index = static_cast<uint32_t>(common.device);
-  vk::Context ctx(co);
+  vk::Context ctx(context_options(common));
   const kernels::Kernels k(ctx, kernels::Prewarm::No);
   const vk::Device& dev = ctx.device();
   KVTRIE_CHECK(kernels::coopmat_supported(dev), "sweep-matmul: the device has no cooperative matrices");
