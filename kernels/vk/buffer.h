@@ -51,7 +51,7 @@ class Buffer {
   BufferView view() const { return {buffer_, 0, size_}; }
   BufferView view(uint64_t offset, uint64_t range) const { return view().sub(offset, range); }
 
-  // Host pointer (HostCached and HostCoherent only; DeviceLocal is never mapped). After host writes call
+  // Host pointer (the host-visible kinds only; DeviceLocal is never mapped). After host writes call
   // flush(); before host reads of device-written data call invalidate() (both no-ops on coherent memory).
   void* data() const { return memory_.mapped(); }
   void flush() const { memory_.flush(); }

@@ -38,6 +38,8 @@ const char* memory_kind_name(MemoryKind kind) {
       return "host-cached";
     case MemoryKind::HostCoherent:
       return "host-coherent";
+    case MemoryKind::HostWritten:
+      return "host-written";
   }
   return "?";
 }
@@ -56,7 +58,8 @@ Allocation::Allocation(const Device& device, const VkMemoryRequirements& require
     : device_(device.handle()), size_(requirements.size), kind_(kind) {
   VkPhysicalDeviceMemoryProperties props;
   vkGetPhysicalDeviceMemoryProperties(device.physical(), &props);
-  std::optional<uint32_t> type;
+  const VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  std::optional<uint32_t> type, fallback_type;
   switch (kind) {
     case MemoryKind::DeviceLocal:
       type = pick_type(props, requirements.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
@@ -69,13 +72,15 @@ Allocation::Allocation(const Device& device, const VkMemoryRequirements& require
         type = pick_type(props, requirements.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, 0);
       break;
     case MemoryKind::HostCoherent:
-      type = pick_type(props, requirements.memoryTypeBits,
-                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
+      type = pick_type(props, requirements.memoryTypeBits, coherent, 0);
+      break;
+    case MemoryKind::HostWritten:
+      type = pick_type(props, requirements.memoryTypeBits, coherent, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+      fallback_type = pick_type(props, requirements.memoryTypeBits, coherent, 0);
+      if (fallback_type == type) fallback_type.reset();
       break;
   }
   if (!type) throw Error(std::string("no Vulkan memory type for ") + memory_kind_name(kind) + " memory");
-  const VkMemoryPropertyFlags flags = props.memoryTypes[*type].propertyFlags;
-  coherent_ = (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
 
   // Failure injection: decrement the armed countdown; the allocation that takes it to zero fails.
   uint64_t armed = g_fail_countdown.load();
@@ -87,7 +92,15 @@ Allocation::Allocation(const Device& device, const VkMemoryRequirements& require
   info.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   info.allocationSize = requirements.size;
   info.memoryTypeIndex = *type;
-  VK_CHECK(vkAllocateMemory(device_, &info, nullptr, &memory_));
+  VkResult allocated = vkAllocateMemory(device_, &info, nullptr, &memory_);
+  if (allocated == VK_ERROR_OUT_OF_DEVICE_MEMORY && fallback_type) {  // a small BAR heap, full
+    type = fallback_type;
+    info.memoryTypeIndex = *type;
+    allocated = vkAllocateMemory(device_, &info, nullptr, &memory_);
+  }
+  if (allocated != VK_SUCCESS) throw_vk_error(allocated, "vkAllocateMemory");
+  const VkMemoryPropertyFlags flags = props.memoryTypes[*type].propertyFlags;
+  coherent_ = (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
   g_live_count.fetch_add(1);
   g_live_bytes.fetch_add(size_);
   // Device-local memory is never mapped, even where it is host-visible (lavapipe, resizable BAR), so that

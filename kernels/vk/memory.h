@@ -1,4 +1,4 @@
-// Contract: Allocation owns one VkDeviceMemory block of one of three kinds, and keeps host-visible kinds
+// Contract: Allocation owns one VkDeviceMemory block of one of four kinds, and keeps host-visible kinds
 // persistently mapped. Every live allocation is counted process-wide (live_allocation_count()) so tests can
 // assert that nothing leaked; inject_allocation_failure(n) makes the n-th next allocation fail as if the
 // device were out of memory (failure-injection tests). The Device must outlive the Allocation.
@@ -16,6 +16,10 @@ enum class MemoryKind {
   DeviceLocal,   // weights, activations, the device KV page pool
   HostCached,    // host tier of the KV cache and read-backs: host-visible, host-cached (CPU reads are fast)
   HostCoherent,  // staging for uploads: host-visible, coherent (write-combined is fine)
+  // Small inputs the host writes before each submission and shaders read many times (token ids, positions,
+  // page tables): device-local and host-visible memory where the device has it (resizable BAR), so a
+  // shader's read is not a round trip over PCIe; else, or when that heap is full, as HostCoherent.
+  HostWritten,
 };
 const char* memory_kind_name(MemoryKind kind);
 

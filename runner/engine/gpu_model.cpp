@@ -130,7 +130,7 @@ struct GpuModel::Impl {
     rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
     rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
     logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
-    const auto host = vk::MemoryKind::HostCoherent;
+    const auto host = vk::MemoryKind::HostWritten;  // read by shaders every layer
     ids = scratch(dev, T, host);
     positions = scratch(dev, T, host);
     slots = scratch(dev, T, host);

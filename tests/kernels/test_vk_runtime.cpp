@@ -58,7 +58,8 @@ TEST_F(VkRuntime, DeviceListingDescribesEveryDeviceAndSelectionPrefersByKind) {
 }
 
 TEST_F(VkRuntime, BufferRoundTripThroughEveryMemoryKind) {
-  for (MemoryKind kind : {MemoryKind::DeviceLocal, MemoryKind::HostCached, MemoryKind::HostCoherent}) {
+  for (MemoryKind kind :
+       {MemoryKind::DeviceLocal, MemoryKind::HostCached, MemoryKind::HostCoherent, MemoryKind::HostWritten}) {
     SCOPED_TRACE(memory_kind_name(kind));
     std::vector<uint32_t> data(1009);
     for (uint32_t& v : data) v = static_cast<uint32_t>(rng()());
