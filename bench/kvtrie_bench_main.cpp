@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
                         "large products through VK_NV_cooperative_matrix2 (matmul CoopMat2)");
   prefill_cmd->add_flag("--f32-x", prefill.f32_x,
                         "tensor-core tiles convert x themselves (no f16 copy of x)");
+  prefill_cmd->add_option("--k-splits", prefill.k_splits, "split-K of tensor-core products (0: auto, 1: off)")
+      ->capture_default_str();
 
   DecodeOptions decode;
   auto* decode_cmd =
@@ -74,6 +76,10 @@ int main(int argc, char** argv) {
   decode_cmd
       ->add_option("--attention-split", decode.attention_split,
                    "positions per attention split (0: the model's rules)")
+      ->capture_default_str();
+  decode_cmd->add_option("--k-splits", decode.k_splits, "split-K of tensor-core products (0: auto, 1: off)")
+      ->capture_default_str();
+  decode_cmd->add_option("--q8-tokens", decode.q8_max_tokens, "batches up to this many tokens on matvec_q8 (0: default)")
       ->capture_default_str();
 
   MultiturnOptions multi;
@@ -168,6 +174,8 @@ int main(int argc, char** argv) {
       ->add_option("--cm2-tiles", sweep_mm.cm2_tiles, "CM2 tiles THREADSxROWSxTOKENSkBK, comma-separated")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
+      ->capture_default_str();
+  sweep_mm_cmd->add_option("--k-splits", sweep_mm.k_splits, "split-K counts, comma-separated (1: none, 0: auto)")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--dispatches", sweep_mm.dispatches)
       ->check(CLI::Range(1, 1024))

@@ -26,6 +26,7 @@ struct PrefillOptions {
   uint32_t attention_split = 0;  // GpuModelOptions::attention_split (0: the default)
   bool coopmat2 = false;         // GpuModelOptions::coopmat2
   bool f32_x = false;            // !GpuModelOptions::f16_x
+  uint32_t k_splits = 0;         // GpuModelOptions::k_splits
 };
 void run_prefill(const CommonOptions& common, const PrefillOptions& options);
 
@@ -39,6 +40,8 @@ struct DecodeOptions {
   bool profile = false;             // also time one step per dispatch (a decode_profile row per op)
   bool deterministic = false;       // GpuModelOptions::deterministic
   uint32_t attention_split = 0;     // GpuModelOptions::attention_split (0: the default)
+  uint32_t k_splits = 0;            // GpuModelOptions::k_splits
+  uint32_t q8_max_tokens = 0;       // GpuModelOptions::q8_max_tokens
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);
 
@@ -107,6 +110,7 @@ struct SweepMatmulOptions {
   std::string tiles = "4x2x2x4,2x2x2x2,2x2x4x4,4x2x2x2,2x4x4x2,2x2x2x4";  // sg_m x sg_n x tm x tn
   std::string cm2_tiles =
       "256x128x128k32,256x128x256k32,256x256x128k32,128x64x64k32,256x128x128k64,256x64x128k32";
+  std::string k_splits = "1";  // split-K counts per tile, comma-separated (1: none, 0: matmul's choice)
   uint32_t dispatches = 16;
 };
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options);

@@ -168,6 +168,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   knobs.attention_split = options.attention_split;
   knobs.coopmat2 = options.coopmat2;
   knobs.f16_x = !options.f32_x;
+  knobs.k_splits = options.k_splits;
   ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, knobs);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
   std::vector<float> logits;
@@ -189,6 +190,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .integer("chunk", rig.model->options().max_batch_tokens)
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
+      .integer("k_splits", options.k_splits)
       .integer("coopmat2", options.coopmat2 ? 1 : 0)
       .integer("f16_x", options.f32_x ? 0 : 1)
       .num("prefill_ms", med * 1e3)
@@ -220,6 +222,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   GpuModelOptions knobs;
   knobs.deterministic = options.deterministic;
   knobs.attention_split = options.attention_split;
+  knobs.k_splits = options.k_splits;
+  knobs.q8_max_tokens = options.q8_max_tokens;
   ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,
                knobs);  // +2: profile steps
   std::vector<float> logits;
@@ -260,6 +264,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("tokens", options.tokens)
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
+      .integer("k_splits", options.k_splits)
+      .integer("q8_tokens", options.q8_max_tokens)
       .num("step_ms", step_med * 1e3)
       .num("tok_s", options.sequences / step_med)
       .num("tok_s_mean", static_cast<double>(options.sequences) * step_seconds.size() / total)

@@ -252,6 +252,12 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
       tiles.push_back(t);
     }
   }
+  std::vector<uint32_t> split_counts;  // k splits per tile (1: none; 0: coopmat_k_splits' own choice)
+  {
+    std::stringstream in(options.k_splits);
+    for (std::string item; std::getline(in, item, ',');) split_counts.push_back(std::stoul(item));
+    KVTRIE_CHECK(!split_counts.empty(), "sweep-matmul: --k-splits lists at least one count");
+  }
   std::vector<kernels::Cm2Tile> cm2_tiles;
   {
     std::stringstream in(options.cm2_tiles);
@@ -291,6 +297,9 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
         for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
         vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
         vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+        const uint32_t most_splits = *std::max_element(split_counts.begin(), split_counts.end());
+        vk::Buffer split_scratch(dev, kernels::split_scratch_floats(T, shape.rows, std::max(most_splits, 1u)) * 4,
+                                 vk::MemoryKind::DeviceLocal);
         const kernels::MatmulArgs args{
             {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
         // Times --dispatches products recorded by `record` in one recording and emits the row.
@@ -330,12 +339,18 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
           if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
           kernels::MatmulArgs a = args;
           if (ext == "KHR-xh") a.x = x16.view();
+          a.split_scratch = split_scratch.view();
           for (const kernels::CoopmatTile& t : tiles) {
             const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
-            measure(ext,
-                    std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
-                        std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers),
-                    [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
+            for (const uint32_t splits : split_counts) {
+              a.k_splits = splits;
+              const uint32_t made = kernels::coopmat_k_splits(a, t);
+              measure(ext,
+                      std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
+                          std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers) +
+                          (made > 1 ? "s" + std::to_string(made) : ""),
+                      [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
+            }
           }
         }
         if (listed(options.extensions, "CM2") && kernels::coopmat2_takes(dev, format)) {

@@ -1,6 +1,9 @@
 #include "kernels/ops/matmul.h"
 
+#include <algorithm>
+
 #include "kernels/error.h"
+#include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
@@ -105,17 +108,20 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       // Few tokens (batched decode, short chunks) take the 32-token tile: twice the row tiles in flight.
       const bool few = args.tokens <= kSmallTile.tokens();
       const bool khr = coopmat_uses_khr(k.device());
-      if (!args.x_f16.empty() && coopmat_takes_f16_x(k.device(), args)) {
-        MatmulArgs f16 = args;
-        f16.x = args.x_f16;
+      // Split-K only for the 32-token tile: prefill's large tiles come in enough numbers, and on an H200
+      // splitting llama3-8b's 512-token products (the reduce pass included) was 1% slower.
+      MatmulArgs a = args;
+      if (!few) a.split_scratch = {};
+      if (!a.x_f16.empty() && coopmat_takes_f16_x(k.device(), a)) {
+        MatmulArgs f16 = a;
+        f16.x = a.x_f16;
         dispatch_matmul_coopmat(rec, k, f16, k.pipeline("matmul_coopmat_khr_xh", type_variant(args.w.type)),
                                 kF16XTile);
         return;
       }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")
                            : (few ? "matmul_coopmat_t32" : "matmul_coopmat");
-      dispatch_matmul_coopmat(rec, k, args, k.pipeline(op, type_variant(args.w.type)),
-                              few ? kSmallTile : CoopmatTile{});
+      dispatch_matmul_coopmat(rec, k, a, k.pipeline(op, type_variant(args.w.type)), few ? kSmallTile : CoopmatTile{});
       return;
     }
     case MatmulPath::CoopMat2:
@@ -128,13 +134,63 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
   dispatch_matmul_variant(rec, k, args, k.pipeline("matmul", type_variant(args.w.type)), kTile, kTile);
 }
 
+uint64_t split_scratch_floats(uint32_t tokens, uint32_t rows, uint32_t splits) {
+  return (uint64_t{tokens} * rows + 3) / 4 * 4 * splits;
+}
+
+uint32_t coopmat_k_splits(const MatmulArgs& args, const CoopmatTile& tile) {
+  if (args.split_scratch.empty() || args.k_splits == 1 || args.tokens == 0 || args.w.rows == 0) return 1;
+  const uint32_t steps = div_up(args.w.cols, tile.bk);
+  const uint64_t groups = uint64_t{div_up(args.w.rows, tile.rows())} * div_up(args.tokens, tile.tokens());
+  uint32_t splits = args.k_splits;
+  if (splits == 0) splits = groups >= kSplitMaxGroups ? 1 : std::min(kAutoSplits, std::max(1u, steps / kMinSplitSteps));
+  splits = std::min(splits, steps);
+  const uint64_t fit = args.split_scratch.range / 4 / split_scratch_floats(args.tokens, args.w.rows, 1);
+  splits = static_cast<uint32_t>(std::min<uint64_t>(splits, fit));
+  if (splits <= 1) return 1;
+  return div_up(steps, div_up(steps, splits));  // whole k steps per split, none empty
+}
+
 void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                              const vk::ComputePipeline& pipeline, const CoopmatTile& tile) {
-  const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
+  const WeightMatrix& w = args.w;
+  const uint32_t x_stride = args.x_stride ? args.x_stride : w.cols;
+  const uint32_t y_stride = args.y_stride ? args.y_stride : w.rows;
   KVTRIE_CHECK(x_stride % 4 == 0, "matmul_coopmat: x_stride must be a multiple of 4 floats");
   KVTRIE_CHECK(tile.shared_bytes() <= k.device().info().max_shared_memory,
                "matmul_coopmat: the tile needs more shared memory than the device gives a work group");
-  dispatch_matmul_variant(rec, k, args, pipeline, tile.rows(), tile.tokens());
+  KVTRIE_CHECK(w.cols % tensor_type_info(w.type).block_elements == 0, "matmul: row length is not whole blocks");
+  if (w.rows == 0 || args.tokens == 0) return;
+  const uint64_t rb = row_bytes(w.type, w.cols);
+  KVTRIE_CHECK(w.data.range >= rb * w.rows, "matmul: weight view is smaller than the matrix");
+  const uint32_t splits = coopmat_k_splits(args, tile);
+  const uint32_t steps = div_up(w.cols, tile.bk);
+  const uint32_t split_steps = div_up(steps, splits);
+  // Split: each split's tile goes to its plane of the scratch (tokens x rows, stride rows), then one sum.
+  const uint32_t plane = static_cast<uint32_t>(split_scratch_floats(args.tokens, w.rows, 1));
+  const vk::BufferView out = splits > 1 ? args.split_scratch : args.y;
+  const uint32_t gz = div_up(args.tokens, tile.tokens()) * splits;
+  KVTRIE_CHECK(gz <= 65535, "matmul: too many tokens for one dispatch");
+  const vk::PhysicalDeviceInfo& dev = k.device().info();
+  for (const RowChunk& chunk : split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment)) {
+    const AlignedBinding wb = align_binding(k.device(), w.data.sub(chunk.first_row * rb, chunk.rows * rb));
+    const struct {
+      MatmulPush base;
+      uint32_t split_steps, split_stride;
+    } push{{chunk.rows, w.cols, args.tokens, static_cast<uint32_t>(rb), x_stride, splits > 1 ? w.rows : y_stride,
+            chunk.first_row, wb.byte_offset},
+           split_steps,
+           plane};
+    const Grid grid = grid_1d(div_up(chunk.rows, tile.rows()));
+    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(out)}, push, grid.x, grid.y, gz);
+  }
+  if (splits == 1) return;
+  const struct {
+    uint32_t rows, ntok, splits, plane, y_stride;
+  } sum{w.rows, args.tokens, splits, plane, y_stride};
+  const Grid grid = grid_1d(div_up(uint64_t{w.rows} * args.tokens, k.workgroup_size("reduce_splits")));
+  rec.dispatch(k.pipeline("reduce_splits", "f32"), {vk::read(args.split_scratch), vk::write(args.y)}, sum, grid.x,
+               grid.y);
 }
 
 void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,

@@ -12,6 +12,10 @@
 //                  stages and pipelines the tiles; Cm2Tile), for the 16-byte aligned weight formats
 //                  (coopmat2_takes), reading x as f16 from MatmulArgs::x_f16 (convert_f16): the same f16
 //                  values as CoopMat, so the same tolerance.
+// Split-K: given MatmulArgs::split_scratch, a CoopMat product on the 32-token tile (batched decode: too few
+// tiles to fill the device, each walking a whole row) splits k among more work groups (coopmat_k_splits),
+// each storing a partial tile into the scratch, and a reduce_splits pass sums them in split order into y.
+// dispatch_matmul_coopmat splits any tile so.
 // Auto picks matvec for up to 16 tokens, CoopMat above that where the device has it (a 32-token tile up to
 // 32 tokens), CoopMat2 instead for the large products where it is faster (coopmat2_wanted) when the caller
 // gives x_f16, else matvec up to 32 tokens and Tiled above.
@@ -71,6 +75,16 @@ inline constexpr CoopmatTile kSmallTile{4, 1, 1, 2};
 // The tile of the build that reads x as f16 (coopmat_takes_f16_x): the default shape with k steps of 64 and
 // one shared buffer.
 inline constexpr CoopmatTile kF16XTile{4, 2, 2, 4, 64, 1};
+
+// The k splits the CoopMat path makes of this product with this tile: 1 without args.split_scratch or with
+// args.k_splits 1; else args.k_splits, or (0) kAutoSplits for products of fewer than kSplitMaxGroups tiles,
+// each split keeping at least kMinSplitSteps k steps; never more than the scratch holds. On an H200, 32
+// sequences of llama3-8b decoding took 895 tok/s unsplit, 1,367 with splits for about 512 work groups a
+// product and 1,425 with 8 splits of every product (12, 16 and 24: 1,378-1,401).
+uint32_t coopmat_k_splits(const MatmulArgs& args, const CoopmatTile& tile);
+inline constexpr uint32_t kAutoSplits = 8, kSplitMaxGroups = 1024, kMinSplitSteps = 8;
+// Scratch floats a split-K product needs: a (tokens x rows) plane per split, each padded to 4 floats.
+uint64_t split_scratch_floats(uint32_t tokens, uint32_t rows, uint32_t splits);
 
 // Records the CoopMat product with a pipeline built for `tile` (the tuning harness; matmul() uses the
 // default tile).

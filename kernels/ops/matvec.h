@@ -34,6 +34,10 @@ struct MatmulArgs {
   uint32_t x_stride = 0;   // 0: w.cols
   uint32_t y_stride = 0;   // 0: w.rows
   vk::BufferView x_f16{};  // optional: x as f16 (same layout), which matmul's CoopMat2 path reads
+  // Optional: where matmul's CoopMat path may keep split-K partial outputs (kernels/ops/matmul.h); k_splits
+  // 0 lets it choose, 1 turns splitting off.
+  vk::BufferView split_scratch{};
+  uint32_t k_splits = 0;
 };
 
 // The work-group size matvec uses on a device: 4 subgroups, 32..256 threads. Fixed per device, so its

@@ -125,6 +125,7 @@ const OpRegistration kOps[] = {
     {"swiglu", kF32, spec_elementwise},
     {"convert", kConvert, spec_elementwise},
     {"add", kF32, spec_elementwise},
+    {"reduce_splits", kF32, spec_elementwise},
     {"add_bias", kF32, spec_elementwise},
     {"read_probe", kU32, spec_elementwise},
     {"get_rows", kAllTypes, spec_elementwise},

@@ -6,6 +6,9 @@
 // are loaded into registers while this step multiplies, and with two shared buffers alternating one barrier
 // per step separates the loads from the multiplies. Tiles that lie inside Y are stored straight from the
 // accumulators; edge tiles go through shared memory with bounds checks.
+// Split-K (few tokens: too few tiles to fill the device): work group z = split * token_tiles + token tile
+// runs k steps [split * split_steps, (split + 1) * split_steps) and stores its partial tile at
+// split * split_stride floats into y; reduce_splits.comp sums the splits.
 // Built with VK_NV_cooperative_matrix, and where the compiler allows (KHR_COOPMAT) with
 // VK_KHR_cooperative_matrix, whose build also comes with x as f16 (X_F16: half the bytes of x for each work
 // group to read, no conversion; convert.comp makes it once per product). The tile shape is specialization
@@ -89,6 +92,8 @@ layout(push_constant) uniform Push {
   uint y_stride;
   uint y_row0;    // row offset of this dispatch in y (weights split by rows)
   uint w_offset;  // byte offset of row 0 in the weight binding (bindings are aligned down)
+  uint split_steps;   // k steps per split (at least all of them: no split)
+  uint split_stride;  // floats between the splits' partial outputs in y (a multiple of 4)
 } pc;
 
 #ifdef FAST_DECODE
@@ -162,7 +167,9 @@ void load_w_piece(bool inside, uint row, uint p, out f16vec2 v[W_PIECE / 2u]) {
 void main() {
   uint tid = gl_LocalInvocationID.x;
   uint r0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * BM;
-  uint t0 = gl_WorkGroupID.z * BN;
+  uint token_tiles = (pc.ntok + BN - 1u) / BN;
+  uint split = gl_WorkGroupID.z / token_tiles;
+  uint t0 = (gl_WorkGroupID.z % token_tiles) * BN;
   if (r0 >= pc.rows) return;  // uniform: a padding group of the flattened grid
   uint sg = gl_SubgroupID;
   uint sm = (sg % SG_M) * 16u * TM, sn = (sg / SG_M) * 16u * TN;
@@ -198,7 +205,8 @@ void main() {
       if (lr < BN) store8(false, ((buf) * BN + lr) * STRIDE + 8u * lg / HALVES, xreg[i]);      \
     }
 
-  uint steps = (pc.k + BK - 1u) / BK;
+  uint kt0 = split * pc.split_steps;
+  uint steps = min((pc.k + BK - 1u) / BK, kt0 + pc.split_steps);  // this split's end
   // PROBE_NO_LOADS / PROBE_NO_MULTIPLY (tuning builds only, never dispatched by the engine): time the
   // multiplies without the slices' loads, or the loads without the multiplies.
 #ifdef PROBE_NO_LOADS
@@ -206,11 +214,11 @@ void main() {
 #else
 #define LOAD_STEP_IF(kt) LOAD_STEP(kt)
 #endif
-  LOAD_STEP(0u);
+  LOAD_STEP(kt0);
   STORE_STEP(0u);
   barrier();
-  for (uint kt = 0u; kt < steps; ++kt) {
-    uint cur = BUFFERS == 2u ? kt & 1u : 0u;
+  for (uint kt = kt0; kt < steps; ++kt) {
+    uint cur = BUFFERS == 2u ? (kt - kt0) & 1u : 0u;
     if (kt + 1u < steps) {
       LOAD_STEP_IF(kt + 1u);
     }
@@ -239,13 +247,14 @@ void main() {
     [[unroll]] for (uint j = 0u; j < TN; ++j) {
       uint r = r0 + sm + 16u * i, t = t0 + sn + 16u * j;
       if (inside) {
-        STORE_COL_MAJOR(acc[i * TN + j], y, t * pc.y_stride + pc.y_row0 + r, pc.y_stride);
+        STORE_COL_MAJOR(acc[i * TN + j], y, split * pc.split_stride + t * pc.y_stride + pc.y_row0 + r, pc.y_stride);
       } else {
         STORE_COL_MAJOR(acc[i * TN + j], staged, sg * 256u, 16u);
         subgroupBarrier();  // the subgroup's stores are visible to its own loads below
         for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
           uint rr = r + e % 16u, tt = t + e / 16u;
-          if (rr < pc.rows && tt < pc.ntok) y[tt * pc.y_stride + pc.y_row0 + rr] = staged[sg * 256u + e];
+          if (rr < pc.rows && tt < pc.ntok)
+            y[split * pc.split_stride + tt * pc.y_stride + pc.y_row0 + rr] = staged[sg * 256u + e];
         }
         subgroupBarrier();
       }

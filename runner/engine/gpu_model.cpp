@@ -55,6 +55,7 @@ struct GpuModel::Impl {
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
+  vk::Buffer split_scratch;  // split-K partial outputs of tensor-core products (empty: no split-K)
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
   vk::Buffer logits_host;
   uint32_t max_logits = 0;
@@ -103,6 +104,12 @@ struct GpuModel::Impl {
     gate = scratch(dev, T * 2 * config.n_ff);  // prefill's joined gate/up product: both halves
     up = scratch(dev, T * config.n_ff);
     tmp = scratch(dev, T * std::max<uint64_t>(config.n_embd, q_dim));
+    // Split-K partials of the 32-token tile's products (kernels/ops/matmul.h): 16 splits of a product as
+    // wide as Q/K/V, the residual stream or one FFN half (gate/up, twice as wide, splits less).
+    if (kernels::coopmat_supported(dev) && options.k_splits != 1 && T > kQ8Tokens)
+      split_scratch = scratch(dev, kernels::split_scratch_floats(
+                                       static_cast<uint32_t>(std::min<uint64_t>(T, kernels::kSmallTile.tokens())),
+                                       std::max({qkv_stride, config.n_embd, config.n_ff}), 16));
     kernels::AttentionArgs probe;
     probe.tokens = options.max_batch_tokens;
     probe.n_heads = config.n_heads;
@@ -140,13 +147,17 @@ struct GpuModel::Impl {
     logits_index = scratch(dev, max_logits, host);
     logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
     for (const vk::Buffer* b :
-         {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn, &logits_device, &x_f16})
+         {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn, &logits_device, &x_f16,
+          &split_scratch})
       compute_bytes += b->size();
   }
 
-  static kernels::MatmulArgs product(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out,
-                                     uint32_t tokens) {
-    return {w.matrix(), in.view(), out.view(), tokens};
+  kernels::MatmulArgs product(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out,
+                              uint32_t tokens) const {
+    kernels::MatmulArgs a{w.matrix(), in.view(), out.view(), tokens};
+    if (split_scratch.valid()) a.split_scratch = split_scratch.view();
+    a.k_splits = options.k_splits;
+    return a;
   }
   void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
     kernels::MatmulArgs a = product(w, in, out, tokens);
@@ -290,7 +301,9 @@ struct GpuModel::Impl {
   // residual add after it and the FFN's SwiGLU, and it is batch-invariant.
   static constexpr uint32_t kQ8Tokens = 16, kQ8TokensNoCoopmat = 32;
   bool q8(const DeviceTensor& w, uint32_t T) const {
-    const uint32_t most = kernels::coopmat_supported(context.device()) ? kQ8Tokens : kQ8TokensNoCoopmat;
+    const uint32_t most = !kernels::coopmat_supported(context.device()) ? kQ8TokensNoCoopmat
+                          : options.q8_max_tokens                         ? options.q8_max_tokens
+                                                                          : kQ8Tokens;
     return (options.deterministic || T <= most) && kernels::matvec_q8_supported(w.type, w.cols);
   }
   kernels::MatvecQ8Args q8_args(const DeviceTensor& w, const kernels::QuantizedX& in, vk::BufferView out,

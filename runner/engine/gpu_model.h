@@ -40,6 +40,12 @@ struct GpuModelOptions {
   // (kernels::coopmat_takes_f16_x), x converted once for all the products that share it. A tuning knob for
   // kvtrie-bench (off: the tile converts x itself).
   bool f16_x = true;
+  // Split-K for tensor-core products too small to fill the device (kernels/ops/matmul.h): 0 lets matmul
+  // choose, 1 turns it off, N splits every such product N ways. A tuning knob for kvtrie-bench.
+  uint32_t k_splits = 0;
+  // Batches of up to this many tokens take matvec_q8 where the device has cooperative matrices (0: the
+  // default, gpu_model.cpp). A tuning knob for kvtrie-bench.
+  uint32_t q8_max_tokens = 0;
 };
 
 // One forward step. Token i belongs to sequence seq[i] (an index returned by add_sequence), sits at

@@ -269,6 +269,42 @@ TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
   }
 }
 
+// Split-K (MatmulArgs::split_scratch): long rows over few tiles split k among work groups whose partial
+// tiles reduce_splits sums in split order. Every split count (an uneven last split included) and the
+// automatic choice match the reference, through matmul() on the 32-token tile and through
+// dispatch_matmul_coopmat on the large one (matmul() does not split it).
+TEST_P(MatmulTest, CoopMatSplitKMatchesReference) {
+  if (!coopmat_supported(context().device()))
+    GTEST_SKIP() << "device " << context().device().info().name << " has no cooperative matrices";
+  const TensorType type = GetParam();
+  const uint32_t cols = coopmat_cols(type) * 7, rows = 2 * kSmallTile.rows() + 5;
+  const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+  vk::Buffer w = device_buffer(m.bytes);
+  const vk::ComputePipeline& large = context().pipelines().get(
+      std::string(coopmat_uses_khr(context().device()) ? "matmul_coopmat_khr_" : "matmul_coopmat_") +
+          std::string(type_variant(type)),
+      CoopmatTile{}.spec());
+  for (const uint32_t tokens : {1u, 29u, 70u}) {
+    const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+    const CoopmatTile tile = tokens <= kSmallTile.tokens() ? kSmallTile : CoopmatTile{};
+    vk::Buffer scratch(context().device(), split_scratch_floats(tokens, rows, 8) * 4, vk::MemoryKind::DeviceLocal);
+    for (const uint32_t splits : {0u, 2u, 3u, 8u}) {
+      SCOPED_TRACE(std::to_string(tokens) + " tokens, k_splits " + std::to_string(splits));
+      const std::vector<float> y =
+          run_product(w, type, rows, cols, x, tokens, [&](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
+            a.split_scratch = scratch.view();
+            a.k_splits = splits;
+            EXPECT_GT(coopmat_k_splits(a, tile), 1u);
+            if (tokens <= kSmallTile.tokens())
+              matmul(rec, k, a, MatmulPath::CoopMat);
+            else
+              dispatch_matmul_coopmat(rec, k, a, large, tile);
+          });
+      expect_matches_reference(m, rows, cols, x, tokens, y, 2e-3);
+    }
+  }
+}
+
 // VK_NV_cooperative_matrix2's workgroup-scope product (GPU only: lavapipe has no cooperative matrices):
 // whole and edge tiles of the default tile and of the tuning harness's other shapes, against the reference.
 TEST_P(MatmulTest, CoopMat2MatchesReferenceWhereSupported) {
@@ -365,6 +401,44 @@ TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   if (!cm2) {
     EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat2, ffn), Error);
   }
+}
+
+// How many ways coopmat_k_splits splits a product: not at all without scratch or with k_splits 1;
+// kAutoSplits ways below kSplitMaxGroups tiles, each split keeping kMinSplitSteps k steps; never more than
+// the scratch holds or than there are k steps; and always into whole, non-empty runs of steps.
+TEST_F(MatmulPathTest, SplitKCountsFollowTheTilesTheScratchAndTheSteps) {
+  vk::Buffer scratch(context().device(), split_scratch_floats(32, 4096, 8) * 4, vk::MemoryKind::DeviceLocal);
+  MatmulArgs a{{{}, TensorType::Q4_0x8, 4096, 14336}, {}, {}, 32};
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 1u) << "no scratch";
+  a.split_scratch = scratch.view();
+  // 64 row tiles of one token tile: kAutoSplits, 56 of the 448 k steps each.
+  static_assert(kAutoSplits == 8);
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 8u);
+  a.k_splits = 1;
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 1u);
+  a.k_splits = 3;  // 448 steps: 150 a split, the last 148
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 3u);
+  a.k_splits = 0;
+  a.w.rows = 28672;  // 448 row tiles would split, but the scratch holds only one plane of these rows
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 1u);
+  a.w.rows = 4096;
+  a.w.cols = 256;  // 8 k steps: a split keeps at least kMinSplitSteps of them
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 1u);
+  a.k_splits = 20;  // more splits than steps: one step each
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 8u);
+  a.k_splits = 5;  // 8 steps asked into 5: 2 a split makes 4 splits, none empty
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 4u);
+  // The large tile at 512 tokens (32 x 4 groups): as many splits as fit the scratch, 4 here; and none for
+  // a product of kSplitMaxGroups tiles or more (1024 row tiles of the 32-token tile).
+  vk::Buffer large(context().device(), split_scratch_floats(512, 4096, 4) * 4, vk::MemoryKind::DeviceLocal);
+  a = MatmulArgs{{{}, TensorType::Q4_0x8, 4096, 4096}, {}, {}, 512};
+  a.split_scratch = large.view();
+  EXPECT_EQ(coopmat_k_splits(a, CoopmatTile{}), 4u);
+  a.tokens = 32;
+  a.w.rows = 1023 * kSmallTile.rows();
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 4u) << "1023 row tiles, 4 planes of them fit";
+  a.w.rows = 1024 * kSmallTile.rows();
+  EXPECT_EQ(coopmat_k_splits(a, kSmallTile), 1u) << "1024 row tiles";
 }
 
 }  // namespace
