@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "kernels/error.h"
 #include "kernels/vk/device.h"
@@ -42,6 +44,12 @@ VkPageStore::VkPageStore(vk::Context& context, const kernels::KvLayout& layout, 
     begin += count;
   }
   host_buffers_.resize(host_chunks_.size());
+  std::vector<uint64_t> chunk_bytes;
+  for (const PageChunk& c : host_chunks_) chunk_bytes.push_back(uint64_t{c.page_count} * page_bytes);
+  const uint64_t chunk_size = uint64_t{host_pages_per_chunk_} * page_bytes;
+  const auto ahead = static_cast<uint32_t>(std::min<uint64_t>(
+      (options.host_commit_ahead_bytes + chunk_size - 1) / chunk_size, host_chunks_.size()));
+  committer_ = std::make_unique<HostChunkCommitter>(context_.device(), std::move(chunk_bytes), ahead);
 
   const uint64_t device_mib = uint64_t{device_pages} * page_bytes >> 20;
   const uint64_t host_mib = uint64_t{host_pages} * page_bytes >> 20;
@@ -51,12 +59,12 @@ VkPageStore::VkPageStore(vk::Context& context, const kernels::KvLayout& layout, 
     spdlog::info(
         "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks; staging copy {:.0f} ms, "
         "GPU wait {:.0f} ms) | pipelines {} ({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache "
-        "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed on use in chunks of {} pages",
+        "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed in chunks of {} pages, {} ahead of use",
         static_cast<double>(r.weight_bytes) / 1e9, r.weights_ms,
         r.weights_ms > 0 ? static_cast<double>(r.weight_bytes) / 1e6 / r.weights_ms : 0.0, r.weight_tensors,
         r.weight_blocks, r.upload_copy_ms, r.upload_wait_ms, p.created, p.background_created, p.background_ms,
         r.pipeline_wait_ms, vk::cache_file_status_name(p.file_status), device_mib, device_s * 1e3, host_mib,
-        host_pages_per_chunk_);
+        host_pages_per_chunk_, ahead);
   else
     spdlog::debug("kv: device tier {} MiB in {:.0f} ms, host tier {} MiB committed on use", device_mib,
                   device_s * 1e3, host_mib);
@@ -69,8 +77,7 @@ uint32_t VkPageStore::host_chunks_committed() const {
 
 void VkPageStore::commit_host_chunk(size_t chunk) {
   PageChunk& c = host_chunks_[chunk];
-  host_buffers_[chunk] = vk::Buffer(context_.device(), uint64_t{c.page_count} * layout_.page_bytes(),
-                                    vk::MemoryKind::HostCached);
+  host_buffers_[chunk] = committer_->take(chunk);
   c.view = host_buffers_[chunk].view();
   host_committed_ += host_buffers_[chunk].size();
 }
@@ -132,13 +139,55 @@ CopyTicket VkPageStore::copy(std::span<const PageCopy> batch) {
   }
   Slot& s = slot(ticket);
   s.recorder->begin();
-  for (const PageCopy& c : batch) s.recorder->copy(page(c.from_tier, c.from), page(c.to_tier, c.to));
+  record(*s.recorder, batch);
   s.recorder->end();
   s.submitted_at = now_seconds();
   s.recorder->submit();
   queued_ = ticket;
   bytes_copied_ += batch.size() * layout_.page_bytes();
   return ticket;
+}
+
+void VkPageStore::record(vk::CommandRecorder& recorder, std::span<const PageCopy> batch) {
+  // A run of consecutive copies between the same two buffers becomes one vkCmdCopyBuffer, as long as no
+  // copy of the run reads or writes a page an earlier one of it writes, or writes a page an earlier one
+  // reads (queue order: a later copy may read what an earlier one wrote); such a copy starts a new run,
+  // which the recorder puts behind a barrier.
+  using Key = std::pair<Tier, PageId>;
+  std::set<Key> read, written;
+  std::vector<vk::CopyRegion> regions;
+  vk::BufferView run_src, run_dst;
+  auto flush = [&] {
+    if (regions.empty()) return;
+    recorder.copy(run_src, run_dst, regions);
+    ++copy_commands_;
+    copy_regions_ += regions.size();
+    regions.clear();
+    read.clear();
+    written.clear();
+  };
+  for (const PageCopy& c : batch) {
+    const vk::BufferView src = page(c.from_tier, c.from), dst = page(c.to_tier, c.to);
+    const Key from{c.from_tier, c.from}, to{c.to_tier, c.to};
+    const bool same_buffers = src.buffer == run_src.buffer && dst.buffer == run_dst.buffer;
+    if (!same_buffers || written.contains(from) || written.contains(to) || read.contains(to)) flush();
+    if (regions.empty()) {
+      // The run's views are the whole buffers: page views are offsets into them.
+      run_src = {src.buffer, 0, src.offset + src.range};
+      run_dst = {dst.buffer, 0, dst.offset + dst.range};
+    }
+    run_src.range = std::max(run_src.range, src.offset + src.range);
+    run_dst.range = std::max(run_dst.range, dst.offset + dst.range);
+    vk::CopyRegion* last = regions.empty() ? nullptr : &regions.back();
+    if (last != nullptr && last->src_offset + last->size == src.offset &&
+        last->dst_offset + last->size == dst.offset)
+      last->size += src.range;  // the next page of both runs: one region
+    else
+      regions.push_back({src.offset, dst.offset, src.range});
+    read.insert(from);
+    written.insert(to);
+  }
+  flush();
 }
 
 void VkPageStore::retire_oldest() {

@@ -2,11 +2,17 @@
 // attention and kv_write, split into chunks of whole pages so that one chunk fits one shader binding,
 // maxStorageBufferRange) and the host tier (host-visible, host-cached, in chunks of about
 // VkPageStoreOptions::host_chunk_bytes). The device tier is allocated in the constructor. The host tier is
-// committed lazily: a host chunk is allocated the first time a copy (or page()) touches one of its pages, so
-// a large host budget costs nothing at load; its size (host_chunks(), the cache's byte budget) is still the
-// full one. It is the cache's PageCopier: a batch of page copies is recorded into one command buffer and
-// submitted at once on the device's transfer queue (the compute queue where there is none), so promotions
-// run while the compute queue runs steps of other sequences. Page buffers are shared by both queue families
+// committed lazily: a host chunk is allocated by the time a copy (or page()) first touches one of its pages,
+// so a large host budget costs nothing at load; its size (host_chunks(), the cache's byte budget) is still
+// the full one. With VkPageStoreOptions::host_commit_ahead_bytes, a background thread (HostChunkCommitter)
+// commits that much past the highest chunk in use before it is needed: pinning host memory costs about as
+// much as copying it, and a request whose demotions or disk reads landed in fresh chunks paid it in its TTFT.
+// It is the cache's PageCopier: a batch of page copies is recorded into one command buffer and submitted at
+// once on the device's transfer queue (the compute queue where there is none), so promotions run while the
+// compute queue runs steps of other sequences. Within a batch, the copies between one pair of buffers are
+// the regions of one vkCmdCopyBuffer (adjacent pages merged into one region), so a prompt's run of pages is
+// one command with no barrier between pages (a command per page wrote the same buffer each time, so the
+// recorder put a barrier between every two). Page buffers are shared by both queue families
 // (vk::Buffer makes them concurrent), so no ownership transfers are needed. Up to kCopySlots batches are in
 // flight; a further one first waits for the oldest. completed() polls their fences. Ordering: the cache
 // queues a copy only after the host has seen every step that wrote its source complete (forward() waits for
@@ -21,6 +27,7 @@
 #include <span>
 #include <vector>
 
+#include "cache/host_chunk_committer.h"
 #include "cache/host_page_memory.h"
 #include "cache/page_copier.h"
 #include "kernels/ops/kv_layout.h"
@@ -39,6 +46,9 @@ struct PageChunk {
 
 struct VkPageStoreOptions {
   uint64_t host_chunk_bytes = 256ull << 20;  // host tier commit granularity (at least one page per chunk)
+  // Host bytes to keep committed ahead of use by a background thread (rounded up to whole chunks); 0: every
+  // chunk is committed on the owner thread at first use.
+  uint64_t host_commit_ahead_bytes = 0;
 };
 
 class VkPageStore final : public PageCopier, public HostPageMemory {
@@ -67,6 +77,12 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
   void host_page_written(PageId page) override;
 
   uint64_t bytes_copied() const { return bytes_copied_; }
+  // vkCmdCopyBuffer commands recorded so far (each holds one or more regions), and their regions.
+  uint64_t copy_commands() const { return copy_commands_; }
+  uint64_t copy_regions() const { return copy_regions_; }
+  // Seconds the owner thread spent committing host chunks (or waiting for a background commit of one).
+  double host_commit_seconds() const { return committer_->owner_seconds(); }
+  const HostChunkCommitter& committer() const { return *committer_; }
   // Wall time from each batch's submission to the host seeing it complete, summed (a batch only polled is
   // seen late, so this overstates copy time when the cache does not wait).
   double copy_seconds() const { return copy_seconds_; }
@@ -75,6 +91,8 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
 
  private:
   void commit_host_chunk(size_t chunk);
+  // Records the batch into the recorder: one vkCmdCopyBuffer per run of copies between the same buffers.
+  void record(vk::CommandRecorder& recorder, std::span<const PageCopy> batch);
   // The host page's mapped bytes and its chunk's buffer (committing the chunk on first use).
   std::span<std::byte> host_bytes(PageId page, const vk::Buffer** buffer);
 
@@ -85,6 +103,7 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
   std::vector<PageChunk> device_chunks_, host_chunks_;
   uint32_t host_pages_per_chunk_ = 1;
   uint64_t host_committed_ = 0;
+  std::unique_ptr<HostChunkCommitter> committer_;  // laid out from host_chunks_
   struct Slot {
     std::unique_ptr<vk::CommandRecorder> recorder;  // on the transfer queue
     double submitted_at = 0;
@@ -96,6 +115,7 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
   std::vector<Slot> slots_;
   CopyTicket queued_ = 0, done_ = 0;
   uint64_t bytes_copied_ = 0;
+  uint64_t copy_commands_ = 0, copy_regions_ = 0;
   double copy_seconds_ = 0;
 };
 

@@ -201,6 +201,20 @@ void CommandRecorder::copy(BufferView src, BufferView dst) {
   vkCmdCopyBuffer(commands_, src.buffer, dst.buffer, 1, &region);
 }
 
+void CommandRecorder::copy(BufferView src, BufferView dst, std::span<const CopyRegion> regions) {
+  KVTRIE_CHECK(recording_ && !ended_, "copy outside begin()/end()");
+  if (regions.empty()) return;
+  regions_.clear();
+  for (const CopyRegion& r : regions) {
+    KVTRIE_CHECK(r.size > 0 && r.src_offset + r.size <= src.range && r.dst_offset + r.size <= dst.range,
+                 "copy region outside its views");
+    regions_.push_back({src.offset + r.src_offset, dst.offset + r.dst_offset, r.size});
+  }
+  const Binding b[] = {read(src), write(dst)};
+  track(b);
+  vkCmdCopyBuffer(commands_, src.buffer, dst.buffer, static_cast<uint32_t>(regions_.size()), regions_.data());
+}
+
 void CommandRecorder::fill(BufferView dst, uint32_t word) {
   KVTRIE_CHECK(recording_ && !ended_, "fill outside begin()/end()");
   KVTRIE_CHECK(dst.offset % 4 == 0 && dst.range % 4 == 0, "fill needs 4-byte aligned offset and size");

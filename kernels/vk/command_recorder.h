@@ -53,6 +53,13 @@ struct Binding {
   BufferView view;
   Access access;
 };
+
+// One region of a multi-region copy: offsets relative to the source and destination views.
+struct CopyRegion {
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  uint64_t size = 0;
+};
 inline Binding read(BufferView v) {
   return {v, Access::Read};
 }
@@ -91,6 +98,10 @@ class CommandRecorder {
   }
   // Copies src.range bytes (dst.range must be at least that).
   void copy(BufferView src, BufferView dst);
+  // One vkCmdCopyBuffer of many regions between two views (one barrier check for all of them, where a copy
+  // per region would get a barrier between each two writing the same buffer). Regions must lie inside
+  // their views; no region may write bytes another region of the call reads or writes.
+  void copy(BufferView src, BufferView dst, std::span<const CopyRegion> regions);
   // Fills dst with a repeated 32-bit word (offset and range multiples of 4).
   void fill(BufferView dst, uint32_t word);
   // Timestamps: reset a range of queries before writing them in this recording.
@@ -141,6 +152,7 @@ class CommandRecorder {
   // Buffers accessed since the last barrier: a small flat list (cleared, never shrunk) so that recording
   // allocates nothing once warm.
   std::vector<std::pair<VkBuffer, Pending>> pending_;
+  std::vector<VkBufferCopy> regions_;  // scratch of copy(src, dst, regions), reused
   QueryPool* profile_pool_ = nullptr;
   std::vector<const std::string*> profiled_;  // the pipeline name of each timestamp after the first
   bool recording_ = false;

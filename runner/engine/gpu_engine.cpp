@@ -97,7 +97,7 @@ struct GpuEngine::State {
       : tokenizer(tok),
         config(cfg),
         model(context, file, mc, options),
-        pages(context, model.kv_layout(), device_pages, host_pages),
+        pages(context, model.kv_layout(), device_pages, host_pages, page_store_options(model, cfg)),
         cache(KvCacheConfig{cfg.page_tokens, model.kv_layout().page_bytes(),
                             uint64_t{device_pages} * model.kv_layout().page_bytes(),
                             uint64_t{host_pages} * model.kv_layout().page_bytes(), cfg.tenant_kv_share},
@@ -119,6 +119,16 @@ struct GpuEngine::State {
       if (host_pages == 0) spdlog::warn("kv disk tier unused: it needs a host tier (--kv-host-mb)");
       cache.attach_disk_tier(*disk, pages);
     }
+  }
+
+  // One context's KV of host chunks is committed ahead of use, off the engine thread: a host-tier hit's
+  // demotions and a disk hit's reads need that much fresh host memory at once, and pinning it on first use
+  // cost more than the copies themselves.
+  static VkPageStoreOptions page_store_options(const GpuModel& model, const GpuEngineConfig& cfg) {
+    VkPageStoreOptions o;
+    const uint64_t pages = (uint64_t{cfg.n_ctx} + cfg.page_tokens - 1) / cfg.page_tokens;
+    o.host_commit_ahead_bytes = pages * model.kv_layout().page_bytes();
+    return o;
   }
 
   // Engine thread, when it stops: what the device and host tiers cache goes to disk for the next start.

@@ -2,11 +2,14 @@
 // touches one of its pages, while its size (the chunks' page counts and the cache's byte budget) is the full
 // one from the start; pages copied device -> host -> device keep their bytes, in every chunk including the
 // short last one; batches of copies are queued without blocking and complete in order; pages outside a
-// tier are refused.
+// tier are refused. A batch's copies between two buffers are one vkCmdCopyBuffer unless they depend on
+// each other; host chunks can be committed ahead of use on a background thread.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "cache/kv_cache.h"
@@ -148,6 +151,109 @@ TEST_F(VkPageStoreTest, PagesOutsideATierAreRefused) {
   VkPageStore no_host(context(), kLayout, kDevicePages, 0);
   EXPECT_TRUE(no_host.host_chunks().empty());
   EXPECT_THROW(no_host.page(Tier::Host, 0), Error);
+}
+
+TEST_F(VkPageStoreTest, ABatchIsOneCopyCommandPerRunBetweenTwoBuffers) {
+  // Before: a vkCmdCopyBuffer per page, each writing the same device buffer, so the recorder put a barrier
+  // between every two pages of a promotion.
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages,
+                    VkPageStoreOptions{kPagesPerChunk * kLayout.page_bytes()});
+  std::vector<std::vector<std::byte>> bytes;
+  for (PageId p = 0; p < kDevicePages; ++p) {
+    bytes.push_back(random_page());
+    write_page(store, Tier::Device, p, bytes.back());
+  }
+  // Device 0..2 -> host 0..2 (chunk 0): one command, one region (adjacent on both sides); 3 -> host 4
+  // (chunk 1): a second command.
+  store.copy(std::vector<PageCopy>{{Tier::Device, 0, Tier::Host, 0},
+                                   {Tier::Device, 1, Tier::Host, 1},
+                                   {Tier::Device, 2, Tier::Host, 2},
+                                   {Tier::Device, 3, Tier::Host, 4}});
+  store.wait();
+  EXPECT_EQ(store.copy_commands(), 2u);
+  EXPECT_EQ(store.copy_regions(), 2u);
+  // Back, shuffled: host 0 -> 3 and 1 -> 1 share a command (two regions), host 4 (chunk 1) another, host 2
+  // (chunk 0 again, after the run changed buffers) a third.
+  store.copy(std::vector<PageCopy>{{Tier::Host, 0, Tier::Device, 3},
+                                   {Tier::Host, 1, Tier::Device, 1},
+                                   {Tier::Host, 4, Tier::Device, 0},
+                                   {Tier::Host, 2, Tier::Device, 2}});
+  store.wait();
+  EXPECT_EQ(store.copy_commands(), 5u);
+  EXPECT_EQ(store.copy_regions(), 6u);
+  EXPECT_EQ(read_page(store, Tier::Device, 3), bytes[0]);
+  EXPECT_EQ(read_page(store, Tier::Device, 1), bytes[1]);
+  EXPECT_EQ(read_page(store, Tier::Device, 0), bytes[3]);
+  EXPECT_EQ(read_page(store, Tier::Device, 2), bytes[2]);
+}
+
+TEST_F(VkPageStoreTest, CopiesOfOneBatchThatDependOnEachOtherKeepQueueOrder) {
+  // Device 0 -> 1 then 1 -> 2 go between the same two buffers, but the second reads what the first
+  // writes: they must not share a command (the validation layer refuses overlapping regions too).
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages);
+  const std::vector<std::byte> a = random_page(), b = random_page();
+  write_page(store, Tier::Device, 0, a);
+  write_page(store, Tier::Device, 1, b);
+  store.copy(std::vector<PageCopy>{{Tier::Device, 0, Tier::Device, 1},
+                                   {Tier::Device, 1, Tier::Device, 2},
+                                   {Tier::Device, 2, Tier::Host, 3},
+                                   {Tier::Host, 3, Tier::Device, 3}});
+  store.wait();
+  EXPECT_EQ(store.copy_commands(), 4u);
+  for (PageId p = 1; p < 4; ++p) EXPECT_EQ(read_page(store, Tier::Device, p), a) << "device page " << p;
+}
+
+TEST_F(VkPageStoreTest, HostChunksAreCommittedAheadOfUseInTheBackground) {
+  // Pinning host memory at first use put its cost (tens of ms per 256 MiB on NVIDIA) into the TTFT of the
+  // request whose demotions or disk reads reached a fresh chunk: the committer does it beforehand.
+  const uint64_t allocations_before = vk::live_allocation_count();
+  {
+    VkPageStoreOptions options{kPagesPerChunk * kLayout.page_bytes()};
+    options.host_commit_ahead_bytes = 2 * kPagesPerChunk * kLayout.page_bytes() - 1;  // rounds up to 2
+    VkPageStore store(context(), kLayout, kDevicePages, kHostPages, options);
+    auto wait_for_commits = [&](uint32_t n) {
+      for (int i = 0; i < 500 && store.committer().background_commits() < n; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      EXPECT_EQ(store.committer().background_commits(), n);
+    };
+    wait_for_commits(2);  // chunks 0 and 1, before any use
+    EXPECT_EQ(vk::live_allocation_count(), allocations_before + 1 + 2);
+    EXPECT_EQ(store.host_chunks_committed(), 0u) << "committed ahead, not yet handed to the store";
+
+    // First use of chunk 0: taken from the committer; nothing more is needed ahead (chunks 1, 2 wanted).
+    const std::vector<std::byte> a = random_page();
+    write_page(store, Tier::Device, 0, a);
+    store.copy(std::vector<PageCopy>{{Tier::Device, 0, Tier::Host, 1}});
+    store.wait();
+    wait_for_commits(3);
+    EXPECT_EQ(store.host_chunks_committed(), 1u);
+    // Chunk 3 (the short last one) is used first by a copy: committed on the spot, and nothing is committed
+    // twice.
+    store.copy(std::vector<PageCopy>{{Tier::Host, 1, Tier::Host, 9}, {Tier::Host, 9, Tier::Device, 2}});
+    store.wait();
+    EXPECT_EQ(store.host_chunks_committed(), 2u);
+    EXPECT_EQ(read_page(store, Tier::Device, 2), a);
+    EXPECT_EQ(read_page(store, Tier::Host, 9), a);
+    EXPECT_LE(vk::live_allocation_count(), allocations_before + 1 + 4);
+  }
+  EXPECT_EQ(vk::live_allocation_count(), allocations_before) << "chunks never taken are freed too";
+}
+
+TEST_F(VkPageStoreTest, AFailedCommitAheadIsRetriedOnUse) {
+  VkPageStoreOptions options{kPagesPerChunk * kLayout.page_bytes()};
+  vk::inject_allocation_failure(2);  // the device tier's allocation is the first, chunk 0 the second
+  options.host_commit_ahead_bytes = kPagesPerChunk * kLayout.page_bytes();
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages, options);
+  for (int i = 0; i < 500 && store.committer().background_failures() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(store.committer().background_failures(), 1u);
+  EXPECT_EQ(store.committer().background_commits(), 0u);
+  const std::vector<std::byte> a = random_page();
+  write_page(store, Tier::Device, 0, a);
+  store.copy(std::vector<PageCopy>{{Tier::Device, 0, Tier::Host, 2}, {Tier::Host, 2, Tier::Device, 1}});
+  store.wait();
+  EXPECT_EQ(read_page(store, Tier::Device, 1), a);
+  EXPECT_EQ(store.host_chunks_committed(), 1u);
 }
 
 }  // namespace
