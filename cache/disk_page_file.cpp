@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
@@ -76,18 +77,26 @@ bool write_all(int fd, const void* data, std::size_t size) {
   return true;
 }
 
-// Reads exactly size bytes; false with errno set (0 at an early end of file).
-bool read_all(int fd, void* data, std::size_t size) {
-  auto* p = static_cast<std::byte*>(data);
-  while (size > 0) {
-    const ssize_t n = ::read(fd, p, size);
+// Reads exactly the bytes of every buffer, in order, with as few system calls as the kernel allows (one for a
+// whole page file: the kernel then reads ahead the full request instead of growing its window); false with
+// errno set (0 at an early end of file).
+bool readv_all(int fd, std::span<iovec> iov) {
+  while (!iov.empty()) {
+    const ssize_t n = ::readv(fd, iov.data(), static_cast<int>(iov.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0) errno = 0;
       return false;
     }
-    p += n;
-    size -= static_cast<std::size_t>(n);
+    auto left = static_cast<std::size_t>(n);
+    while (!iov.empty() && left >= iov.front().iov_len) {
+      left -= iov.front().iov_len;
+      iov = iov.subspan(1);
+    }
+    if (left > 0) {
+      iov.front().iov_base = static_cast<std::byte*>(iov.front().iov_base) + left;
+      iov.front().iov_len -= left;
+    }
   }
   return true;
 }
@@ -208,8 +217,10 @@ PageFileResult read_page_file(const std::filesystem::path& path, const PageFileI
     return failure(PageFileStatus::Truncated, path.string() + " holds " + std::to_string(st.st_size) +
                                                   " bytes, a page file " + std::to_string(expected));
   Header h{};
-  if (!read_all(fd.get(), &h, sizeof h))
-    return failure(PageFileStatus::IoError, errno_text("cannot read", path));
+  std::vector<TokenId> tokens(id.tokens.size());
+  // The whole file in one read; the header is checked before the tokens and bytes are used.
+  iovec iov[] = {{&h, sizeof h}, {tokens.data(), tokens.size() * sizeof(TokenId)}, {out.data(), out.size()}};
+  if (!readv_all(fd.get(), iov)) return failure(PageFileStatus::IoError, errno_text("cannot read", path));
   if (h.magic != kMagic || h.header_checksum != header_checksum(h))
     return failure(PageFileStatus::Corrupt, path.string() + ": bad header (magic or checksum)");
   if (h.version != kVersion)
@@ -218,10 +229,6 @@ PageFileResult read_page_file(const std::filesystem::path& path, const PageFileI
   if (h.fingerprint != id.fingerprint || h.hash != id.hash || h.page_tokens != id.tokens.size() ||
       h.page_bytes != id.page_bytes)
     return failure(PageFileStatus::Foreign, path.string() + ": a page of another model, layout or prefix");
-  std::vector<TokenId> tokens(id.tokens.size());
-  if (!read_all(fd.get(), tokens.data(), tokens.size() * sizeof(TokenId)) ||
-      !read_all(fd.get(), out.data(), out.size()))
-    return failure(PageFileStatus::IoError, errno_text("cannot read", path));
   if (h.body_checksum != body_checksum(tokens, out))
     return failure(PageFileStatus::Corrupt, path.string() + ": checksum mismatch");
   // A 64-bit hash collision (or a forged file): the page's own tokens must be the ones asked for.

@@ -30,6 +30,7 @@ DiskPageStore::DiskPageStore(DiskPageStoreConfig config) : config_(std::move(con
   KVTRIE_CHECK(config_.page_bytes > 0 && config_.page_tokens > 0, "disk tier of empty pages");
   counters_.budget_bytes = config_.budget_bytes;
   open_directory();
+  reader_ = std::make_unique<ParallelReader>(std::max<std::uint32_t>(config_.reader_threads, 1));
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -251,6 +252,19 @@ DiskLoadStatus DiskPageStore::load(PageHash hash, std::span<const TokenId> token
   forget(key);
   ++counters_.refused;
   return DiskLoadStatus::Refused;
+}
+
+std::size_t DiskPageStore::load_run(std::span<const DiskPageRead> pages) {
+  if (!enabled_) return 0;
+  std::lock_guard run_lock(run_mutex_);
+  std::vector<DiskLoadStatus> status(pages.size(), DiskLoadStatus::Missing);
+  reader_->run(pages.size(), [&](std::size_t i) {
+    status[i] = load(pages[i].hash, pages[i].tokens, pages[i].out);
+    return status[i] == DiskLoadStatus::Ok;  // a failed page ends the run: later pages are of no use
+  });
+  return static_cast<std::size_t>(
+      std::find_if(status.begin(), status.end(), [](DiskLoadStatus s) { return s != DiskLoadStatus::Ok; }) -
+      status.begin());
 }
 
 void DiskPageStore::drain() {

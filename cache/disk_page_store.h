@@ -16,8 +16,10 @@
 // call then behaves as if there were no disk tier (store() drops, contains() is false, load() says
 // Disabled); the files already written stay for the next start.
 // Reads: load() reads a page into the caller's memory on the calling thread, serving a page still queued
-// from its copy. A file that is truncated, corrupt or foreign (checksum, size, header) is refused: logged
-// once, removed, never loaded.
+// from its copy. load_run() reads a run of pages (a prompt's, in order) with config.reader_threads reads in
+// flight at once (ParallelReader: the caller's thread and helpers), every page checked as load() checks it;
+// it stops at the first page that fails. A file that is truncated, corrupt or foreign (checksum, size,
+// header) is refused: logged once, removed, never loaded.
 //
 // Gone pages: take_removed() hands over the hashes of this fingerprint's pages that stopped being available
 // since the last call (evicted, refused, missing, a queued write dropped, or all of them when the tier turns
@@ -43,6 +45,7 @@
 #include <vector>
 
 #include "cache/disk_page_file.h"
+#include "cache/parallel_reader.h"
 #include "cache/trie_node.h"
 
 namespace kvtrie {
@@ -54,6 +57,14 @@ struct DiskPageStoreConfig {
   std::uint32_t page_tokens = 16;
   std::size_t page_bytes = 0;
   std::size_t max_queued_bytes = std::size_t{256} << 20;  // pages waiting for the writer
+  std::uint32_t reader_threads = 4;                       // page reads in flight in load_run() (>= 1)
+};
+
+// One page for load_run(): its hash and tokens, and the memory it is read into (page_bytes).
+struct DiskPageRead {
+  PageHash hash = 0;
+  std::span<const TokenId> tokens;
+  std::span<std::byte> out;
 };
 
 struct DiskPageStoreStats {
@@ -91,6 +102,10 @@ class DiskPageStore {
              bool wait_for_room = false);
   // Reads the page into out (page_bytes) after checking it is exactly this page (tokens included).
   DiskLoadStatus load(PageHash hash, std::span<const TokenId> tokens, std::span<std::byte> out);
+  // Reads pages[0], pages[1], ... (several at once) and returns how many leading pages loaded Ok: the run
+  // ends at the first page that is missing, refused or unreadable (pages past it may be left unread or
+  // read for nothing; their out bytes are unspecified). 0 when the tier is disabled.
+  std::size_t load_run(std::span<const DiskPageRead> pages);
   // Blocks until every queued page is written (or dropped by a failure).
   void drain();
   DiskPageStoreStats stats() const;
@@ -145,6 +160,8 @@ class DiskPageStore {
   std::vector<PageHash> removed_;  // see take_removed()
   bool stopping_ = false;
   DiskPageStoreStats counters_;
+  std::mutex run_mutex_;  // one load_run() at a time: the reader runs one job at a time
+  std::unique_ptr<ParallelReader> reader_;
   std::thread worker_;  // last: started once every member above exists
 };
 

@@ -4,7 +4,8 @@
 // Ordering: the cache reads a page only after every copy into it is complete (it waited for the copier),
 // and writes one only while no copy reads or writes it; host_page_written() makes the CPU's writes visible
 // to later copies (a flush of non-coherent memory). Called only from the cache's owner thread; must outlive
-// the KvCache it is attached to.
+// the KvCache it is attached to. The bytes of a span it returned may be written by other threads (the disk
+// tier's readers) that the owner thread waits for before it calls host_page_written().
 #pragma once
 #include <cstddef>
 #include <span>

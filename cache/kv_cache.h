@@ -37,15 +37,16 @@
 // enters or leaves a tier (cache/kv_event_sink.h); a flush that empties the cache says so with one Cleared.
 // Disk tier (attach_disk_tier): the full pages of a host-only node the host tier drops are queued to the
 // DiskPageStore first (a partial last page is lost), and acquire() looks up the prompt's pages past the
-// cached prefix there, page by page in hash order, reads the ones it finds into fresh host pages (on this
-// thread, through HostPageMemory) and hangs them in the trie as a host-only node, which the usual promotion
-// then copies to the device. persist_to_disk() moves every unpinned cached page there (shutdown). Events
-// name the disk tier as Tier::Disk: a page is Stored there when the host tier's drop hands it to the disk
-// (whether written now or found there), and Removed when the disk tier reports it gone (evicted, refused,
-// dropped, the tier turned off), at the next spill, disk lookup or persist; pages a previous run left on
-// disk are published only once this run hands them over again.
-// Thread model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an
-// attached event sink and an attached disk tier must outlive the KvCache.
+// cached prefix there, page by page in hash order, reads the ones it finds into fresh host pages (through
+// HostPageMemory, several reads in flight on the disk tier's readers while this thread waits; the run ends
+// at the first page that fails to load, and the pages past it are given back) and hangs them in the trie as a
+// host-only node, which the usual promotion then copies to the device. persist_to_disk() moves every unpinned
+// cached page there (shutdown). Events name the disk tier as Tier::Disk: a page is Stored there when the host
+// tier's drop hands it to the disk (whether written now or found there), and Removed when the disk tier
+// reports it gone (evicted, refused, dropped, the tier turned off), at the next spill, disk lookup or
+// persist; pages a previous run left on disk are published only once this run hands them over again. Thread
+// model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an attached event
+// sink and an attached disk tier must outlive the KvCache.
 #pragma once
 #include <cstddef>
 #include <cstdint>

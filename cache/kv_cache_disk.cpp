@@ -75,20 +75,28 @@ std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> u
   const Lease at = trie_.pin(ns, usable, start, group);
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(wanted.size(), host_.capacity()));
   make_host_room(n);
+  // Fresh pages, so no copy in flight reads or writes them; the disk tier reads the run into them with
+  // several reads in flight (the checksums too) and stops at the first page it cannot load.
   std::vector<PageId> pages;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const std::optional<PageId> page = host_.allocate();
-    if (!page) break;
-    const auto tokens = usable.subspan(start + i * P, P);
-    // A fresh page: no copy in flight reads or writes it.
-    if (disk_->load(wanted[i], tokens, host_memory_->write_host_page(*page)) != DiskLoadStatus::Ok) {
-      host_.release(*page);
-      publish_disk_removals();
-      break;
+  std::vector<DiskPageRead> reads;
+  std::size_t loaded = 0;
+  try {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::optional<PageId> page = host_.allocate();
+      if (!page) break;
+      pages.push_back(*page);
+      reads.push_back({wanted[i], usable.subspan(start + i * P, P), host_memory_->write_host_page(*page)});
     }
-    host_memory_->host_page_written(*page);
-    pages.push_back(*page);
+    loaded = disk_->load_run(reads);
+  } catch (...) {
+    // Committing a host chunk failed: the pages hold nothing yet, give them back before throwing.
+    for (PageId page : pages) host_.release(page);
+    throw;
   }
+  for (std::size_t i = loaded; i < pages.size(); ++i) host_.release(pages[i]);
+  pages.resize(loaded);
+  for (PageId page : pages) host_memory_->host_page_written(page);
+  if (loaded < reads.size()) publish_disk_removals();
   if (pages.empty()) return 0;
   const auto tokens = static_cast<std::uint32_t>(pages.size() * P);
   const std::vector<PageHash> hashes = trie_.add_host_leaf(at, usable.subspan(start, tokens), pages);

@@ -1,7 +1,8 @@
 // DiskPageStore and its page files: pages survive a reopen (a restart), other fingerprints are never read,
 // damaged files (flipped bytes, truncation, a foreign file under our name, kill -9 mid-write) are refused and
 // removed, the byte budget holds with LRU order, and write failures (injected, and a real EFBIG from a file
-// size limit) turn the tier off instead of failing callers.
+// size limit) turn the tier off instead of failing callers. A run of pages read with several reads in
+// flight (load_run) gives the same pages as reading them one by one, and stops at a corrupt one, refused.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -386,6 +387,86 @@ TEST(DiskPageStore, ReadersOnOtherThreadsWhileTheWriterWrites) {
   done = true;
   for (auto& r : readers) r.join();
   EXPECT_LE(store.stats().bytes, 20 * kFileBytes);
+}
+
+// A run of pages (a prompt's) read with several reads in flight into the caller's buffers.
+struct PageRun {
+  std::vector<std::vector<TokenId>> tokens;
+  std::vector<std::vector<std::byte>> out;
+  std::vector<DiskPageRead> reads;
+  explicit PageRun(std::uint64_t pages) : tokens(pages), out(pages, std::vector<std::byte>(kPageBytes)) {
+    for (std::uint64_t i = 0; i < pages; ++i) {
+      tokens[i] = tokens_of(i);
+      reads.push_back({hash_of(i), tokens[i], out[i]});
+    }
+  }
+};
+
+TEST(DiskPageStore, ARunReadInParallelGivesTheSamePagesAsOneByOne) {
+  const fs::path dir = fresh_dir();
+  constexpr std::uint64_t kPages = 37;  // not a multiple of the readers
+  {
+    DiskPageStore store(config_for(dir, kModelA, 100));
+    for (std::uint64_t i = 0; i < kPages; ++i) store_page(store, i);
+    store.drain();
+  }
+  for (std::uint32_t readers : {1u, 4u, 8u}) {
+    DiskPageStoreConfig c = config_for(dir, kModelA, 100);
+    c.reader_threads = readers;
+    DiskPageStore store(c);
+    PageRun run(kPages);
+    EXPECT_EQ(store.load_run(run.reads), kPages) << readers << " readers";
+    for (std::uint64_t i = 0; i < kPages; ++i) EXPECT_EQ(run.out[i], bytes_of(i)) << "page " << i;
+    EXPECT_EQ(store.stats().reads, kPages);
+    EXPECT_EQ(store.stats().refused, 0u);
+  }
+}
+
+TEST(DiskPageStore, ARunStopsAtACorruptPageWhichIsRefusedAndRemoved) {
+  const fs::path dir = fresh_dir();
+  constexpr std::uint64_t kPages = 29, kBad = 13;
+  {
+    DiskPageStore store(config_for(dir, kModelA, 100));
+    for (std::uint64_t i = 0; i < kPages; ++i) store_page(store, i);
+    store.drain();
+  }
+  {
+    // One flipped bit in the KV bytes of page 13.
+    std::fstream f(file_of(dir, kModelA, kBad), std::ios::in | std::ios::out | std::ios::binary);
+    const auto where = static_cast<std::streamoff>(kFileBytes - kPageBytes / 2);
+    f.seekg(where);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(where);
+    f.write(&c, 1);
+  }
+  DiskPageStoreConfig c = config_for(dir, kModelA, 100);
+  c.reader_threads = 4;
+  DiskPageStore store(c);
+  PageRun run(kPages);
+  EXPECT_EQ(store.load_run(run.reads), kBad);
+  for (std::uint64_t i = 0; i < kBad; ++i) EXPECT_EQ(run.out[i], bytes_of(i)) << "page " << i;
+  EXPECT_FALSE(fs::exists(file_of(dir, kModelA, kBad)));
+  EXPECT_EQ(store.stats().refused, 1u);
+  EXPECT_FALSE(store.contains(hash_of(kBad)));
+  // Pages past it are intact (at most read for nothing), and the run now ends where the page is missing.
+  EXPECT_TRUE(fs::exists(file_of(dir, kModelA, kBad + 1)));
+  PageRun again(kPages);
+  EXPECT_EQ(store.load_run(again.reads), kBad);
+  EXPECT_EQ(store.stats().refused, 1u);
+}
+
+TEST(DiskPageStore, ARunOnADisabledTierLoadsNothing) {
+  const fs::path dir = fresh_dir();
+  DiskPageStore first(config_for(dir, kModelA, 100));
+  store_page(first, 0);
+  first.drain();
+  DiskPageStore second(config_for(dir, kModelA, 100));  // the directory is locked: off
+  ASSERT_FALSE(second.enabled());
+  PageRun run(1);
+  EXPECT_EQ(second.load_run(run.reads), 0u);
+  EXPECT_EQ(first.load_run(run.reads), 1u);
 }
 
 }  // namespace

@@ -185,6 +185,30 @@ TEST_F(KvCacheDiskTest, ACorruptPageIsRecomputedFromThere) {
   EXPECT_EQ(disk_->stats().refused, 1u);
 }
 
+TEST_F(KvCacheDiskTest, ALongRunReadInParallelComesBackWholeOrUpToACorruptPage) {
+  // The disk tier reads a prompt's pages several at a time (load_run): the KV must be that of one-by-one
+  // reads, and a corrupt page in the middle must end the reuse there with the cache consistent.
+  const auto prompt = range(100, 40 * kP + 1);  // 40 full pages
+  make(48, 48);
+  request(1, prompt);
+  cache_->persist_to_disk();
+  make(48, 48);
+  const AcquireResult whole = request(1, prompt);  // checks every reused position's KV
+  EXPECT_EQ(whole.disk_hit_tokens, 40 * kP);
+  EXPECT_EQ(cache_->stats().disk_loaded_pages, 40u);
+
+  make(48, 48);
+  PageHash hash = namespace_page_seed(1);
+  for (int i = 0; i < 24; ++i) hash = chain_page_hash(hash, std::span(prompt).subspan(i * kP, kP));
+  std::filesystem::resize_file(dir_ / page_file_name(42, hash), 10);  // page 23
+  const AcquireResult partial = request(1, prompt);
+  EXPECT_EQ(partial.disk_hit_tokens, 23 * kP);
+  EXPECT_EQ(cache_->stats().disk_loaded_pages, 23u);
+  EXPECT_EQ(disk_->stats().refused, 1u);
+  const KvCacheStats s = cache_->stats();
+  EXPECT_EQ(s.host_pages_used, s.host_pages_cached) << "pages read past the corrupt one were given back";
+}
+
 TEST_F(KvCacheDiskTest, KvEventsTellOfPagesTheDiskTierTakesAndEvicts) {
   make(4, 4, 6);  // a disk budget of 6 pages
   test::KvEventIndex events;
