@@ -116,13 +116,42 @@ int main(int argc, char** argv) {
   copy_cmd->add_option("--batch", copy.batch, "pages per copy batch")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  copy_cmd->add_option("--layers", copy.layers, "page shape: layers")
+  // The KV page shape (copy, promote, disk-read): llama3-8b by default, 2 MiB pages.
+  auto add_page_shape = [](CLI::App* cmd, uint32_t& layers, uint32_t& kv_dim, uint32_t& page_tokens) {
+    cmd->add_option("--layers", layers, "page shape: layers")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--kv-dim", kv_dim, "page shape: n_kv_heads * head_dim")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--page-tokens", page_tokens)->check(CLI::PositiveNumber)->capture_default_str();
+  };
+  add_page_shape(copy_cmd, copy.layers, copy.kv_dim, copy.page_tokens);
+
+  PromoteOptions promote;
+  auto* promote_cmd = app.add_subcommand(
+      "promote", "a host-tier (and disk-tier) hit through KvCache + VkPageStore: promotion time and GB/s");
+  promote_cmd->add_option("--pages", promote.pages, "the prompt's KV pages")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  copy_cmd->add_option("--kv-dim", copy.kv_dim, "page shape: n_kv_heads * head_dim")
+  add_page_shape(promote_cmd, promote.layers, promote.kv_dim, promote.page_tokens);
+  promote_cmd->add_option("--commit-ahead-mib", promote.commit_ahead_mib, "0: the prompt's KV")
+      ->capture_default_str();
+  promote_cmd->add_option("--disk-dir", promote.disk_dir, "also a disk hit after a restart (scratch dir)");
+  promote_cmd->add_option("--readers", promote.readers, "disk reads in flight")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  copy_cmd->add_option("--page-tokens", copy.page_tokens)->check(CLI::PositiveNumber)->capture_default_str();
+
+  DiskReadOptions disk_read;
+  auto* disk_read_cmd = app.add_subcommand(
+      "disk-read",
+      "disk tier page reads (DiskPageStore::load_run) vs a plain sequential read, per reader count");
+  disk_read_cmd->add_option("--dir", disk_read.dir, "scratch directory on the disk to measure")->required();
+  disk_read_cmd->add_option("--pages", disk_read.pages)->check(CLI::PositiveNumber)->capture_default_str();
+  add_page_shape(disk_read_cmd, disk_read.layers, disk_read.kv_dim, disk_read.page_tokens);
+  disk_read_cmd->add_option("--readers", disk_read.readers, "reads in flight, comma-separated")
+      ->capture_default_str();
+  disk_read_cmd->add_flag("--keep", disk_read.keep, "leave the page files");
 
   BandwidthOptions bw;
   auto* bw_cmd = app.add_subcommand("bandwidth", "device-local copy bandwidth (read + write)");
@@ -201,6 +230,8 @@ int main(int argc, char** argv) {
   add_common(decode_cmd, 1, 3);
   add_common(multi_cmd, 1, 0);
   add_common(copy_cmd, 5, 1);
+  add_common(promote_cmd, 3, 0);
+  add_common(disk_read_cmd, 3, 0);
   add_common(bw_cmd, 10, 2);
   add_common(kernel_cmd, 5, 1);
   add_common(sweep_cmd, 5, 1);
@@ -208,10 +239,10 @@ int main(int argc, char** argv) {
   add_common(sweep_at_cmd, 5, 1);
   common.repeats = 0;
   common.warmup = 0;
-  const Defaults defaults[] = {{3, 0},  {5, 1}, {1, 3}, {1, 0}, {5, 1},
-                               {10, 2}, {5, 1}, {5, 1}, {3, 1}, {5, 1}};
-  CLI::App* commands[] = {load_cmd, prefill_cmd, decode_cmd, multi_cmd,    copy_cmd,
-                          bw_cmd,   kernel_cmd,  sweep_cmd,  sweep_mm_cmd, sweep_at_cmd};
+  const Defaults defaults[] = {{3, 0}, {5, 1},  {1, 3}, {1, 0}, {5, 1}, {3, 0},
+                               {3, 0}, {10, 2}, {5, 1}, {5, 1}, {3, 1}, {5, 1}};
+  CLI::App* commands[] = {load_cmd,      prefill_cmd, decode_cmd, multi_cmd, copy_cmd,     promote_cmd,
+                          disk_read_cmd, bw_cmd,      kernel_cmd, sweep_cmd, sweep_mm_cmd, sweep_at_cmd};
   CLI11_PARSE(app, argc, argv);
   for (size_t i = 0; i < std::size(commands); ++i) {
     if (!commands[i]->parsed()) continue;
@@ -229,6 +260,8 @@ int main(int argc, char** argv) {
     if (decode_cmd->parsed()) run_decode(common, decode);
     if (multi_cmd->parsed()) run_multiturn(common, multi);
     if (copy_cmd->parsed()) run_copy(common, copy);
+    if (promote_cmd->parsed()) run_promote(common, promote);
+    if (disk_read_cmd->parsed()) run_disk_read(common, disk_read);
     if (bw_cmd->parsed()) run_bandwidth(common, bw);
     if (kernel_cmd->parsed()) run_kernel(common, kernel);
     if (sweep_cmd->parsed()) run_sweep_matvec(common, sweep);

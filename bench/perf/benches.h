@@ -68,6 +68,29 @@ struct CopyOptions {
 };
 void run_copy(const CommonOptions& common, const CopyOptions& options);
 
+// promote: a host-tier hit through KvCache::acquire + sync over VkPageStore (demoting another prompt to
+// make room, as in the daemon), with host chunks committed on use and ahead of use, then warm; with disk_dir,
+// a disk hit after a restart (page cache dropped).
+struct PromoteOptions {
+  uint32_t pages = 511;  // the prompt's pages (511: an 8,176-token prompt of 16-token pages)
+  uint32_t layers = 32, kv_dim = 1024, page_tokens = 16;  // llama3-8b: 2 MiB pages
+  uint64_t commit_ahead_mib = 0;                          // 0: one prompt's KV, as the engine does
+  std::filesystem::path disk_dir;                         // empty: no disk leg
+  uint32_t readers = 4;                                   // disk tier reads in flight
+};
+void run_promote(const CommonOptions& common, const PromoteOptions& options);
+
+// disk-read: DiskPageStore::load_run of `pages` page files per reader count, against a plain sequential
+// read of the same files (page cache dropped before each). CPU and disk only.
+struct DiskReadOptions {
+  std::filesystem::path dir;  // page files are written here (and removed after unless keep)
+  uint32_t pages = 511;
+  uint32_t layers = 32, kv_dim = 1024, page_tokens = 16;
+  std::string readers = "1,2,4,8";
+  bool keep = false;
+};
+void run_disk_read(const CommonOptions& common, const DiskReadOptions& options);
+
 // bandwidth: device-local -> device-local vkCmdCopyBuffer (no read-only shader exists in kernels/ yet).
 struct BandwidthOptions {
   uint64_t mib = 2048;
