@@ -83,11 +83,13 @@ def main():
     p.add_argument("--kv-device-mb", type=int, default=1300)
     p.add_argument("--kv-host-mb", type=int, default=3000)
     p.add_argument("--kv-disk-mb", type=int, default=8192)
+    p.add_argument("--vocab", type=int, default=32000, help="token ids are drawn from [1000, vocab) or [3, vocab)")
     args = p.parse_args()
     shutil.rmtree(args.disk_dir, ignore_errors=True)
     rng = random.Random(11)
-    first = [rng.randrange(1000, 30000) for _ in range(args.tokens)]
-    other = [rng.randrange(1000, 30000) for _ in range(args.tokens)]
+    low = 1000 if args.vocab > 2000 else 3  # past the special and byte tokens of a real vocabulary
+    first = [rng.randrange(low, args.vocab) for _ in range(args.tokens)]
+    other = [rng.randrange(low, args.vocab) for _ in range(args.tokens)]
     log_path = pathlib.Path(args.disk_dir).with_suffix(".log")
     with open(log_path, "w") as log:
         proc = start(args, log)
