@@ -41,14 +41,15 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
 }
 
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group,
-                              bool swiglu) {
+                              bool swiglu, bool quantized_out) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
   // matrix and token count, so a row's reduction order never depends on the batch.
   const uint32_t tpr = std::min(sg, wg);
-  const bool one_row = tokens_per_group == 1 && rows < kManyRows && !swiglu;
-  return {wg, tpr, one_row ? kMatvecQ8RowsOne : kMatvecQ8Rows};
+  if (quantized_out) return {wg, tpr, kMatvecQ8Rows};
+  if (tokens_per_group == 1) return {wg, tpr, rows < kManyRows && !swiglu ? kMatvecQ8RowsOne : kMatvecQ8Rows};
+  return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
@@ -162,11 +163,18 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const bool int_dot = matvec_q8_uses_int_dot(k.device());
   const WeightMatrix& w = args.product.w;
   const uint32_t group = one ? 1 : kBatchTokens;
-  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu);
-  const bool one_row = shape.rows_per_lane == kMatvecQ8RowsOne;
-  const std::string_view op = int_dot
-                                  ? (one ? (one_row ? "matvec_q8i_t1r1" : "matvec_q8i_t1") : "matvec_q8i_t8")
-                                  : (one ? (one_row ? "matvec_q8_t1r1" : "matvec_q8_t1") : "matvec_q8_t8");
+  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu, args.quantized_out.has_value());
+  // The build of this token group and row count: t1 / t8, then r1 / r2 (kMatvecQ8Rows: none).
+  const uint32_t rows = shape.rows_per_lane;
+  const std::string_view op =
+      int_dot ? (one ? (rows == kMatvecQ8RowsOne ? "matvec_q8i_t1r1" : "matvec_q8i_t1")
+                     : (rows == kMatvecQ8RowsOne    ? "matvec_q8i_t8r1"
+                        : rows == kMatvecQ8RowsPair ? "matvec_q8i_t8r2"
+                                                    : "matvec_q8i_t8"))
+              : (one ? (rows == kMatvecQ8RowsOne ? "matvec_q8_t1r1" : "matvec_q8_t1")
+                     : (rows == kMatvecQ8RowsOne    ? "matvec_q8_t8r1"
+                        : rows == kMatvecQ8RowsPair ? "matvec_q8_t8r2"
+                                                    : "matvec_q8_t8"));
   const vk::ComputePipeline& pipeline = k.pipeline(op, std::string_view(variant, static_cast<size_t>(n)));
   dispatch_matvec_q8(rec, k, args, pipeline, shape, group);
 }

@@ -76,18 +76,20 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 
 // The launch shape matvec_q8 uses on a device for a matrix of `rows` rows (exposed for the tuning harness):
 // threads per row lane (one subgroup, for every matrix and token count, so a row's reduction order never
-// depends on the batch) and rows per lane (kMatvecQ8RowsOne for one token of a matrix below 16384 rows that
-// is not a SwiGLU product, else kMatvecQ8Rows: with 4 lanes a work group, 16 outputs, as quantized_out
-// needs).
+// depends on the batch) and rows per lane: kMatvecQ8Rows (with 4 lanes a work group, 16 outputs) where
+// quantized_out needs whole groups of 16, and for one token of a SwiGLU product or of 16384 rows and more;
+// else kMatvecQ8RowsOne for one token and for a batch's SwiGLU product, kMatvecQ8RowsPair for a batch's
+// other products (the fastest in sweep-matvec on an H200 at 8 and 16 tokens: gate/up 91 us against 140 with
+// 4 rows at 8 tokens, down 110 against 156 at 16).
 struct MatvecQ8Shape {
   uint32_t workgroup = 0;
   uint32_t threads_per_row = 0;
   uint32_t rows_per_lane = 0;
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group,
-                              bool swiglu = false);
-// The rows per lane of the registered builds: the batched build's and the single-token builds'.
-inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsOne = 1;
+                              bool swiglu = false, bool quantized_out = false);
+// The rows per lane of the registered builds.
+inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 
 // Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
 // {workgroup, rows_per_lane, tokens_per_group, subgroups} (the tuning harness; matvec_q8() calls it with its

@@ -3,6 +3,8 @@
 // its dispatch function and one row here.
 #include <algorithm>
 #include <array>
+#include <deque>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,12 @@ vk::SpecConstants spec_matvec_q8_t1r1(const vk::Device& d) {
 }
 vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
   return spec_matvec_q8(d, kMatvecQ8Rows, 8);
+}
+vk::SpecConstants spec_matvec_q8_t8r1(const vk::Device& d) {
+  return spec_matvec_q8(d, kMatvecQ8RowsOne, 8);
+}
+vk::SpecConstants spec_matvec_q8_t8r2(const vk::Device& d) {
+  return spec_matvec_q8(d, kMatvecQ8RowsPair, 8);
 }
 // quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
 // holds 64 subgroups), so that the decode step's single token is quantized in few rounds of loads.
@@ -104,16 +112,29 @@ constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"
 
 constexpr std::array kCm2Types = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv, "q4_k"sv, "q5_k"sv};
 constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
-// matvec_q8 builds: <mode>_<type> (matvec_q8.h), every fold for every format it takes.
+// matvec_q8 builds: <mode>_<type> (matvec_q8.h) for the given folds, every format it takes. The names live
+// as long as the process (the registry keeps views of them).
+std::vector<std::string_view> matvec_q8_builds(std::initializer_list<const char*> modes) {
+  static std::deque<std::string> names;  // only filled during static initialization (kOps)
+  std::vector<std::string_view> views;
+  for (const char* mode : modes)
+    for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
+      views.push_back(names.emplace_back(std::string(mode) + "_" + type));
+  return views;
+}
+// Every fold (the single-token builds and the batched build of 4 rows a lane, which quantized_out needs);
+// the batched SwiGLU product without it (1 row a lane); the batched other products (2 rows a lane).
 std::span<const std::string_view> matvec_q8_variants() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const char* mode : {"store", "norm", "acc", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"})
-      for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
-        out.push_back(std::string(mode) + "_" + type);
-    return out;
-  }();
-  static const std::vector<std::string_view> views(names.begin(), names.end());
+  static const std::vector<std::string_view> views =
+      matvec_q8_builds({"store", "norm", "acc", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"});
+  return views;
+}
+std::span<const std::string_view> matvec_q8_swiglu_variants() {
+  static const std::vector<std::string_view> views = matvec_q8_builds({"norm_swiglu"});
+  return views;
+}
+std::span<const std::string_view> matvec_q8_pair_variants() {
+  static const std::vector<std::string_view> views = matvec_q8_builds({"store", "norm", "acc", "norm_qkv"});
   return views;
 }
 constexpr std::array kQuantizeQ8 = {"f32"sv, "norm_f32"sv};
@@ -146,9 +167,13 @@ const OpRegistration kOps[] = {
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t8r1, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_t8r2, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t8r1, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_t8r2, matvec_q8_int_dot, "matvec_q8i", true},
     {"quantize_q8", kQuantizeQ8, spec_quantize_q8},
 };
 

@@ -497,8 +497,9 @@ struct GpuModel::Impl {
           q8_args(w.w_gate_up, quantize_input(x, config.n_embd, &w.ffn_norm, T), gate.view(), T);
       a.norm = true;
       a.swiglu = true;
-      // The down projection's input quantized by this product (no dispatch of its own).
-      if (q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
+      // The decode step's down projection takes its input quantized by this product (no dispatch of its
+      // own); batches quantize it apart, so that this product runs a row a lane (matvec_q8_shape).
+      if (T == 1 && q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
       kernels::matvec_q8(*rec, kernels, a);
       residual_product(w.w_down, gate, T, a.quantized_out);
       return;

@@ -416,8 +416,8 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
 }
 
 // The launch shape: a row lane is one subgroup for every matrix and token count (so a token's reduction
-// order is the same alone and in a batch); one token takes a row a lane below 16384 rows, else 4, and
-// batches 4.
+// order is the same alone and in a batch); one token takes a row a lane below 16384 rows, else 4 (and 4 for
+// SwiGLU); batches take 2, and 1 for SwiGLU; quantized outputs always 4 (whole groups of 16 a work group).
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
@@ -427,7 +427,11 @@ TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatr
     EXPECT_EQ(batch.threads_per_row, one.threads_per_row);
     EXPECT_EQ(one.workgroup, batch.workgroup);
     EXPECT_EQ(one.rows_per_lane, rows < 16384 ? kMatvecQ8RowsOne : kMatvecQ8Rows);
-    EXPECT_EQ(batch.rows_per_lane, kMatvecQ8Rows);
+    EXPECT_EQ(batch.rows_per_lane, kMatvecQ8RowsPair);
+    EXPECT_EQ(matvec_q8_shape(d, rows, 1, true).rows_per_lane, kMatvecQ8Rows);
+    EXPECT_EQ(matvec_q8_shape(d, rows, 8, true).rows_per_lane, kMatvecQ8RowsOne);
+    EXPECT_EQ(matvec_q8_shape(d, rows, 1, true, true).rows_per_lane, kMatvecQ8Rows);
+    EXPECT_EQ(matvec_q8_shape(d, rows, 8, true, true).rows_per_lane, kMatvecQ8Rows);
   }
 }
 
