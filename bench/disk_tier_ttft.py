@@ -36,7 +36,9 @@ def drop_page_cache(directory):
 
 
 def start(args, log):
+    # One sequence with room for the prompt (the default context is shorter than the measured prompt).
     cmd = [str(pathlib.Path(args.bin_dir) / "kvtrie"), "serve", "--model", args.model, "--port", str(args.port),
+           "-c", str(args.tokens + 1040), "--parallel", "1",
            "--kv-device-mb", str(args.kv_device_mb), "--kv-host-mb", str(args.kv_host_mb),
            "--kv-disk-dir", args.disk_dir, "--kv-disk-mb", str(args.kv_disk_mb)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -57,7 +57,7 @@ struct DiskPageStoreConfig {
   std::uint32_t page_tokens = 16;
   std::size_t page_bytes = 0;
   std::size_t max_queued_bytes = std::size_t{256} << 20;  // pages waiting for the writer
-  std::uint32_t reader_threads = 4;                       // page reads in flight in load_run() (>= 1)
+  std::uint32_t reader_threads = 8;                       // page reads in flight in load_run() (>= 1)
 };
 
 // One page for load_run(): its hash and tokens, and the memory it is read into (page_bytes).

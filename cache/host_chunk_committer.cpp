@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
@@ -100,6 +101,9 @@ void HostChunkCommitter::run() {
     std::string error = "out of host memory";
     try {
       buffer = vk::Buffer::try_create(device_, chunk_bytes_[chunk], vk::MemoryKind::HostCached);
+      // Touch every page now: the first touch of fresh host memory costs a fault per page, which would
+      // otherwise fall on the first copies into the chunk (a request's demotions or disk reads).
+      if (buffer && buffer->data() != nullptr) std::memset(buffer->data(), 0, chunk_bytes_[chunk]);
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -76,7 +76,7 @@ struct PromoteOptions {
   uint32_t layers = 32, kv_dim = 1024, page_tokens = 16;  // llama3-8b: 2 MiB pages
   uint64_t commit_ahead_mib = 0;                          // 0: one prompt's KV, as the engine does
   std::filesystem::path disk_dir;                         // empty: no disk leg
-  uint32_t readers = 4;                                   // disk tier reads in flight
+  uint32_t readers = 8;                                   // disk tier reads in flight
 };
 void run_promote(const CommonOptions& common, const PromoteOptions& options);
 
