@@ -13,8 +13,8 @@
 namespace kvtrie::kernels {
 
 namespace {
-// Tokens per work group of the batched build (the decode step uses 1).
-constexpr uint32_t kBatchTokens = 8;
+// Tokens per work group of the batched builds: 8, and 4 for batches of up to 4 (the decode step uses 1).
+constexpr uint32_t kBatchTokens = 8, kSmallBatchTokens = 4;
 // From this many rows (the FFN's gate/up, the logits) one token's lanes take kMatvecQ8Rows rows each (as
 // SwiGLU products do, so that a work group makes whole groups of 16 outputs); smaller matrices take one row
 // a lane, for work groups enough to fill the device (sweep-matvec --prequant on an H100, llama3-8b Q4_0:
@@ -162,20 +162,21 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
                               mode(args).data(), type_variant(args.product.w.type));
   const bool int_dot = matvec_q8_uses_int_dot(k.device());
   const WeightMatrix& w = args.product.w;
-  const uint32_t group = one ? 1 : kBatchTokens;
-  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu, args.quantized_out.has_value());
-  // The build of this token group and row count: t1 / t8, then r1 / r2 (kMatvecQ8Rows: none).
+  const bool qout = args.quantized_out.has_value();
+  // Token groups: 1, 4 for batches of up to 4 (the 8-token build would compute every token twice over),
+  // else 8; quantized outputs of batches only in the 8-token build.
+  const uint32_t group = one                                                            ? 1
+                         : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
+                                                                             : kBatchTokens;
+  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu, qout);
+  // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 (kMatvecQ8Rows: none).
   const uint32_t rows = shape.rows_per_lane;
-  const std::string_view op =
-      int_dot ? (one ? (rows == kMatvecQ8RowsOne ? "matvec_q8i_t1r1" : "matvec_q8i_t1")
-                     : (rows == kMatvecQ8RowsOne    ? "matvec_q8i_t8r1"
-                        : rows == kMatvecQ8RowsPair ? "matvec_q8i_t8r2"
-                                                    : "matvec_q8i_t8"))
-              : (one ? (rows == kMatvecQ8RowsOne ? "matvec_q8_t1r1" : "matvec_q8_t1")
-                     : (rows == kMatvecQ8RowsOne    ? "matvec_q8_t8r1"
-                        : rows == kMatvecQ8RowsPair ? "matvec_q8_t8r2"
-                                                    : "matvec_q8_t8"));
-  const vk::ComputePipeline& pipeline = k.pipeline(op, std::string_view(variant, static_cast<size_t>(n)));
+  const char* rows_suffix = rows == kMatvecQ8RowsOne ? "r1" : rows == kMatvecQ8RowsPair ? "r2" : "";
+  char op[32];
+  const int op_len =
+      std::snprintf(op, sizeof op, "%s_t%u%s", int_dot ? "matvec_q8i" : "matvec_q8", group, rows_suffix);
+  const vk::ComputePipeline& pipeline = k.pipeline(std::string_view(op, static_cast<size_t>(op_len)),
+                                                   std::string_view(variant, static_cast<size_t>(n)));
   dispatch_matvec_q8(rec, k, args, pipeline, shape, group);
 }
 

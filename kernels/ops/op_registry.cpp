@@ -55,6 +55,12 @@ vk::SpecConstants spec_matvec_q8_t1r1(const vk::Device& d) {
 vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
   return spec_matvec_q8(d, kMatvecQ8Rows, 8);
 }
+vk::SpecConstants spec_matvec_q8_t4r1(const vk::Device& d) {
+  return spec_matvec_q8(d, kMatvecQ8RowsOne, 4);
+}
+vk::SpecConstants spec_matvec_q8_t4r2(const vk::Device& d) {
+  return spec_matvec_q8(d, kMatvecQ8RowsPair, 4);
+}
 vk::SpecConstants spec_matvec_q8_t8r1(const vk::Device& d) {
   return spec_matvec_q8(d, kMatvecQ8RowsOne, 8);
 }
@@ -167,11 +173,15 @@ const OpRegistration kOps[] = {
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t4r1, matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t4r2", matvec_q8_pair_variants(), spec_matvec_q8_t4r2, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t8r1, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_t8r2, matvec_q8_portable, "matvec_q8", true},
     {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t4r1, matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t4r2", matvec_q8_pair_variants(), spec_matvec_q8_t4r2, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t8r1, matvec_q8_int_dot, "matvec_q8i", true},
     {"matvec_q8i_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_t8r2, matvec_q8_int_dot, "matvec_q8i", true},
     {"quantize_q8", kQuantizeQ8, spec_quantize_q8},

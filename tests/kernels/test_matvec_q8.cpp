@@ -266,6 +266,10 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
       EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
           << "token " << t << " differs alone vs in a batch of " << tokens;
     }
+    // A batch of 3 runs the 4-token builds: its tokens match the batch of 11's bit for bit.
+    const std::vector<float> small = run(w, format, w_rows, cols, fold, x, norm, y0, 3);
+    EXPECT_EQ(std::memcmp(small.data(), batch.data(), uint64_t{3} * rows * sizeof(float)), 0)
+        << "a batch of 3 differs from the first 3 tokens of a batch of " << tokens;
   }
 }
 
