@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_option("--k-splits", decode.k_splits, "split-K of tensor-core products (0: auto, 1: off)")
       ->capture_default_str();
-  decode_cmd->add_option("--q8-tokens", decode.q8_max_tokens, "batches up to this many tokens on matvec_q8 (0: default)")
+  decode_cmd
+      ->add_option("--q8-tokens", decode.q8_max_tokens,
+                   "batches up to this many tokens on matvec_q8 (0: default)")
       ->capture_default_str();
 
   MultiturnOptions multi;
@@ -204,7 +206,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sweep_mm_cmd->add_option("--tiles", sweep_mm.tiles, "tiles SGMxSGNxTMxTN, comma-separated")
       ->capture_default_str();
-  sweep_mm_cmd->add_option("--k-splits", sweep_mm.k_splits, "split-K counts, comma-separated (1: none, 0: auto)")
+  sweep_mm_cmd
+      ->add_option("--k-splits", sweep_mm.k_splits, "split-K counts, comma-separated (1: none, 0: auto)")
       ->capture_default_str();
   sweep_mm_cmd->add_option("--dispatches", sweep_mm.dispatches)
       ->check(CLI::Range(1, 1024))

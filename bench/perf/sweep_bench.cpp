@@ -298,7 +298,8 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
         vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
         vk::Buffer y(dev, uint64_t{T} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
         const uint32_t most_splits = *std::max_element(split_counts.begin(), split_counts.end());
-        vk::Buffer split_scratch(dev, kernels::split_scratch_floats(T, shape.rows, std::max(most_splits, 1u)) * 4,
+        vk::Buffer split_scratch(dev,
+                                 kernels::split_scratch_floats(T, shape.rows, std::max(most_splits, 1u)) * 4,
                                  vk::MemoryKind::DeviceLocal);
         const kernels::MatmulArgs args{
             {w.view(0, bytes), format, shape.rows, shape.cols}, x.view(), y.view(), T};
@@ -346,9 +347,9 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
               a.k_splits = splits;
               const uint32_t made = kernels::coopmat_k_splits(a, t);
               measure(ext,
-                      std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) + "x" +
-                          std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" + std::to_string(t.buffers) +
-                          (made > 1 ? "s" + std::to_string(made) : ""),
+                      std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) +
+                          "x" + std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" +
+                          std::to_string(t.buffers) + (made > 1 ? "s" + std::to_string(made) : ""),
                       [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
             }
           }

@@ -121,7 +121,8 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")
                            : (few ? "matmul_coopmat_t32" : "matmul_coopmat");
-      dispatch_matmul_coopmat(rec, k, a, k.pipeline(op, type_variant(args.w.type)), few ? kSmallTile : CoopmatTile{});
+      dispatch_matmul_coopmat(rec, k, a, k.pipeline(op, type_variant(args.w.type)),
+                              few ? kSmallTile : CoopmatTile{});
       return;
     }
     case MatmulPath::CoopMat2:
@@ -143,7 +144,8 @@ uint32_t coopmat_k_splits(const MatmulArgs& args, const CoopmatTile& tile) {
   const uint32_t steps = div_up(args.w.cols, tile.bk);
   const uint64_t groups = uint64_t{div_up(args.w.rows, tile.rows())} * div_up(args.tokens, tile.tokens());
   uint32_t splits = args.k_splits;
-  if (splits == 0) splits = groups >= kSplitMaxGroups ? 1 : std::min(kAutoSplits, std::max(1u, steps / kMinSplitSteps));
+  if (splits == 0)
+    splits = groups >= kSplitMaxGroups ? 1 : std::min(kAutoSplits, std::max(1u, steps / kMinSplitSteps));
   splits = std::min(splits, steps);
   const uint64_t fit = args.split_scratch.range / 4 / split_scratch_floats(args.tokens, args.w.rows, 1);
   splits = static_cast<uint32_t>(std::min<uint64_t>(splits, fit));
@@ -159,7 +161,8 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
   KVTRIE_CHECK(x_stride % 4 == 0, "matmul_coopmat: x_stride must be a multiple of 4 floats");
   KVTRIE_CHECK(tile.shared_bytes() <= k.device().info().max_shared_memory,
                "matmul_coopmat: the tile needs more shared memory than the device gives a work group");
-  KVTRIE_CHECK(w.cols % tensor_type_info(w.type).block_elements == 0, "matmul: row length is not whole blocks");
+  KVTRIE_CHECK(w.cols % tensor_type_info(w.type).block_elements == 0,
+               "matmul: row length is not whole blocks");
   if (w.rows == 0 || args.tokens == 0) return;
   const uint64_t rb = row_bytes(w.type, w.cols);
   KVTRIE_CHECK(w.data.range >= rb * w.rows, "matmul: weight view is smaller than the matrix");
@@ -172,13 +175,14 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
   const uint32_t gz = div_up(args.tokens, tile.tokens()) * splits;
   KVTRIE_CHECK(gz <= 65535, "matmul: too many tokens for one dispatch");
   const vk::PhysicalDeviceInfo& dev = k.device().info();
-  for (const RowChunk& chunk : split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment)) {
+  for (const RowChunk& chunk :
+       split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment)) {
     const AlignedBinding wb = align_binding(k.device(), w.data.sub(chunk.first_row * rb, chunk.rows * rb));
     const struct {
       MatmulPush base;
       uint32_t split_steps, split_stride;
-    } push{{chunk.rows, w.cols, args.tokens, static_cast<uint32_t>(rb), x_stride, splits > 1 ? w.rows : y_stride,
-            chunk.first_row, wb.byte_offset},
+    } push{{chunk.rows, w.cols, args.tokens, static_cast<uint32_t>(rb), x_stride,
+            splits > 1 ? w.rows : y_stride, chunk.first_row, wb.byte_offset},
            split_steps,
            plane};
     const Grid grid = grid_1d(div_up(chunk.rows, tile.rows()));
@@ -189,8 +193,8 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
     uint32_t rows, ntok, splits, plane, y_stride;
   } sum{w.rows, args.tokens, splits, plane, y_stride};
   const Grid grid = grid_1d(div_up(uint64_t{w.rows} * args.tokens, k.workgroup_size("reduce_splits")));
-  rec.dispatch(k.pipeline("reduce_splits", "f32"), {vk::read(args.split_scratch), vk::write(args.y)}, sum, grid.x,
-               grid.y);
+  rec.dispatch(k.pipeline("reduce_splits", "f32"), {vk::read(args.split_scratch), vk::write(args.y)}, sum,
+               grid.x, grid.y);
 }
 
 void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,

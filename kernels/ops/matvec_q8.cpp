@@ -40,8 +40,8 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
   return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
 }
 
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group,
-                              bool swiglu, bool quantized_out) {
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group, bool swiglu,
+                              bool quantized_out) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
@@ -165,7 +165,7 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const bool qout = args.quantized_out.has_value();
   // Token groups: 1, 4 for batches of up to 4 (the 8-token build would compute every token twice over),
   // else 8; quantized outputs of batches only in the 8-token build.
-  const uint32_t group = one                                                            ? 1
+  const uint32_t group = one                                                 ? 1
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
   const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu, qout);

@@ -58,7 +58,8 @@ Allocation::Allocation(const Device& device, const VkMemoryRequirements& require
     : device_(device.handle()), size_(requirements.size), kind_(kind) {
   VkPhysicalDeviceMemoryProperties props;
   vkGetPhysicalDeviceMemoryProperties(device.physical(), &props);
-  const VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags coherent =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   std::optional<uint32_t> type, fallback_type;
   switch (kind) {
     case MemoryKind::DeviceLocal:

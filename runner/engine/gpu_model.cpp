@@ -107,9 +107,10 @@ struct GpuModel::Impl {
     // Split-K partials of the 32-token tile's products (kernels/ops/matmul.h): 16 splits of a product as
     // wide as Q/K/V, the residual stream or one FFN half (gate/up, twice as wide, splits less).
     if (kernels::coopmat_supported(dev) && options.k_splits != 1 && T > kQ8Tokens)
-      split_scratch = scratch(dev, kernels::split_scratch_floats(
-                                       static_cast<uint32_t>(std::min<uint64_t>(T, kernels::kSmallTile.tokens())),
-                                       std::max({qkv_stride, config.n_embd, config.n_ff}), 16));
+      split_scratch =
+          scratch(dev, kernels::split_scratch_floats(
+                           static_cast<uint32_t>(std::min<uint64_t>(T, kernels::kSmallTile.tokens())),
+                           std::max({qkv_stride, config.n_embd, config.n_ff}), 16));
     kernels::AttentionArgs probe;
     probe.tokens = options.max_batch_tokens;
     probe.n_heads = config.n_heads;
@@ -146,9 +147,8 @@ struct GpuModel::Impl {
     page_table = scratch(dev, uint64_t{options.max_sequences} * pages_per_seq, host);
     logits_index = scratch(dev, max_logits, host);
     logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
-    for (const vk::Buffer* b :
-         {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn, &logits_device, &x_f16,
-          &split_scratch})
+    for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
+                                &logits_device, &x_f16, &split_scratch})
       compute_bytes += b->size();
   }
 
@@ -302,8 +302,8 @@ struct GpuModel::Impl {
   static constexpr uint32_t kQ8Tokens = 16, kQ8TokensNoCoopmat = 32;
   bool q8(const DeviceTensor& w, uint32_t T) const {
     const uint32_t most = !kernels::coopmat_supported(context.device()) ? kQ8TokensNoCoopmat
-                          : options.q8_max_tokens                         ? options.q8_max_tokens
-                                                                          : kQ8Tokens;
+                          : options.q8_max_tokens                       ? options.q8_max_tokens
+                                                                        : kQ8Tokens;
     return (options.deterministic || T <= most) && kernels::matvec_q8_supported(w.type, w.cols);
   }
   kernels::MatvecQ8Args q8_args(const DeviceTensor& w, const kernels::QuantizedX& in, vk::BufferView out,

@@ -287,19 +287,20 @@ TEST_P(MatmulTest, CoopMatSplitKMatchesReference) {
   for (const uint32_t tokens : {1u, 29u, 70u}) {
     const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
     const CoopmatTile tile = tokens <= kSmallTile.tokens() ? kSmallTile : CoopmatTile{};
-    vk::Buffer scratch(context().device(), split_scratch_floats(tokens, rows, 8) * 4, vk::MemoryKind::DeviceLocal);
+    vk::Buffer scratch(context().device(), split_scratch_floats(tokens, rows, 8) * 4,
+                       vk::MemoryKind::DeviceLocal);
     for (const uint32_t splits : {0u, 2u, 3u, 8u}) {
       SCOPED_TRACE(std::to_string(tokens) + " tokens, k_splits " + std::to_string(splits));
-      const std::vector<float> y =
-          run_product(w, type, rows, cols, x, tokens, [&](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
-            a.split_scratch = scratch.view();
-            a.k_splits = splits;
-            EXPECT_GT(coopmat_k_splits(a, tile), 1u);
-            if (tokens <= kSmallTile.tokens())
-              matmul(rec, k, a, MatmulPath::CoopMat);
-            else
-              dispatch_matmul_coopmat(rec, k, a, large, tile);
-          });
+      const std::vector<float> y = run_product(w, type, rows, cols, x, tokens,
+                                               [&](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
+                                                 a.split_scratch = scratch.view();
+                                                 a.k_splits = splits;
+                                                 EXPECT_GT(coopmat_k_splits(a, tile), 1u);
+                                                 if (tokens <= kSmallTile.tokens())
+                                                   matmul(rec, k, a, MatmulPath::CoopMat);
+                                                 else
+                                                   dispatch_matmul_coopmat(rec, k, a, large, tile);
+                                               });
       expect_matches_reference(m, rows, cols, x, tokens, y, 2e-3);
     }
   }
