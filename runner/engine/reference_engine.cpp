@@ -18,15 +18,10 @@ namespace kvtrie::engine {
 
 // One request on the worker thread.
 struct Job {
-  std::unique_ptr<QueuedRequest> queued;
+  std::unique_ptr<Request> request;
   std::optional<reference::ReferenceModel::Sequence> sequence;  // set when the prompt has run
-  std::unique_ptr<Generation> generation;
-  std::unique_ptr<Sampler> sampler;
-  std::vector<float> logits;     // of the last token fed
+  std::vector<float> logits;                                    // of the last token fed
   std::vector<int32_t> history;  // prompt + generated: the repeat-penalty window
-  double prompt_ms = 0;
-  Clock::time_point first_token{};
-  bool has_first_token = false;
 };
 
 struct ReferenceEngine::State {
@@ -101,16 +96,16 @@ void ReferenceEngine::State::run() {
   for (;;) {
     RequestQueue::Taken taken = queue.take(info.parallel - running.size(), running.empty());
     for (auto& task : taken.tasks) task();
-    for (auto& queued : taken.requests) {
+    for (auto& request : taken.requests) {
       auto job = std::make_unique<Job>();
-      job->queued = std::move(queued);
+      job->request = std::move(request);
       running.push_back(std::move(job));
     }
     if (taken.stop && running.empty()) return;
     // Round-robin: each running job gets one step (its whole prompt, or one token) per turn.
     for (auto it = running.begin(); it != running.end();) {
       Job& job = **it;
-      if (taken.cancel_all || job.queued->channel->cancelled()) {
+      if (taken.cancel_all || job.request->channel->cancelled()) {
         finish(job, StopKind::Cancelled);
       } else {
         try {
@@ -121,50 +116,33 @@ void ReferenceEngine::State::run() {
           finish(job, StopKind::Cancelled);
         }
       }
-      it = job.queued->channel->finished() ? running.erase(it) : std::next(it);
+      it = job.request->channel->finished() ? running.erase(it) : std::next(it);
     }
-    queue.set_active(static_cast<uint32_t>(running.size()));
+    queue.set_gauges(static_cast<uint32_t>(running.size()), 0);
   }
 }
 
 void ReferenceEngine::State::step(Job& job) {
+  Request& request = *job.request;
   if (!job.sequence) {
     const auto t0 = Clock::now();
     job.sequence = model.new_sequence();
-    job.logits = model.forward_batch(*job.sequence, job.queued->request.prompt);
-    job.prompt_ms = ms_between(t0, Clock::now());
-    const GenerateRequest& request = job.queued->request;
-    job.generation = std::make_unique<Generation>(tokenizer, request, info.n_ctx);
-    job.sampler = std::make_unique<Sampler>(request.sampling);
-    job.history = request.prompt;
-    if (job.generation->done()) return finish(job, StopKind::Length);
+    job.logits = model.forward_batch(*job.sequence, request.params.prompt);
+    request.prompt_ms = ms_between(t0, Clock::now());
+    request.start_output(tokenizer, info.n_ctx);
+    job.history = request.params.prompt;
+    if (request.generation->done()) return finish(job, StopKind::Length);
   }
-  std::optional<TokenLogprob> lp;
-  const int32_t token = job.sampler->sample(job.logits, job.history);
-  if (!job.has_first_token) {
-    job.has_first_token = true;
-    job.first_token = Clock::now();
-  }
-  // The sampler does not modify the logits: logprobs are of the raw row.
-  const uint32_t logprobs = job.queued->request.logprobs;
-  if (logprobs > 0) lp = make_token_logprob(job.logits, token, logprobs);
-  Chunk chunk = job.generation->accept(token, std::move(lp));
-  if (!chunk.tokens.empty() || !chunk.text.empty()) job.queued->channel->push(std::move(chunk));
-  if (job.generation->done()) return finish(job, *job.generation->stop_kind());
+  const int32_t token = request.sample_and_emit(job.logits, job.history);
+  if (request.generation->done()) return finish(job, *request.generation->stop_kind());
   job.history.push_back(token);
   job.logits = model.forward(*job.sequence, token);
 }
 
 void ReferenceEngine::State::finish(Job& job, StopKind reason) {
-  GenerationStats timings;
-  timings.prompt_ms = job.prompt_ms;
-  if (job.has_first_token) {
-    timings.ttft_ms = ms_between(job.queued->submitted, job.first_token);
-    timings.decode_ms = ms_between(job.first_token, Clock::now());
-  }
-  Chunk last = final_chunk(job.generation.get(), *job.queued, timings, reason);
-  queue.report_finished(*last.final, job.sequence ? last.final->prompt_tokens : 0);
-  job.queued->channel->finish(std::move(last));
+  // No prefix cache: a request that ran its prompt computed all of it.
+  const uint32_t computed = job.sequence ? static_cast<uint32_t>(job.request->params.prompt.size()) : 0;
+  queue.end(*job.request, reason, GenerationStats{}, computed);
 }
 
 }  // namespace kvtrie::engine

@@ -55,8 +55,8 @@ std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateReq
     if (std::optional<std::string> problem = check_(request))
       return reject(SubmitError::InvalidRequest, *problem);
 
-  auto queued = std::make_unique<QueuedRequest>();
-  queued->request = std::move(request);
+  auto queued = std::make_unique<Request>();
+  queued->params = std::move(request);
   queued->channel = std::make_shared<StreamChannel>();
   queued->submitted = Clock::now();
   GenerationStream stream(queued->channel);
@@ -67,7 +67,7 @@ std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateReq
       return SubmitRejection{SubmitError::ShuttingDown, "the server is shutting down",
                              std::chrono::seconds(5)};
     }
-    if (active_ + queue_.size() >= info_.parallel + info_.queue_capacity) {
+    if (held_ + queue_.size() >= info_.parallel + info_.queue_capacity) {
       ++counters_.requests_rejected;
       return SubmitRejection{SubmitError::Overloaded, "every slot is busy and the queue is full",
                              std::chrono::seconds(1)};
@@ -81,18 +81,18 @@ std::variant<GenerationStream, SubmitRejection> RequestQueue::submit(GenerateReq
 
 bool RequestQueue::has_free_slot() const {
   std::lock_guard lock(mutex_);
-  return accepting_ && active_ + queue_.size() < info_.parallel;
+  return accepting_ && held_ + queue_.size() < info_.parallel;
 }
 
 EngineCounters RequestQueue::counters() const {
   std::lock_guard lock(mutex_);
   EngineCounters c = counters_;
-  c.active = active_;
-  c.queued = static_cast<uint32_t>(queue_.size());
+  c.active = running_;
+  c.queued = static_cast<uint32_t>(queue_.size()) + waiting_;
   return c;
 }
 
-RequestQueue::Taken RequestQueue::take(size_t free_slots, bool idle) {
+RequestQueue::Taken RequestQueue::take(size_t count, bool idle) {
   std::unique_lock lock(mutex_);
   if (idle) {
     idle_.notify_all();
@@ -100,27 +100,15 @@ RequestQueue::Taken RequestQueue::take(size_t free_slots, bool idle) {
   }
   Taken taken;
   taken.tasks.swap(tasks_);
-  while (taken.requests.size() < free_slots && !queue_.empty() && !cancel_all_) {
+  // Once cancel_all is set every queued request is handed over too: it never started, and ends cancelled.
+  while (!queue_.empty() && (cancel_all_ || taken.requests.size() < count)) {
     taken.requests.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  active_ += static_cast<uint32_t>(taken.requests.size());
+  held_ += static_cast<uint32_t>(taken.requests.size());
   taken.cancel_all = cancel_all_;
   taken.stop = stop_;
-  if (cancel_all_) {  // queued requests never started: they end cancelled too
-    while (!queue_.empty()) {
-      taken.requests.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-      ++active_;
-    }
-  }
   return taken;
-}
-
-void RequestQueue::put_back(std::unique_ptr<QueuedRequest> request) {
-  std::lock_guard lock(mutex_);
-  queue_.push_front(std::move(request));
-  --active_;
 }
 
 void RequestQueue::report_preempted() {
@@ -136,50 +124,63 @@ void RequestQueue::post(std::function<void()> task) {
   wake_.notify_all();
 }
 
-void RequestQueue::set_active(uint32_t active) {
+void RequestQueue::set_gauges(uint32_t running, uint32_t waiting) {
   std::lock_guard lock(mutex_);
-  active_ = active;
-  if (active_ == 0 && queue_.empty()) idle_.notify_all();
+  running_ = running;
+  waiting_ = waiting;
 }
 
-void RequestQueue::report_finished(const GenerationStats& stats, uint32_t computed_tokens) {
-  std::lock_guard lock(mutex_);
-  if (stats.stop_kind == StopKind::Cancelled)
-    ++counters_.requests_cancelled;
-  else
-    ++counters_.requests_completed;
-  counters_.prompt_tokens += stats.prompt_tokens;
-  counters_.prompt_tokens_computed += computed_tokens;
-  counters_.completion_tokens += stats.completion_tokens;
-}
-
-void RequestQueue::shutdown(std::chrono::milliseconds grace) {
-  std::unique_lock lock(mutex_);
-  accepting_ = false;
-  idle_.wait_until(lock, Clock::now() + grace, [&] { return active_ == 0 && queue_.empty(); });
-  if (active_ != 0 || !queue_.empty())
-    spdlog::warn("engine: grace period over, cancelling {} running and {} queued requests", active_,
-                 queue_.size());
-  cancel_all_ = true;
-  stop_ = true;
-  lock.unlock();
-  wake_.notify_all();
-}
-
-Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings,
-                  StopKind reason) {
+void RequestQueue::end(Request& request, StopKind reason, const GenerationStats& cache,
+                       uint32_t computed_tokens) {
+  GenerationStats timings;
+  timings.cached_tokens = cache.cached_tokens;
+  timings.cached_tokens_device = cache.cached_tokens_device;
+  timings.cached_tokens_host = cache.cached_tokens_host;
+  timings.cached_tokens_disk = cache.cached_tokens_disk;
+  timings.prompt_ms = request.prompt_ms;
+  if (request.first_token) {
+    timings.ttft_ms = ms_between(request.submitted, *request.first_token);
+    timings.decode_ms = ms_between(*request.first_token, Clock::now());
+  }
   Chunk last;
-  if (generation) {
-    last = generation->finish(timings, reason);
-  } else {
+  if (request.generation) {
+    last = request.generation->finish(timings, reason);
+  } else {  // it never started
     timings.stop_kind = reason;
-    timings.prompt_tokens = static_cast<uint32_t>(request.request.prompt.size());
+    timings.prompt_tokens = static_cast<uint32_t>(request.params.prompt.size());
     last.final = timings;
   }
   GenerationStats& fs = *last.final;
   if (fs.completion_tokens > 1 && fs.decode_ms > 0)
     fs.tokens_per_second = (fs.completion_tokens - 1) / (fs.decode_ms / 1000.0);
-  return last;
+  bool idle = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (fs.stop_kind == StopKind::Cancelled)
+      ++counters_.requests_cancelled;
+    else
+      ++counters_.requests_completed;
+    counters_.prompt_tokens += fs.prompt_tokens;
+    counters_.prompt_tokens_computed += computed_tokens;
+    counters_.completion_tokens += fs.completion_tokens;
+    --held_;
+    idle = held_ == 0 && queue_.empty();
+  }
+  request.channel->finish(std::move(last));
+  if (idle) idle_.notify_all();
+}
+
+void RequestQueue::shutdown(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  accepting_ = false;
+  idle_.wait_until(lock, Clock::now() + grace, [&] { return held_ == 0 && queue_.empty(); });
+  if (held_ != 0 || !queue_.empty())
+    spdlog::warn("engine: grace period over, cancelling {} running and {} queued requests", running_,
+                 held_ - std::min(held_, running_) + queue_.size());
+  cancel_all_ = true;
+  stop_ = true;
+  lock.unlock();
+  wake_.notify_all();
 }
 
 }  // namespace kvtrie::engine

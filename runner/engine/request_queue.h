@@ -1,8 +1,9 @@
-// Contract: the engine-independent front of an Engine: validates and admits requests from any thread, holds
-// them until the engine thread takes them, counts them, and runs the shutdown protocol (stop accepting, let
-// running work finish for a grace period, then ask the engine thread to cancel the rest and stop). Every
-// public method is thread-safe. The engine thread calls take() in its loop and report_finished() for every
-// request it ends; it exits when take() returns stop.
+// Contract: the engine-independent front of an Engine: validates and admits requests from any thread, owns
+// each Request (runner/engine/request.h) until the engine thread takes it, counts them, ends them, and runs
+// the shutdown protocol (stop accepting, let the engine's work finish for a grace period, then ask the
+// engine thread to cancel the rest and stop). Every public method is thread-safe. The engine thread calls
+// take() in its loop, set_gauges() after each step (the only writer of the active and waiting gauges) and
+// end() for every request it was handed (the only way a request ends); it exits when take() returns stop.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -16,29 +17,14 @@
 #include <vector>
 
 #include "runner/engine/engine.h"
+#include "runner/engine/request.h"
 
 namespace kvtrie::engine {
-
-using Clock = std::chrono::steady_clock;
 
 // Tokens per sequence: `requested` (0: the model's training context, else `fallback`), never beyond the
 // training context when the model states one (logged).
 uint32_t context_size(uint32_t requested, uint32_t trained, uint32_t fallback);
 double ms_between(Clock::time_point a, Clock::time_point b);
-
-// What an engine keeps of a request it preempted (generated tokens, sampler and detokenizer state) while the
-// request waits in the queue to resume. Opaque to the queue; the engine that made it reads it back.
-struct ResumeState {
-  virtual ~ResumeState() = default;
-};
-
-// A request waiting for, or holding, a slot of the engine.
-struct QueuedRequest {
-  GenerateRequest request;
-  std::shared_ptr<StreamChannel> channel;
-  Clock::time_point submitted;
-  std::unique_ptr<ResumeState> resume;  // set while a preempted request waits to resume
-};
 
 class RequestQueue {
  public:
@@ -53,24 +39,29 @@ class RequestQueue {
   bool has_free_slot() const;
   EngineCounters counters() const;
 
-  // Engine thread. Hands over up to `free_slots` queued requests. When `idle` (nothing running), blocks until
-  // a request arrives or stop is requested. `stop` is set once the engine must cancel what it runs and exit;
-  // `cancel_all` while it must cancel everything running.
+  // Engine thread. Hands over up to `count` queued requests (every one once cancel_all is set: they end
+  // cancelled); the engine owns them from now on. When `idle` (it holds no request), blocks until a request
+  // arrives, a task is posted or stop is requested. `stop` is set once the engine must cancel what it holds
+  // and exit; `cancel_all` while it must cancel everything it holds.
   struct Taken {
-    std::vector<std::unique_ptr<QueuedRequest>> requests;
+    std::vector<std::unique_ptr<Request>> requests;
     std::vector<std::function<void()>> tasks;  // posted with post(), to run on the engine thread
     bool cancel_all = false;
     bool stop = false;
   };
-  Taken take(size_t free_slots, bool idle);
-  // Engine thread: puts a request it could not start yet (or preempted) back at the front.
-  void put_back(std::unique_ptr<QueuedRequest> request);
+  Taken take(size_t count, bool idle);
   // Engine thread: a running request was preempted (counted in EngineCounters::requests_preempted).
   void report_preempted();
-  // Engine thread: the number of requests it holds now (a gauge; wakes shutdown() when it reaches zero).
-  void set_active(uint32_t active);
-  // Engine thread: a request ended with these final stats; `computed_tokens` prompt tokens were computed.
-  void report_finished(const GenerationStats& stats, uint32_t computed_tokens);
+  // Engine thread, after each step: how many of the requests it holds are running and how many wait (the
+  // EngineCounters gauges active and, with the queue's own, queued).
+  void set_gauges(uint32_t running, uint32_t waiting);
+  // Engine thread: ends a request it was handed, by `reason` unless its Generation ended first: flushes its
+  // Generation (a request that never started reports its prompt size only), fills the final stats from
+  // `cache` (the cached_tokens counts), the request's timings and tokens_per_second, counts it with
+  // `computed_tokens` prompt tokens computed, and pushes the final chunk. The request must not be used
+  // after, but for dropping it.
+  void end(Request& request, StopKind reason, const GenerationStats& cache = {},
+           uint32_t computed_tokens = 0);
 
   // Any thread: runs `task` on the engine thread at its next turn (wakes it when idle).
   void post(std::function<void()> task);
@@ -86,19 +77,15 @@ class RequestQueue {
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // work arrived, or stop requested
   std::condition_variable idle_;  // the engine holds nothing
-  std::deque<std::unique_ptr<QueuedRequest>> queue_;
+  std::deque<std::unique_ptr<Request>> queue_;
   std::vector<std::function<void()>> tasks_;
-  uint32_t active_ = 0;
+  uint32_t held_ = 0;     // handed to the engine and not ended yet
+  uint32_t running_ = 0;  // gauges set by the engine: of held_, running and waiting
+  uint32_t waiting_ = 0;
   bool accepting_ = true;
   bool cancel_all_ = false;
   bool stop_ = false;
   EngineCounters counters_;
 };
-
-// The final chunk of a request: flushes its Generation (when it started) with the engine's timings and fills
-// tokens_per_second. `generation` may be null when the request ended before its prompt ran.
-class Generation;
-Chunk final_chunk(Generation* generation, const QueuedRequest& request, GenerationStats timings,
-                  StopKind reason);
 
 }  // namespace kvtrie::engine

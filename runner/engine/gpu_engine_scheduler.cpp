@@ -1,0 +1,261 @@
+// The GpuEngine's scheduler: the engine thread's loop. Each step it takes new requests from the queue into
+// its own waiting deque, admits what fits (FIFO), packs decodes and prefill chunks into one batch, runs it,
+// commits the new KV and samples. Every request it took ends through end().
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <algorithm>
+
+#include "runner/engine/admission.h"
+#include "runner/engine/gpu_engine_state.h"
+
+namespace kvtrie::engine {
+
+namespace {
+
+// The trie's namespace of a request: the client's namespace hashed with its tenant's salt as the seed. Salt 0
+// (no tenant) gives the hash every namespace had before tenants existed.
+NamespaceId namespace_of(const GenerateRequest& request) {
+  return XXH64(request.cache_namespace.data(), request.cache_namespace.size(), request.tenant_salt);
+}
+
+uint32_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return static_cast<uint32_t>(i);
+}
+
+std::unique_ptr<Job> make_job(std::unique_ptr<Request> request, uint32_t n_ctx) {
+  auto job = std::make_unique<Job>();
+  const GenerateRequest& params = request->params;
+  job->ns = namespace_of(params);
+  job->group = params.tenant_salt;
+  job->tokens = params.prompt;
+  job->prompt_size = static_cast<uint32_t>(job->tokens.size());
+  job->max_tokens_total = max_sequence_tokens(job->prompt_size, params.max_tokens, n_ctx);
+  job->request = std::move(request);
+  return job;
+}
+
+}  // namespace
+
+void GpuEngine::State::run() {
+  for (;;) {
+    // Up to one slot's worth of requests is considered each step: those already waiting first.
+    const size_t free_slots = config.parallel - running.size();
+    const size_t wanted = free_slots > waiting.size() ? free_slots - waiting.size() : 0;
+    RequestQueue::Taken taken = queue.take(wanted, running.empty() && waiting.empty());
+    for (auto& request : taken.requests) waiting.push_back(make_job(std::move(request), info.n_ctx));
+    for (auto& task : taken.tasks) task();
+    admit(taken.cancel_all);
+    for (size_t i = running.size(); i-- > 0;)
+      if (taken.cancel_all || running[i]->request->channel->cancelled()) end_running(i, StopKind::Cancelled);
+    update_gauges();
+    if (taken.stop && running.empty() && waiting.empty()) {
+      persist_to_disk();
+      return;
+    }
+    if (running.empty()) continue;
+    try {
+      if (!build_batch()) {
+        // Every running sequence waits for its promotion or copy-on-write copies: nothing else to overlap.
+        cache.sync();
+        continue;
+      }
+      model.forward(batch, logits);
+      after_forward();
+      // Copies that completed during the step are retired now, before the next admissions queue more: the
+      // cache retires only when every queued copy is done (then promotions free their host pages).
+      cache.poll();
+    } catch (const std::exception& e) {
+      // A failure inside one step must not take the daemon down: end every request of the step cleanly.
+      spdlog::error("engine: step failed, cancelling {} requests: {}", running.size(), e.what());
+      for (size_t i = running.size(); i-- > 0;) end_running(i, StopKind::Cancelled);
+    }
+    publish_stats();
+    update_gauges();
+  }
+}
+
+void GpuEngine::State::update_gauges() {
+  queue.set_gauges(static_cast<uint32_t>(running.size()), static_cast<uint32_t>(waiting.size()));
+}
+
+void GpuEngine::State::admit(bool cancel_all) {
+  // The first `free slots` waiting requests are considered, in order; the first one that does not fit holds
+  // back everything behind it (FIFO). Once cancel_all is set every waiting request ends.
+  const size_t considered = cancel_all ? waiting.size() : config.parallel - running.size();
+  std::deque<std::unique_ptr<Job>> still_waiting;
+  bool blocked = false;
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    std::unique_ptr<Job>& job = waiting[i];
+    if (i < considered && (cancel_all || job->request->channel->cancelled())) {
+      end(*job, StopKind::Cancelled);  // it holds no pages: nothing to wait for
+      continue;
+    }
+    if (i >= considered || blocked) {
+      still_waiting.push_back(std::move(job));
+      continue;
+    }
+    // Same new prefix as a request still prefilling: wait for it to be cached rather than compute it twice.
+    const uint32_t cached = cache.peek(job->ns, job->tokens).matched_tokens;
+    const bool share = std::any_of(running.begin(), running.end(), [&](const auto& other) {
+      return other->ns == job->ns && other->prefilling() &&
+             common_prefix(other->tokens, job->tokens) >= cached + config.page_tokens;
+    });
+    if (share) {
+      still_waiting.push_back(std::move(job));
+    } else if (!fits_now(*job)) {
+      blocked = true;
+      still_waiting.push_back(std::move(job));
+    } else {
+      start(std::move(job));
+    }
+  }
+  waiting.swap(still_waiting);
+}
+
+bool GpuEngine::State::fits_now(const Job& job) const {
+  const uint32_t P = config.page_tokens;
+  uint64_t outstanding = 0;
+  for (const auto& other : running)
+    outstanding += outstanding_pages(static_cast<uint32_t>(other->tokens.size()), other->max_tokens_total,
+                                     static_cast<uint32_t>(cache.page_table(other->seq).size()), P);
+  const KvCache::ReusePreview reuse = cache.preview_acquire(job.ns, job.tokens);
+  AdmissionInput in;
+  in.tokens = static_cast<uint32_t>(job.tokens.size());
+  in.max_tokens_total = job.max_tokens_total;
+  in.device_reused_tokens = reuse.device_tokens;
+  in.host_reused_tokens = reuse.host_tokens;
+  in.unpinned_device_pages = reuse.unpinned_device_pages;
+  return may_start(admission_cost(in, P), cache.reclaimable_device_pages(), outstanding, running.empty());
+}
+
+void GpuEngine::State::start(std::unique_ptr<Job> job) {
+  // A resumed job keeps everything it produced so far: its generated tokens are matched against the trie
+  // like a prompt, its sampler continues its random sequence, and its Generation does not emit them again.
+  const bool resumed = job->started();
+  if (!resumed) job->request->start_output(tokenizer, info.n_ctx);
+  const AcquireResult hit = cache.acquire(job->ns, job->tokens, job->group);
+  job->seq = hit.seq;
+  job->computed = hit.cached_tokens;
+  if (!resumed) job->hit = hit;
+  // Running stays in arrival order, so the newest request is the one preempted first.
+  const auto at =
+      std::upper_bound(running.begin(), running.end(), job->request->submitted,
+                       [](Clock::time_point t, const auto& other) { return t < other->request->submitted; });
+  running.insert(at, std::move(job));
+}
+
+void GpuEngine::State::reserve_step() {
+  // Oldest first: each sequence reserves the pages of this step's tokens; when the device tier has no page
+  // left, the newest running sequence is preempted (the current one last of all).
+  uint32_t decodes = 0;
+  for (const auto& job : running) decodes += job->pending() == 1;
+  const uint32_t max_batch = model.options().max_batch_tokens;
+  uint32_t prefill_budget = max_batch - std::min(decodes, max_batch);
+  for (size_t i = 0; i < running.size(); ++i) {
+    Job& job = *running[i];
+    job.step_tokens = 0;
+    // Its pages are still arriving on the transfer queue: the others run meanwhile.
+    if (!cache.ready(job.seq)) continue;
+    const uint32_t n = job.pending() == 1 ? 1 : std::min(job.pending(), prefill_budget);
+    if (n == 0) continue;
+    for (;;) {
+      if (cache.reserve(job.seq, job.computed + n) == ReserveStatus::Ok) {
+        job.step_tokens = n;
+        if (job.pending() > 1) prefill_budget -= n;
+        break;
+      }
+      if (running.size() == 1) {
+        // Cannot happen for a request that passed never_fits (it then owns the whole tier): keep the daemon
+        // up.
+        spdlog::error("engine: a lone request finds no KV device page for {} tokens; cancelling it",
+                      job.computed + n);
+        end_running(i, StopKind::Cancelled);
+        return;
+      }
+      const size_t victim = running.size() - 1;
+      preempt(victim);
+      if (victim == i) break;  // it was the newest: it gave its own room back
+    }
+  }
+}
+
+void GpuEngine::State::preempt(size_t index) {
+  std::unique_ptr<Job> job = std::move(running[index]);
+  running.erase(running.begin() + static_cast<std::ptrdiff_t>(index));
+  // Its committed tokens stay in the trie, unpinned, as for a cancelled request: resuming reuses them unless
+  // they are evicted meanwhile (then they are recomputed).
+  cache.release(job->seq);
+  job->step_tokens = 0;
+  spdlog::info("engine: KV device tier full: preempting the newest request ({} tokens) until there is room",
+               job->tokens.size());
+  queue.report_preempted();
+  waiting.push_front(std::move(job));  // older than every request waiting to start
+}
+
+bool GpuEngine::State::build_batch() {
+  batch.clear();
+  scheduled.clear();
+  reserve_step();
+  // Decodes first (one token each, latency-critical), then prefill chunks in arrival order.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& job_ptr : running) {
+      Job& job = *job_ptr;
+      const uint32_t n = job.step_tokens;
+      if (n == 0 || (job.pending() > 1) != (pass == 1)) continue;
+      if (job.prefilling() && job.prompt_started == Clock::time_point{}) job.prompt_started = Clock::now();
+      const uint32_t seq_index = batch.add_sequence(cache.page_table(job.seq));
+      for (uint32_t i = 0; i < n; ++i) {
+        batch.tokens.push_back(job.tokens[job.computed + i]);
+        batch.positions.push_back(job.computed + i);
+        batch.seq.push_back(seq_index);
+      }
+      // The last known token (the last prompt token, or a decode) has logits to sample from.
+      const bool sample = job.computed + n == job.tokens.size();
+      if (sample) batch.logits_for.push_back(static_cast<uint32_t>(batch.tokens.size() - 1));
+      scheduled.push_back({&job, n, sample});
+    }
+  }
+  return !batch.tokens.empty();
+}
+
+void GpuEngine::State::after_forward() {
+  const uint32_t n_vocab = info.n_vocab;
+  size_t row = 0;
+  for (const Scheduled& s : scheduled) {
+    Job& job = *s.job;
+    cache.commit(job.seq, std::span<const int32_t>(job.tokens).subspan(job.computed, s.tokens));
+    job.computed += s.tokens;
+    if (!s.sampled) continue;
+    Request& request = *job.request;
+    if (request.prompt_ms == 0) request.prompt_ms = ms_between(job.prompt_started, Clock::now());
+    const std::span<const float> logits_row(logits.data() + row++ * n_vocab, n_vocab);
+    job.tokens.push_back(request.sample_and_emit(logits_row, job.tokens));
+  }
+  for (size_t i = running.size(); i-- > 0;)
+    if (running[i]->request->generation->done())
+      end_running(i, *running[i]->request->generation->stop_kind());
+#if !defined(NDEBUG) || defined(KVTRIE_SANITIZE_BUILD)
+  cache.check_invariants();  // the whole audit after every step where speed is not the point
+#endif
+}
+
+void GpuEngine::State::end(Job& job, StopKind reason) {
+  GenerationStats cached;
+  cached.cached_tokens = job.hit.cached_tokens;
+  cached.cached_tokens_device = job.hit.device_hit_tokens;
+  cached.cached_tokens_host = job.hit.host_hit_tokens;
+  cached.cached_tokens_disk = job.hit.disk_hit_tokens;
+  queue.end(*job.request, reason, cached, job.started() ? job.prompt_size - job.hit.cached_tokens : 0);
+}
+
+void GpuEngine::State::end_running(size_t index, StopKind reason) {
+  end(*running[index], reason);
+  cache.release(running[index]->seq);
+  running.erase(running.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+}  // namespace kvtrie::engine

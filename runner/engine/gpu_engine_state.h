@@ -1,0 +1,95 @@
+// Contract (private to the GpuEngine's files): the engine's state, one object owned by GpuEngine. The
+// engine thread (run()) owns the model, the cache and every request it took from the queue: each one is a
+// Job, in `running` or in `waiting` until it ends (end()). Other threads touch only the queue, the stats
+// snapshots (under stats_mutex) and the disk tier's stats. Split by job: construction and KV tier sizing in
+// gpu_engine.cpp, stats in gpu_engine_stats.cpp, scheduling in gpu_engine_scheduler.cpp.
+#pragma once
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cache/disk_page_store.h"
+#include "cache/kv_cache.h"
+#include "cache/vk_page_store.h"
+#include "runner/engine/gpu_engine.h"
+#include "runner/engine/gpu_model.h"
+#include "runner/engine/request.h"
+#include "runner/engine/request_queue.h"
+
+namespace kvtrie::engine {
+
+// One request on the engine thread, from take to end: the Request and its place in the cache. A preempted
+// job keeps everything (tokens, output state) but its cache sequence while it waits to resume.
+struct Job {
+  std::unique_ptr<Request> request;
+  NamespaceId ns = 0;
+  GroupId group = 0;            // the tenant whose device-tier share the sequence's pages count against
+  SeqId seq{};                  // valid while running
+  std::vector<int32_t> tokens;  // prompt, then every sampled token
+  uint32_t prompt_size = 0;
+  uint32_t max_tokens_total = 0;  // the longest this sequence may grow (prompt + max_tokens, within n_ctx)
+  uint32_t computed = 0;          // tokens whose KV is written and committed
+  uint32_t step_tokens = 0;       // tokens reserved for this step's batch (0: not in it)
+  AcquireResult hit;              // of its first start: what the client is told was cached
+  Clock::time_point prompt_started{};
+  bool started() const { return request->generation != nullptr; }
+  bool prefilling() const { return computed < prompt_size; }
+  // Tokens whose KV is still to be written: the uncomputed prompt (or, after a resume, the uncached part of
+  // prompt + generated tokens); 1 while decoding.
+  uint32_t pending() const { return static_cast<uint32_t>(tokens.size()) - computed; }
+};
+
+struct GpuEngine::State {
+  const Tokenizer& tokenizer;
+  GpuEngineConfig config;
+  EngineInfo info;
+  GpuModel model;
+  VkPageStore pages;
+  std::unique_ptr<DiskPageStore> disk;  // before the cache, which borrows it
+  KvCache cache;
+  RequestQueue queue;
+  // Engine thread only: every request it was handed and has not ended is in exactly one of these.
+  std::vector<std::unique_ptr<Job>> running;  // in arrival order (the newest is preempted first)
+  std::deque<std::unique_ptr<Job>> waiting;   // not admitted yet, or preempted; FIFO, preempted at the front
+  Batch batch;                                // reused every step: no allocation in steady state
+  std::vector<float> logits;
+  struct Scheduled {
+    Job* job;
+    uint32_t tokens;  // consecutive batch tokens of this job
+    bool sampled;     // its last batch token has a logits row
+  };
+  std::vector<Scheduled> scheduled;  // this step's jobs, in batch order
+  mutable std::mutex stats_mutex;  // the snapshots below: written by the engine thread, read by HTTP threads
+  KvCacheStats stats_snapshot;
+  double copy_seconds_snapshot = 0;
+  std::thread worker;
+
+  State(vk::Context& context, const GgufFile& file, const ModelConfig& mc, const Tokenizer& tok,
+        const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages,
+        uint32_t host_pages, uint64_t disk_fingerprint);
+
+  // Construction (gpu_engine.cpp): the page store's options for this model and configuration.
+  static VkPageStoreOptions page_store_options(const GpuModel& model, const GpuEngineConfig& cfg);
+
+  // Stats (gpu_engine_stats.cpp). Engine thread: snapshots the cache's stats for cache_stats().
+  void publish_stats();
+  // Engine thread, when it stops: what the device and host tiers cache goes to disk for the next start.
+  void persist_to_disk();
+
+  // Scheduling (gpu_engine_scheduler.cpp), engine thread.
+  void run();
+  void admit(bool cancel_all);
+  bool fits_now(const Job& job) const;
+  void start(std::unique_ptr<Job> job);
+  void reserve_step();
+  void preempt(size_t index);
+  bool build_batch();
+  void after_forward();
+  void end(Job& job, StopKind reason);  // the one way a request ends (RequestQueue::end)
+  void end_running(size_t index, StopKind reason);
+  void update_gauges();
+};
+
+}  // namespace kvtrie::engine

@@ -1,0 +1,41 @@
+// Contract: Request is one generation request from submit to its end, the only object a request has. The
+// RequestQueue creates it at submit and owns it until the engine thread takes it; from then on the engine's
+// scheduler owns it (running, or waiting in the scheduler's own deque, preempted or not yet admitted) until
+// it ends through RequestQueue::end, the one way a request ends. Fields below `submitted` are the output
+// state, engine thread only; the channel is shared with the client's GenerationStream.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "runner/engine/engine.h"
+#include "runner/engine/generation.h"
+#include "runner/sampler.h"
+
+namespace kvtrie::engine {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  GenerateRequest params;
+  std::shared_ptr<StreamChannel> channel;
+  Clock::time_point submitted;
+
+  // Output state, engine thread only: set when its prompt first runs, kept across a preemption (its
+  // generated tokens are not emitted again and its sampler continues its random sequence).
+  std::unique_ptr<Generation> generation;  // null until the request starts
+  std::unique_ptr<Sampler> sampler;
+  double prompt_ms = 0;                          // computing the uncached prompt
+  std::optional<Clock::time_point> first_token;  // when its first token was sampled
+
+  // Engine thread: creates the Generation and Sampler (the request starts).
+  void start_output(const Tokenizer& tokenizer, uint32_t n_ctx) {
+    generation = std::make_unique<Generation>(tokenizer, params, n_ctx);
+    sampler = std::make_unique<Sampler>(params.sampling);
+  }
+  // Engine thread: samples the next token from `logits` (`history`: the tokens so far, for penalties),
+  // feeds it to the Generation and pushes what became final to the client. Returns the token.
+  int32_t sample_and_emit(std::span<const float> logits, const std::vector<int32_t>& history);
+};
+
+}  // namespace kvtrie::engine
