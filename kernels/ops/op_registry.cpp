@@ -46,26 +46,10 @@ vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t rows_per_lane, ui
   const uint32_t wg = matvec_workgroup_size(d);
   return {wg, rows_per_lane, tokens, wg / std::max(d.subgroup_size(), 1u)};
 }
-vk::SpecConstants spec_matvec_q8_t1(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8Rows, 1);
-}
-vk::SpecConstants spec_matvec_q8_t1r1(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8RowsOne, 1);
-}
-vk::SpecConstants spec_matvec_q8_t8(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8Rows, 8);
-}
-vk::SpecConstants spec_matvec_q8_t4r1(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8RowsOne, 4);
-}
-vk::SpecConstants spec_matvec_q8_t4r2(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8RowsPair, 4);
-}
-vk::SpecConstants spec_matvec_q8_t8r1(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8RowsOne, 8);
-}
-vk::SpecConstants spec_matvec_q8_t8r2(const vk::Device& d) {
-  return spec_matvec_q8(d, kMatvecQ8RowsPair, 8);
+// One registered build: rows per lane and tokens per work group.
+template <uint32_t Rows, uint32_t Tokens>
+vk::SpecConstants spec_matvec_q8_build(const vk::Device& d) {
+  return spec_matvec_q8(d, Rows, Tokens);
 }
 // quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
 // holds 64 subgroups), so that the decode step's single token is quantized in few rounds of loads.
@@ -170,26 +154,34 @@ const OpRegistration kOps[] = {
     {"attention", kAttention, spec_attention},
     {"attention_coopmat", kAttentionCoopmat, spec_none, khr_coopmat_path},
     {"repack", kDeviceFormats, spec_none},
-    {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_portable, "matvec_q8", true},
-    {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_portable, "matvec_q8", true},
-    {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_portable, "matvec_q8", true},
-    {"matvec_q8_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t4r1, matvec_q8_portable, "matvec_q8",
-     true},
-    {"matvec_q8_t4r2", matvec_q8_pair_variants(), spec_matvec_q8_t4r2, matvec_q8_portable, "matvec_q8", true},
-    {"matvec_q8_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t8r1, matvec_q8_portable, "matvec_q8",
-     true},
-    {"matvec_q8_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_t8r2, matvec_q8_portable, "matvec_q8", true},
-    {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_t1, matvec_q8_int_dot, "matvec_q8i", true},
-    {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_t1r1, matvec_q8_int_dot, "matvec_q8i", true},
-    {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_t8, matvec_q8_int_dot, "matvec_q8i", true},
-    {"matvec_q8i_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t4r1, matvec_q8_int_dot, "matvec_q8i",
-     true},
-    {"matvec_q8i_t4r2", matvec_q8_pair_variants(), spec_matvec_q8_t4r2, matvec_q8_int_dot, "matvec_q8i",
-     true},
-    {"matvec_q8i_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_t8r1, matvec_q8_int_dot, "matvec_q8i",
-     true},
-    {"matvec_q8i_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_t8r2, matvec_q8_int_dot, "matvec_q8i",
-     true},
+    {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 1>, matvec_q8_portable,
+     "matvec_q8", true},
+    {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 1>, matvec_q8_portable,
+     "matvec_q8", true},
+    {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 8>, matvec_q8_portable,
+     "matvec_q8", true},
+    {"matvec_q8_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 4>,
+     matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t4r2", matvec_q8_pair_variants(), spec_matvec_q8_build<kMatvecQ8RowsPair, 4>,
+     matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 8>,
+     matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_build<kMatvecQ8RowsPair, 8>,
+     matvec_q8_portable, "matvec_q8", true},
+    {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 1>, matvec_q8_int_dot,
+     "matvec_q8i", true},
+    {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 1>, matvec_q8_int_dot,
+     "matvec_q8i", true},
+    {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 8>, matvec_q8_int_dot,
+     "matvec_q8i", true},
+    {"matvec_q8i_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 4>,
+     matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t4r2", matvec_q8_pair_variants(), spec_matvec_q8_build<kMatvecQ8RowsPair, 4>,
+     matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t8r1", matvec_q8_swiglu_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 8>,
+     matvec_q8_int_dot, "matvec_q8i", true},
+    {"matvec_q8i_t8r2", matvec_q8_pair_variants(), spec_matvec_q8_build<kMatvecQ8RowsPair, 8>,
+     matvec_q8_int_dot, "matvec_q8i", true},
     {"quantize_q8", kQuantizeQ8, spec_quantize_q8},
 };
 
