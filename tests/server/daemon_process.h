@@ -1,10 +1,12 @@
 // Contract: test helper that runs the real kvtrie binary on loopback: picks a free port, starts the process
 // (optionally under another argv[0], e.g. a `llama-server` symlink), captures its stderr in a scratch file,
 // waits for /health, and stops it with a signal, reporting the exit status and how long it took. The
-// destructor kills a process still running. Also writes tiny synthetic models and the `llama-server` link.
-// One per test; not thread-safe.
+// destructor kills a process still running, and fails the test when the daemon's log holds a sanitizer report
+// (a sanitized build's daemon may report a race or leak at exit, after the test's own checks). Also writes
+// tiny synthetic models and the `llama-server` link. One per test; not thread-safe.
 #pragma once
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -103,6 +105,13 @@ class DaemonProcess {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    const std::string text = log();
+    for (const char* report :
+         {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "ThreadSanitizer:", "runtime error: "})
+      if (text.find(report) != std::string::npos) {
+        ADD_FAILURE() << "sanitizer report in the daemon's log " << log_path_ << ":\n" << text;
+        break;
+      }
   }
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
