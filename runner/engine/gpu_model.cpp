@@ -669,7 +669,9 @@ void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
   const size_t n = batch.logits_for.size() * m.config.n_vocab;
   m.logits_host.invalidate();
   logits.resize(n);
-  std::memcpy(logits.data(), m.logits_host.data(), n * sizeof(float));
+  // A step with no logits rows (a prompt chunk that is not the prompt's last) leaves an empty vector, whose
+  // data() may be null: memcpy with a null pointer is undefined even for 0 bytes (UBSan reported it).
+  if (n > 0) std::memcpy(logits.data(), m.logits_host.data(), n * sizeof(float));
 }
 
 }  // namespace kvtrie::engine
