@@ -346,10 +346,14 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
             for (const uint32_t splits : split_counts) {
               a.k_splits = splits;
               const uint32_t made = kernels::coopmat_k_splits(a, t);
-              measure(ext,
-                      std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" + std::to_string(t.tm) +
-                          "x" + std::to_string(t.tn) + "k" + std::to_string(t.bk) + "b" +
-                          std::to_string(t.buffers) + (made > 1 ? "s" + std::to_string(made) : ""),
+              std::string name = std::to_string(t.sg_m) + "x" + std::to_string(t.sg_n) + "x" +
+                                 std::to_string(t.tm) + "x" + std::to_string(t.tn) + "k" +
+                                 std::to_string(t.bk) + "b" + std::to_string(t.buffers);
+              if (made > 1) {  // appended piece by piece: "s" + a temporary trips GCC 12's -O3 -Wrestrict
+                name += 's';
+                name += std::to_string(made);
+              }
+              measure(ext, name,
                       [&](vk::CommandRecorder& rec) { kernels::dispatch_matmul_coopmat(rec, k, a, p, t); });
             }
           }
