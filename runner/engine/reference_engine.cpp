@@ -16,8 +16,10 @@
 
 namespace kvtrie::engine {
 
-// One request on the worker thread.
-struct Job {
+// One request on the worker thread. (Not "Job": the GPU engine's Job (gpu_engine_state.h) has that name in
+// this namespace, and two classes of one name are one class to the linker: ASan caught make_unique<Job>
+// here building the other one.)
+struct ReferenceJob {
   std::unique_ptr<Request> request;
   std::optional<reference::ReferenceModel::Sequence> sequence;  // set when the prompt has run
   std::vector<float> logits;                                    // of the last token fed
@@ -34,8 +36,8 @@ struct ReferenceEngine::State {
   State(const GgufFile& file, const Tokenizer& tok) : tokenizer(tok), model(file) {}
 
   void run();
-  void step(Job& job);
-  void finish(Job& job, StopKind reason);
+  void step(ReferenceJob& job);
+  void finish(ReferenceJob& job, StopKind reason);
 };
 
 ReferenceEngine::ReferenceEngine(const GgufFile& file, const Tokenizer& tokenizer,
@@ -92,19 +94,19 @@ void ReferenceEngine::shutdown(std::chrono::milliseconds grace) {
 }
 
 void ReferenceEngine::State::run() {
-  std::list<std::unique_ptr<Job>> running;
+  std::list<std::unique_ptr<ReferenceJob>> running;
   for (;;) {
     RequestQueue::Taken taken = queue.take(info.parallel - running.size(), running.empty());
     for (auto& task : taken.tasks) task();
     for (auto& request : taken.requests) {
-      auto job = std::make_unique<Job>();
+      auto job = std::make_unique<ReferenceJob>();
       job->request = std::move(request);
       running.push_back(std::move(job));
     }
     if (taken.stop && running.empty()) return;
     // Round-robin: each running job gets one step (its whole prompt, or one token) per turn.
     for (auto it = running.begin(); it != running.end();) {
-      Job& job = **it;
+      ReferenceJob& job = **it;
       if (taken.cancel_all || job.request->channel->cancelled()) {
         finish(job, StopKind::Cancelled);
       } else {
@@ -122,7 +124,7 @@ void ReferenceEngine::State::run() {
   }
 }
 
-void ReferenceEngine::State::step(Job& job) {
+void ReferenceEngine::State::step(ReferenceJob& job) {
   Request& request = *job.request;
   if (!job.sequence) {
     const auto t0 = Clock::now();
@@ -139,7 +141,7 @@ void ReferenceEngine::State::step(Job& job) {
   job.logits = model.forward(*job.sequence, token);
 }
 
-void ReferenceEngine::State::finish(Job& job, StopKind reason) {
+void ReferenceEngine::State::finish(ReferenceJob& job, StopKind reason) {
   // No prefix cache: a request that ran its prompt computed all of it.
   const uint32_t computed = job.sequence ? static_cast<uint32_t>(job.request->params.prompt.size()) : 0;
   queue.end(*job.request, reason, GenerationStats{}, computed);
