@@ -183,8 +183,14 @@ int main(int argc, char** argv) {
   sweep_cmd
       ->add_option("--threads-per-row", sweep.threads_per_row, "matvec_q8 threads per row lane (0: default)")
       ->capture_default_str();
-  sweep_cmd->add_option("--mode", sweep.mode, "matvec_q8 fold for every shape: store, norm, acc, norm_swiglu")
-      ->check(CLI::IsMember({"store", "norm", "acc", "norm_swiglu"}));
+  sweep_cmd
+      ->add_option("--workgroups", sweep.workgroups,
+                   "matvec_q8 work-group sizes, comma-separated (0: default)")
+      ->capture_default_str();
+  sweep_cmd
+      ->add_option("--mode", sweep.mode,
+                   "matvec_q8 fold for every shape: store, norm, acc, acc_qnorm, norm_swiglu")
+      ->check(CLI::IsMember({"store", "norm", "acc", "acc_qnorm", "norm_swiglu"}));
   sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
       ->capture_default_str();
   sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();

@@ -116,8 +116,9 @@ struct SweepMatvecOptions {
   std::string rows_per_lane = "1,2,4,8";  // matvec_q8 variants
   std::string variants = "q8,q8i";        // q8: the portable build, q8i: integer dot products (legacy always)
   std::string threads_per_row = "0";      // matvec_q8 threads per row lane (0: the op's own choice)
-  std::string mode;                       // matvec_q8 fold for every shape (store, norm, acc, norm_swiglu);
-                                          // empty: each shape's own, as the forward pass folds it
+  std::string workgroups = "0";           // matvec_q8 work-group sizes (0: the op's own choice)
+  std::string mode;  // matvec_q8 fold for every shape (store, norm, acc, acc_qnorm, norm_swiglu);
+                     // empty: each shape's own, as the forward pass folds it
   uint32_t dispatches = 64;
   uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
 };

@@ -76,6 +76,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
   const std::vector<uint32_t> token_counts = parse_numbers(options.tokens);
   const std::vector<uint32_t> rows_per_lane = parse_numbers(options.rows_per_lane);
   const std::vector<uint32_t> threads_per_row = parse_numbers(options.threads_per_row);
+  const std::vector<uint32_t> workgroups = parse_numbers(options.workgroups);
   std::mt19937_64 rng(7);
 
   for (const std::string& type_name :
@@ -111,16 +112,17 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       std::vector<float> xs(uint64_t{max_tokens} * shape.cols);
       for (float& v : xs) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
       vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
-      std::vector<float> ones(shape.cols, 1.0f);
+      std::vector<float> ones(std::max(shape.cols, shape.rows), 1.0f);
       vk::Buffer norm = vk::make_buffer(ctx, std::span<const float>(ones), vk::MemoryKind::DeviceLocal);
       vk::Buffer y(dev, uint64_t{max_tokens} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
       // x quantized once ahead (quantize_q8, untimed), as the forward pass does before its products; the
-      // SwiGLU product also writes its output quantized, as the forward pass has it do.
+      // SwiGLU product also writes its output quantized, and acc_qnorm the new y normed, as the forward pass
+      // has them do.
       const std::string_view mode = shape.mode;
       const bool normed = mode == "norm" || mode == "norm_swiglu";
-      const uint32_t q_stride = (shape.cols + 15) / 16 * 16, out_stride = (shape.rows / 2 + 15) / 16 * 16;
+      const uint32_t q_stride = (shape.cols + 15) / 16 * 16, out_stride = (shape.rows + 15) / 16 * 16;
       const kernels::QuantizedBuffers xq(dev, max_tokens, q_stride, true),
-          oq(dev, max_tokens, out_stride, false);
+          oq(dev, max_tokens, out_stride, true);
       const kernels::QuantizedX quantized = xq.view(), quantized_out = oq.view();
       {
         kernels::QuantizeQ8Args qa;
@@ -183,37 +185,46 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
           if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
-            for (uint32_t tpr : threads_per_row) {
-              kernels::MatvecQ8Shape s =
-                  kernels::matvec_q8_shape(dev, shape.rows, group, mode == "norm_swiglu");
-              s.rows_per_lane = rpl;
-              if (tpr != 0) {
-                if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
-                  continue;
-                s.threads_per_row = tpr;
+            for (uint32_t tpr : threads_per_row)
+              for (uint32_t wg : workgroups) {
+                kernels::MatvecQ8Shape s =
+                    kernels::matvec_q8_shape(dev, shape.rows, group, mode == "norm_swiglu");
+                s.rows_per_lane = rpl;
+                if (wg != 0) {
+                  if (wg > dev.info().max_workgroup_size_x || wg % dev.subgroup_size() != 0) continue;
+                  s.workgroup = wg;
+                }
+                if (tpr != 0) {
+                  if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
+                    continue;
+                  s.threads_per_row = tpr;
+                }
+                // A SwiGLU product writes its output quantized where its work groups make whole groups of 16;
+                // acc_qnorm always does (shapes without whole groups are left out).
+                const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
+                const bool qout = (mode == "norm_swiglu" || mode == "acc_qnorm") && whole_groups;
+                if (mode == "acc_qnorm" && !qout) continue;
+                const vk::ComputePipeline& p = ctx.pipelines().get(
+                    qout && mode == "norm_swiglu" ? std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") +
+                                                        "norm_swiglu_qout_" + kernels::type_variant(format)
+                                                  : variant,
+                    {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+                const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+                  kernels::MatvecQ8Args a;
+                  a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
+                  a.x = quantized;
+                  a.norm = normed;
+                  a.accumulate = mode == "acc" || mode == "acc_qnorm";
+                  a.swiglu = mode == "norm_swiglu";
+                  if (qout) a.quantized_out = quantized_out;
+                  if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
+                  kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
+                });
+                emit(tokens,
+                     std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
+                         std::to_string(s.threads_per_row) + " wg " + std::to_string(s.workgroup),
+                     us, legacy);
               }
-              // A SwiGLU product writes its output quantized where its work groups make whole groups of 16.
-              const bool qout = mode == "norm_swiglu" && s.workgroup / s.threads_per_row * rpl % 16 == 0;
-              const vk::ComputePipeline& p = ctx.pipelines().get(
-                  qout ? std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + "norm_swiglu_qout_" +
-                             kernels::type_variant(format)
-                       : variant,
-                  {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
-              const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
-                kernels::MatvecQ8Args a;
-                a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
-                a.x = quantized;
-                a.norm = normed;
-                a.accumulate = mode == "acc";
-                a.swiglu = mode == "norm_swiglu";
-                if (qout) a.quantized_out = quantized_out;
-                kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
-              });
-              emit(tokens,
-                   std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
-                       std::to_string(s.threads_per_row),
-                   us, legacy);
-            }
         }
       }
     }

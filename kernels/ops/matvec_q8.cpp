@@ -26,7 +26,8 @@ std::string_view mode(const MatvecQ8Args& a) {
   if (a.swiglu) return a.quantized_out ? "norm_swiglu_qout" : "norm_swiglu";
   if (a.qkv_pages) return "norm_qkv";
   if (a.norm) return "norm";
-  return a.accumulate ? "acc" : "store";
+  if (a.accumulate) return a.quantized_out ? "acc_qnorm" : "acc";
+  return "store";
 }
 }  // namespace
 
@@ -63,15 +64,22 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
   KVTRIE_CHECK(!args.norm || !args.accumulate, "matvec_q8: norm and accumulate do not combine");
   KVTRIE_CHECK(args.x.stride % 16 == 0 && args.x.stride >= w.cols,
                "matvec_q8: x stride below a row or unaligned");
-  KVTRIE_CHECK(!args.norm || !args.x.inv_rms.empty(), "matvec_q8: a norm reads inv_rms");
+  KVTRIE_CHECK(!args.norm || args.x.sum_squares.range >= args.x.stride / 4 * p.tokens,
+               "matvec_q8: a norm reads the groups' sums of squares");
   const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
   if (out_rows == 0 || p.tokens == 0) return;
   const uint32_t lanes = shape.workgroup / shape.threads_per_row;
   if (const std::optional<QuantizedX>& q = args.quantized_out) {
-    // Each work group quantizes its own outputs: whole groups of 16 rows.
-    KVTRIE_CHECK(args.swiglu && out_rows % 16 == 0 && lanes * shape.rows_per_lane % 16 == 0 &&
+    // Each work group quantizes its own outputs: whole groups of 16 rows. After a residual add they are
+    // normed (the whole of y's rows, so that every group of the next product's input is written).
+    const bool normed = args.accumulate && args.out_norm.range >= uint64_t{out_rows} * 4 &&
+                        q->sum_squares.range >= q->stride / 4 * p.tokens;
+    KVTRIE_CHECK((args.swiglu || normed) && out_rows % 16 == 0 && lanes * shape.rows_per_lane % 16 == 0 &&
                      q->stride % 16 == 0 && q->stride >= out_rows,
-                 "matvec_q8: quantized_out needs swiglu, 16-row work groups and whole groups of outputs");
+                 "matvec_q8: quantized_out needs swiglu or a residual add with the next norm, 16-row work "
+                 "groups and whole groups of outputs");
+  } else {
+    KVTRIE_CHECK(args.out_norm.empty(), "matvec_q8: out_norm goes with quantized_out");
   }
   if (const std::optional<QkvToPages>& kv = args.qkv_pages) {
     // Each work group stores whole pairs of rows (rope's pairs) in one binding of y and of the pool.
@@ -101,6 +109,7 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
     KVTRIE_CHECK(wb.byte_offset % 16 == 0, "matvec_q8: weight rows must start 16-byte aligned");
     struct Push {
       uint32_t rows, k, ntok, row_words, x_stride, y_stride, y_row0, w_offset, up_row, tpr, out_stride;
+      float eps;
     } push{chunk.rows,
            w.cols,
            p.tokens,
@@ -111,7 +120,8 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
            wb.byte_offset / 16,
            args.swiglu ? out_rows : 0,
            shape.threads_per_row,
-           args.quantized_out ? args.quantized_out->stride : 0};
+           args.quantized_out ? args.quantized_out->stride : 0,
+           args.norm_eps};
     const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
     const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
     const vk::Binding common[] = {vk::read(wb.view), vk::read(args.x.bytes), y, vk::read(args.x.scales)};
@@ -138,17 +148,23 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
       vk::BufferView pools[4];
       for (size_t i = 0; i < 4; ++i) pools[i] = kv->pools[i].empty() ? kv->pools[0] : kv->pools[i];
       rec.dispatch(pipeline,
-                   {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms), vk::read(kv->slots),
-                    vk::read(rope.positions), vk::read(factors), vk::write(pools[0]), vk::write(pools[1]),
-                    vk::write(pools[2]), vk::write(pools[3])},
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
+                    vk::read(kv->slots), vk::read(rope.positions), vk::read(factors), vk::write(pools[0]),
+                    vk::write(pools[1]), vk::write(pools[2]), vk::write(pools[3])},
                    kv_push, grid.x, grid.y, gz);
-    } else if (args.quantized_out)
+    } else if (args.quantized_out && args.accumulate)
       rec.dispatch(pipeline,
-                   {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms),
+                   {common[0], common[1], common[2], common[3], vk::read(args.out_norm),
+                    vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales),
+                    vk::write(args.quantized_out->sum_squares)},
+                   push, grid.x, grid.y, gz);
+    else if (args.quantized_out)
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
                     vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales)},
                    push, grid.x, grid.y, gz);
     else if (args.norm)
-      rec.dispatch(pipeline, {common[0], common[1], common[2], common[3], vk::read(args.x.inv_rms)}, push,
+      rec.dispatch(pipeline, {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares)}, push,
                    grid.x, grid.y, gz);
     else
       rec.dispatch(pipeline, {common[0], common[1], common[2], common[3]}, push, grid.x, grid.y, gz);
@@ -184,20 +200,20 @@ void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Arg
   const uint32_t x_stride = a.x_stride ? a.x_stride : a.cols;
   KVTRIE_CHECK(a.cols % 16 == 0 && x_stride % 4 == 0 && a.out.stride % 16 == 0 && a.out.stride >= a.cols,
                "quantize_q8: rows must be whole groups of 16 and strides aligned");
-  KVTRIE_CHECK(a.norm_weight.empty() || !a.out.inv_rms.empty(), "quantize_q8: a norm writes inv_rms");
+  KVTRIE_CHECK(a.norm_weight.empty() || a.out.sum_squares.range >= a.out.stride / 4 * a.tokens,
+               "quantize_q8: a norm writes the groups' sums of squares");
   if (a.tokens == 0) return;
   KVTRIE_CHECK(a.tokens <= 65535, "quantize_q8: too many tokens for one dispatch");
   struct Push {
     uint32_t k, x_stride, out_stride;
-    float eps;
-  } push{a.cols, x_stride, a.out.stride, a.norm_eps};
+  } push{a.cols, x_stride, a.out.stride};
   if (a.norm_weight.empty())
     rec.dispatch(k.pipeline("quantize_q8", "f32"),
                  {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales)}, push, a.tokens);
   else
     rec.dispatch(k.pipeline("quantize_q8", "norm_f32"),
                  {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales), vk::read(a.norm_weight),
-                  vk::write(a.out.inv_rms)},
+                  vk::write(a.out.sum_squares)},
                  push, a.tokens);
 }
 

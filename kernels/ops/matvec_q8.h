@@ -8,7 +8,8 @@
 //   accumulate:    y += W x (the residual add) instead of y = W x;
 //   swiglu:        W is [gate; up] (2n rows) and y gets n rows of silu(gate x) * (up x) (with norm);
 //   quantized_out: (with swiglu) y is also written quantized, as quantize_q8 would write it, for the next
-//                  product;
+//                  product; (with accumulate and out_norm) the new y, normed by out_norm, as quantize_q8
+//                  with that norm would write it: the next normed product needs no quantize dispatch;
 //   qkv_pages:     (with norm; the joined Q/K/V product) Q is stored rotated by normal-mode rope, and K
 //                  rotated and V go as f16 into the KV pages, as kv_write_rope with Q's rope would leave
 //                  them (ops.h), in the product's own dispatch.
@@ -46,10 +47,12 @@ struct QkvToPages {
 struct MatvecQ8Args {
   MatmulArgs product;  // W, y (y_stride), tokens; product.x is not read: the input is `x`
   QuantizedX x;
-  bool norm = false;  // x holds rms_norm(x) * weight without the 1 / rms: scale by x.inv_rms
+  bool norm = false;  // x holds rms_norm(x) * weight without the 1 / rms (from x.sum_squares)
+  float norm_eps = 1e-5f;
   bool accumulate = false;
   bool swiglu = false;                      // requires norm (the FFN's gate/up product)
-  std::optional<QuantizedX> quantized_out;  // with swiglu: y quantized too (bytes and scales)
+  std::optional<QuantizedX> quantized_out;  // with swiglu, or accumulate and out_norm: y quantized too
+  vk::BufferView out_norm;                  // with accumulate: the next norm's weight (rows floats)
   std::optional<QkvToPages> qkv_pages;      // with norm: Q rotated, K and V into the pages
 };
 
@@ -57,9 +60,8 @@ struct QuantizeQ8Args {
   vk::BufferView x;  // f32, token t at float t * x_stride
   uint32_t tokens = 0, cols = 0;
   uint32_t x_stride = 0;       // 0: cols (a multiple of 4)
-  vk::BufferView norm_weight;  // non-empty: x rms-normed and scaled by these cols floats (writes inv_rms)
-  float norm_eps = 1e-5f;
-  QuantizedX out;  // buffers of at least tokens * stride / 16 entries (and `tokens` floats of inv_rms)
+  vk::BufferView norm_weight;  // non-empty: x rms-normed and scaled by these cols floats (and sum_squares)
+  QuantizedX out;              // buffers of at least tokens * stride / 16 entries
 };
 // Records the quantization of `tokens` rows of x for later matvec_q8 products (cols a multiple of 16). With
 // a norm, each token's 1 / rms is written apart and the bytes hold x * weight.

@@ -116,7 +116,7 @@ std::vector<std::string_view> matvec_q8_builds(std::initializer_list<const char*
 // the batched SwiGLU product without it (1 row a lane); the batched other products (2 rows a lane).
 std::span<const std::string_view> matvec_q8_variants() {
   static const std::vector<std::string_view> views =
-      matvec_q8_builds({"store", "norm", "acc", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"});
+      matvec_q8_builds({"store", "norm", "acc", "acc_qnorm", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"});
   return views;
 }
 std::span<const std::string_view> matvec_q8_swiglu_variants() {

@@ -10,10 +10,13 @@
 // `tpr`); a work group holds WG / TPR lanes of NUM_ROWS rows each (rows wg_row0 + lane + i * lanes, so a
 // work group's rows are contiguous). x needs no work here, so work groups can be small and many.
 // Modes (defines): NORM: x was quantized from rms_norm(x) * norm_weight without the 1 / rms, which is applied
-// here from each token's inv_rms; ACCUMULATE: y += W x (a residual add); SWIGLU: the work group also computes
-// the up row `up_row` rows below each gate row and writes silu(gate) * up; QUANT_OUT (with SWIGLU): the
-// outputs are also written quantized for the next product (the down projection), each work group's 16
-// outputs a token one group, quantized as quantize_q8.comp would quantize them; QKV_PAGES (the joined Q/K/V
+// here, computed from the groups' sums of squares that came with x; ACCUMULATE: y += W x (a residual add);
+// SWIGLU: the work group also computes the up row `up_row` rows below each gate row and writes
+// silu(gate) * up; QUANT_OUT (with SWIGLU, or ACCUMULATE and NORM_OUT): the outputs are also written
+// quantized for the next product (the down projection; after a residual add, the next normed product), each
+// work group's 16 outputs a token one group, quantized as quantize_q8.comp would quantize them; NORM_OUT:
+// what is quantized is the new y times out_norm (the next norm's weight), with each group's sum of squares
+// of y, as quantize_q8_norm writes them, so the next product needs no quantize dispatch; QKV_PAGES (the joined Q/K/V
 // product): Q is stored rotated by normal-mode rope, and K (rotated) and V go as f16 into the KV pages at
 // each token's slot, as kv_write.comp's QKV build would store them (rope.glsl, kv_layout.h), so the decode
 // step needs no dispatch of its own for them. A work group's rows come in pairs (its row count is even).
@@ -45,7 +48,11 @@ layout(set = 0, binding = 1) readonly buffer XQ { uvec4 xq[]; };
 layout(set = 0, binding = 2) buffer Y { float y[]; };
 layout(set = 0, binding = 3) readonly buffer XDS { vec2 xds[]; };
 #ifdef NORM
-layout(set = 0, binding = 4) readonly buffer R { float inv_rms_of[]; };  // per token
+layout(set = 0, binding = 4) readonly buffer SS { float sum_sq[]; };  // as XDS: a float a group of 16
+#endif
+#ifdef NORM_OUT
+layout(set = 0, binding = 4) readonly buffer ON { float out_norm[]; };  // the next norm's weight, y_row0 + r
+layout(set = 0, binding = 7) writeonly buffer OSS { float out_sum_sq[]; };  // as ODS
 #endif
 #ifdef QUANT_OUT
 layout(set = 0, binding = 5) writeonly buffer OQ { uvec4 out_q[]; };  // as XQ, out_stride values a token
@@ -74,6 +81,7 @@ layout(push_constant) uniform Push {
   uint up_row;      // SWIGLU: weight rows from a gate row to its up row
   uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size
   uint out_stride;  // QUANT_OUT: values between tokens in the quantized output (a multiple of 16)
+  float eps;        // NORM: the norm's epsilon
 #ifdef QKV_PAGES
   uint q_rows;  // Q's rows; K's and V's kv_dim rows each follow
   uint kv_dim;
@@ -92,6 +100,9 @@ layout(push_constant) uniform Push {
 #include "matvec_q8_units.glsl"
 
 shared float partial[SUBGROUPS * NUM_ROWS * ROW_SETS * MAX_COLS];
+#ifdef NORM
+shared float inv_rms_of[MAX_COLS];
+#endif
 #if defined(QUANT_OUT) || defined(QKV_PAGES)
 shared float outputs[SUBGROUPS * NUM_ROWS * MAX_COLS];  // token t's output row r at t * wg_rows + r - wg_row0
 #endif
@@ -123,6 +134,20 @@ void main() {
   uint last_row = pc.rows - 1u, last_tok = pc.ntok - 1u;
   // This lane's rows: row0 + i * lanes (interleaved so the lanes of a group read neighbouring rows).
   uint row0 = wg_row0 + lane;
+#ifdef NORM
+  // Each token's 1 / rms from its k / 16 group sums of squares, by the first subgroup in one fixed order
+  // (thread i sums groups i, i + subgroup size, ... in turn, then subgroupAdd), whatever the work group's
+  // shape, so a token gets the same bits alone and in any batch. Read after the reduction's barrier.
+  if (gl_SubgroupID == 0u) {
+    [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
+      uint base = min(tok0 + t, last_tok) * pc.x_stride / 16u;
+      precise float ss = 0.0;
+      for (uint g = gl_SubgroupInvocationID; g < pc.k / 16u; g += gl_SubgroupSize) ss += sum_sq[base + g];
+      float total = subgroupAdd(ss);
+      if (subgroupElect()) inv_rms_of[t] = inversesqrt(total / float(pc.k) + pc.eps);
+    }
+  }
+#endif
 
   precise float acc[NUM_ROWS * ROW_SETS][MAX_COLS];
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
@@ -171,7 +196,7 @@ void main() {
       up += partial[((ln * lane_sgs + j) * NUM_ROWS * ROW_SETS + NUM_ROWS + i) * MAX_COLS + t];
 #endif
 #ifdef NORM
-    float inv_rms = inv_rms_of[tok0 + t];
+    float inv_rms = inv_rms_of[t];
     s *= inv_rms;
 #ifdef SWIGLU
     up *= inv_rms;
@@ -180,16 +205,15 @@ void main() {
 #ifdef SWIGLU
     s = s / (1.0 + exp(-s)) * up;
 #endif
-#if defined(QUANT_OUT) || defined(QKV_PAGES)
-    outputs[t * wg_rows + r - wg_row0] = s;
-#endif
 #ifndef QKV_PAGES
     uint yo = (tok0 + t) * pc.y_stride + pc.y_row0 + r;
 #ifdef ACCUMULATE
-    y[yo] += s;
-#else
+    s += y[yo];
+#endif
     y[yo] = s;
 #endif
+#if defined(QUANT_OUT) || defined(QKV_PAGES)
+    outputs[t * wg_rows + r - wg_row0] = s;
 #endif
   }
 #ifdef QUANT_OUT
@@ -201,11 +225,20 @@ void main() {
     uint r = wg_row0 + 16u * g;
     if (r >= pc.rows || t >= ncols) continue;
     uint b = t * wg_rows + 16u * g;
-    XGroup q = quantize16(vec4(outputs[b], outputs[b + 1u], outputs[b + 2u], outputs[b + 3u]),
-                          vec4(outputs[b + 4u], outputs[b + 5u], outputs[b + 6u], outputs[b + 7u]),
-                          vec4(outputs[b + 8u], outputs[b + 9u], outputs[b + 10u], outputs[b + 11u]),
-                          vec4(outputs[b + 12u], outputs[b + 13u], outputs[b + 14u], outputs[b + 15u]));
+    vec4 v0 = vec4(outputs[b], outputs[b + 1u], outputs[b + 2u], outputs[b + 3u]);
+    vec4 v1 = vec4(outputs[b + 4u], outputs[b + 5u], outputs[b + 6u], outputs[b + 7u]);
+    vec4 v2 = vec4(outputs[b + 8u], outputs[b + 9u], outputs[b + 10u], outputs[b + 11u]);
+    vec4 v3 = vec4(outputs[b + 12u], outputs[b + 13u], outputs[b + 14u], outputs[b + 15u]);
     uint oi = (tok0 + t) * pc.out_stride / 16u + (pc.y_row0 + r) / 16u;
+#ifdef NORM_OUT
+    out_sum_sq[oi] = sum_squares16(v0, v1, v2, v3);
+    uint n = pc.y_row0 + r;
+    v0 *= vec4(out_norm[n], out_norm[n + 1u], out_norm[n + 2u], out_norm[n + 3u]);
+    v1 *= vec4(out_norm[n + 4u], out_norm[n + 5u], out_norm[n + 6u], out_norm[n + 7u]);
+    v2 *= vec4(out_norm[n + 8u], out_norm[n + 9u], out_norm[n + 10u], out_norm[n + 11u]);
+    v3 *= vec4(out_norm[n + 12u], out_norm[n + 13u], out_norm[n + 14u], out_norm[n + 15u]);
+#endif
+    XGroup q = quantize16(v0, v1, v2, v3);
     out_q[oi] = q.q;
     out_ds[oi] = vec2(q.d, intBitsToFloat(q.s));
   }

@@ -1,6 +1,8 @@
 // Activations quantized for the integer products of matvec_q8.comp, by every shader that writes them
-// (quantize_q8.comp, the SwiGLU product's QUANT_OUT, attention_combine's), so all round identically: 16
-// values to bytes q with scale d = max|x| / 127, q = round(x / d), and s = sum(q).
+// (quantize_q8.comp, a product's QUANT_OUT, attention_combine's), so all round identically: 16 values to
+// bytes q with scale d = max|x| / 127, q = round(x / d), and s = sum(q). A normed input also carries each
+// group's sum of squares (before the norm weight), taken in one fixed order by sum_squares16, from which the
+// product computes the token's 1 / rms (matvec_q8.comp), so every writer gives the same bits.
 
 // 16 x values as bytes: x ~= d * q, s = sum(q).
 struct XGroup {
@@ -24,4 +26,27 @@ XGroup quantize16(vec4 v0, vec4 v1, vec4 v2, vec4 v3) {
   g.d = amax / 127.0;
   g.s = (s4.x + s4.y) + (s4.z + s4.w);
   return g;
+}
+
+// The sum of squares of 16 values, x[0]^2 + x[1]^2 + ... in index order: one fma chain, the same in every
+// shader that writes it.
+float sum_squares16(vec4 v0, vec4 v1, vec4 v2, vec4 v3) {
+  precise float ss = 0.0;
+  ss = fma(v0.x, v0.x, ss);
+  ss = fma(v0.y, v0.y, ss);
+  ss = fma(v0.z, v0.z, ss);
+  ss = fma(v0.w, v0.w, ss);
+  ss = fma(v1.x, v1.x, ss);
+  ss = fma(v1.y, v1.y, ss);
+  ss = fma(v1.z, v1.z, ss);
+  ss = fma(v1.w, v1.w, ss);
+  ss = fma(v2.x, v2.x, ss);
+  ss = fma(v2.y, v2.y, ss);
+  ss = fma(v2.z, v2.z, ss);
+  ss = fma(v2.w, v2.w, ss);
+  ss = fma(v3.x, v3.x, ss);
+  ss = fma(v3.y, v3.y, ss);
+  ss = fma(v3.z, v3.z, ss);
+  ss = fma(v3.w, v3.w, ss);
+  return ss;
 }

@@ -86,6 +86,8 @@ foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
     kvtrie_shader(${_build}_store_${_name} matvec_q8.comp WTYPE=${_id} ${_dot})
     kvtrie_shader(${_build}_norm_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1)
     kvtrie_shader(${_build}_acc_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} ACCUMULATE=1)
+    kvtrie_shader(${_build}_acc_qnorm_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} ACCUMULATE=1 QUANT_OUT=1
+                  NORM_OUT=1)
     kvtrie_shader(${_build}_norm_swiglu_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 SWIGLU=1)
     kvtrie_shader(${_build}_norm_swiglu_qout_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 SWIGLU=1
                   QUANT_OUT=1)

@@ -48,9 +48,12 @@ struct GpuModel::Impl {
   // The residual stream x lacks tmp (a product that did not add itself into x); settled before x is read.
   bool pending_residual = false;
   // matvec_q8's inputs quantized once (kernels::QuantizedX), q_stride values a token: xq the normed
-  // residual stream (with each token's 1 / rms), hq a hidden vector (attention's output, the SwiGLU output
-  // that the gate/up product writes quantized while its own input xq is read).
+  // residual stream (with its groups' sums of squares), hq a hidden vector (attention's output, the SwiGLU
+  // output that the gate/up product writes quantized while its own input xq is read).
   kernels::QuantizedBuffers xq, hq;
+  // The norm whose product xq already holds for the current x: the residual product that wrote x wrote it
+  // (residual_product's next_norm), so the next normed product needs no quantize dispatch. Null otherwise.
+  const DeviceTensor* xq_norm = nullptr;
   vk::Buffer x_f16;  // a product's x as f16, for matmul's tensor-core paths (give_f16_x)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
@@ -329,6 +332,7 @@ struct GpuModel::Impl {
     kernels::MatvecQ8Args a;
     a.product = {w.matrix(), {}, out, T, 0, y_stride};
     a.x = in;
+    a.norm_eps = config.rms_eps;
     return a;
   }
   // Where matvec_q8 finds its inputs quantized: the normed residual stream, and a hidden vector.
@@ -339,28 +343,34 @@ struct GpuModel::Impl {
   // products then need no x work and run in small work groups (kernels/ops/matvec_q8.h).
   kernels::QuantizedX quantize_input(const vk::Buffer& in, uint32_t cols, const DeviceTensor* norm,
                                      uint32_t T) {
+    if (&in == &x && norm != nullptr && norm == xq_norm) return normed_q();  // the product before wrote it
     kernels::QuantizeQ8Args a;
     a.x = in.view();
     a.tokens = T;
     a.cols = cols;
     if (norm != nullptr) a.norm_weight = norm->view();
-    a.norm_eps = config.rms_eps;
     a.out = norm != nullptr ? normed_q() : hidden_q();
+    if (norm != nullptr) xq_norm = nullptr;
     kernels::quantize_q8(*rec, kernels, a);
     return a.out;
   }
 
   // Adds a pending product output into the residual stream.
   void settle_residual(uint32_t T) {
-    if (pending_residual) kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+    if (pending_residual) {
+      kernels::add(*rec, kernels, x.view(), tmp.view(), x.view(), T * config.n_embd);
+      xq_norm = nullptr;
+    }
     pending_residual = false;
   }
   // xn = rms_norm(x) * weight, settling a pending residual in the same dispatch.
   void norm_into_xn(const DeviceTensor& weight, uint32_t T) {
-    if (pending_residual)
+    if (pending_residual) {
       add_rms_norm(x, tmp, weight, xn, T);
-    else
+      xq_norm = nullptr;
+    } else {
       rms_norm(x, weight, xn, T);
+    }
     pending_residual = false;
   }
   // The columns [col, col + w.rows) of out (a token every out_stride floats) = w . rms_norm(x) * norm,
@@ -394,19 +404,43 @@ struct GpuModel::Impl {
     }
   }
   // x += w . in: folded into the product by matvec_q8 (on `quantized` when the product before wrote `in`
-  // quantized, else quantized here), else the product goes to tmp, added later.
+  // quantized, else quantized here), else the product goes to tmp, added later. The decode step's product
+  // also writes the new x quantized and normed by next_norm (the norm of the product after it, when that
+  // one takes matvec_q8) into xq: a quantize dispatch and a barrier level fewer (64 a step in llama3-8b).
   void residual_product(const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
-                        const std::optional<kernels::QuantizedX>& quantized = std::nullopt) {
+                        const std::optional<kernels::QuantizedX>& quantized, const DeviceTensor* next_norm) {
+    xq_norm = nullptr;
     if (q8(w, T)) {
       kernels::MatvecQ8Args a =
           q8_args(w, quantized ? *quantized : quantize_input(in, w.cols, nullptr, T), x.view(), T);
       a.accumulate = true;
+      if (T == 1 && next_norm != nullptr && w.rows % 16 == 0) {
+        a.quantized_out = normed_q();
+        a.out_norm = next_norm->view();
+        xq_norm = next_norm;
+      }
       kernels::matvec_q8(*rec, kernels, a);
       return;
     }
     settle_residual(T);
     matmul(w, in, tmp, T);
     pending_residual = true;
+  }
+  // The norm before the products that read x next, when they take matvec_q8 (residual_product's
+  // next_norm): the FFN's after attention, the next layer's attention's (or the output norm's) after it.
+  const DeviceTensor* ffn_norm_if_q8(const DeviceLayer& w, uint32_t T) const {
+    const DeviceTensor& first = w.w_gate_up.buffer.valid() ? w.w_gate_up : w.w_gate;
+    return q8(first, T) && (w.w_gate_up.buffer.valid() || q8(w.w_up, T)) ? &w.ffn_norm : nullptr;
+  }
+  const DeviceTensor* norm_after_layer_if_q8(uint32_t l, uint32_t T) const {
+    if (l + 1 == config.n_layers) {
+      const DeviceTensor& out = weights.logits_matrix();
+      return T == 1 && q8(out, 1) ? &weights.output_norm : nullptr;
+    }
+    const DeviceLayer& n = weights.layers[l + 1];
+    const bool joined = n.wqkv.buffer.valid();
+    const bool all_q8 = joined ? q8(n.wqkv, T) : q8(n.wq, T) && q8(n.wk, T) && q8(n.wv, T);
+    return all_q8 ? &n.attn_norm : nullptr;
   }
 
   // What comes between the Q/K/V products and attention when the product does not do it: biases, head
@@ -503,10 +537,10 @@ struct GpuModel::Impl {
     // The o projection's input quantized by attention's combine pass (no dispatch of its own).
     if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
     kernels::attention(*rec, kernels, at);
-    residual_product(w.wo, attn, T, at.quantized_out);
+    residual_product(w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T));
   }
 
-  void ffn_block(const DeviceLayer& w, uint32_t T) {
+  void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
     const uint32_t n_ff = config.n_ff;
     if (w.w_gate_up.buffer.valid() && q8(w.w_gate_up, T)) {
       // One product: gate and up rows of norm(x), combined by SwiGLU as they are stored.
@@ -519,14 +553,14 @@ struct GpuModel::Impl {
       // own); batches quantize it apart, so that this product runs a row a lane (matvec_q8_shape).
       if (T == 1 && q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
       kernels::matvec_q8(*rec, kernels, a);
-      residual_product(w.w_down, gate, T, a.quantized_out);
+      residual_product(w.w_down, gate, T, a.quantized_out, norm_after_layer_if_q8(l, T));
       return;
     }
     if (w.w_gate_up.buffer.valid() && T > 1) {
       // Batches: one product of [gate; up] (one norm, one f16 conversion of x, one dispatch), then SwiGLU.
       normed_products(w.ffn_norm, {{&w.w_gate_up, 0}}, gate, 2 * n_ff, T);
       kernels::swiglu_joined(*rec, kernels, gate.view(0, uint64_t{T} * 2 * n_ff * 4), up.view(), T, n_ff);
-      residual_product(w.w_down, up, T);
+      residual_product(w.w_down, up, T, std::nullopt, norm_after_layer_if_q8(l, T));
       return;
     }
     normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
@@ -539,18 +573,28 @@ struct GpuModel::Impl {
       return;
     }
     kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * n_ff);
-    residual_product(w.w_down, gate, T);
+    residual_product(w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T));
   }
 
   void record(uint32_t T, uint32_t L, uint32_t max_position) {
     rec->begin();
     pending_residual = false;
+    xq_norm = nullptr;
     embed(ids, weights.token_embd, x, T);
     for (uint32_t l = 0; l < config.n_layers; ++l) {
       attention_block(weights.layers[l], l, T, max_position);
-      ffn_block(weights.layers[l], T);
+      ffn_block(weights.layers[l], l, T);
     }
     settle_residual(T);
+    const DeviceTensor& out = weights.logits_matrix();
+    if (T == 1 && L == 1 && xq_norm == &weights.output_norm) {
+      // The decode step's last product wrote x normed and quantized for the output matrix.
+      kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits_device.view(), 1);
+      a.norm = true;
+      kernels::matvec_q8(*rec, kernels, a);
+      read_logits(L);
+      return;
+    }
     // Only the rows that are sampled go through the final norm and the output matrix.
     kernels::GetRowsArgs gather;
     gather.table = x.view();
@@ -562,7 +606,6 @@ struct GpuModel::Impl {
     gather.out = rows_x.view();
     gather.n_tokens = L;
     kernels::get_rows(*rec, kernels, gather);
-    const DeviceTensor& out = weights.logits_matrix();
     if (q8(out, L)) {
       kernels::MatvecQ8Args a = q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L),
                                         logits_device.view(), L);
@@ -572,6 +615,10 @@ struct GpuModel::Impl {
       rms_norm(rows_x, weights.output_norm, rows_xn, L);
       matmul(out, rows_xn, logits_device, L);
     }
+    read_logits(L);
+  }
+  // The step's L logits rows to the host, and the recording's end.
+  void read_logits(uint32_t L) {
     rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
               logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
     rec->end();

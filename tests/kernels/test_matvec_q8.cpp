@@ -1,8 +1,9 @@
 // matvec_q8 against a plain C++ reference for every weight type it takes and every fold (norm, residual
 // accumulate, SwiGLU), on random inputs with row counts that do not fill a work group, row lengths that
 // give one, several and fractional units per thread, and token counts around the batch size; plus the
-// batch-invariance contract (a token alone and in a batch give bit-identical results) and the SwiGLU
-// product's quantized output. x is quantized by quantize_q8 first, as the engine runs the products.
+// batch-invariance contract (a token alone and in a batch give bit-identical results) and the quantized
+// outputs of the SwiGLU product and of the residual add normed for the next product. x is quantized by
+// quantize_q8 first, as the engine runs the products.
 //
 // Weights are uploaded in their file layout and converted on the device (repack_to_device_format), as the
 // engine does. Two references:
@@ -122,14 +123,14 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     a.tokens = tokens;
     a.cols = cols;
     a.norm_weight = norm;
-    a.norm_eps = kEps;
     a.out = q;
     quantize_q8(rec, k, a);
   }
 
   // Runs matvec_q8 with `fold` for `tokens` vectors, x quantized first by quantize_q8 (as the engine runs
-  // it); y starts as y0 (read by Accumulate). With `quantized_out` (NormSwiglu) the product also writes its
-  // output quantized, which must equal quantize_q8 of the y it wrote, bit for bit.
+  // it); y starts as y0 (read by Accumulate). With `quantized_out` the product also writes its output
+  // quantized (NormSwiglu), or normed by a random next norm's weight (Accumulate), which must equal
+  // quantize_q8 (with that norm) of the y it wrote, bit for bit, sums of squares included.
   std::vector<float> run(const vk::Buffer& w, TensorType format, uint32_t w_rows, uint32_t cols, Fold fold,
                          const std::vector<float>& x, const std::vector<float>& norm,
                          const std::vector<float>& y0, uint32_t tokens, bool quantized_out = false) {
@@ -137,9 +138,13 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), yb = device_buffer(y0);
     const vk::Device& dev = context().device();
     const uint32_t out_rows = fold == Fold::NormSwiglu ? w_rows / 2 : w_rows;
-    const QuantizedBuffers in(dev, tokens, cols, true), out(dev, tokens, out_rows, false),
-        requantized(dev, tokens, out_rows, false);
     const bool norm_fold = fold == Fold::Norm || fold == Fold::NormSwiglu;
+    const bool normed_out = quantized_out && fold == Fold::Accumulate;
+    const QuantizedBuffers in(dev, tokens, cols, true), out(dev, tokens, out_rows, normed_out),
+        requantized(dev, tokens, out_rows, normed_out);
+    const vk::Buffer out_norm = device_buffer(random_floats(out_rows, 0.5f, 1.5f));
+    const vk::BufferView out_norm_view =
+        normed_out ? out_norm.view(0, uint64_t{out_rows} * 4) : vk::BufferView{};
     vk::CommandRecorder rec(context());
     rec.begin();
     quantize(rec, k, xb, tokens, cols, norm_fold ? nb.view(0, uint64_t{cols} * 4) : vk::BufferView{},
@@ -148,11 +153,13 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     a.product = {{w.view(0, row_bytes(format, cols) * w_rows), format, w_rows, cols}, {}, yb.view(), tokens};
     a.x = in.view();
     a.norm = norm_fold;
+    a.norm_eps = kEps;
     a.accumulate = fold == Fold::Accumulate;
     a.swiglu = fold == Fold::NormSwiglu;
     if (quantized_out) a.quantized_out = out.view();
+    a.out_norm = out_norm_view;
     matvec_q8(rec, k, a);
-    if (quantized_out) quantize(rec, k, yb, tokens, out_rows, {}, requantized.view());
+    if (quantized_out) quantize(rec, k, yb, tokens, out_rows, out_norm_view, requantized.view());
     rec.end();
     rec.submit_and_wait();
     if (quantized_out) {
@@ -163,6 +170,11 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
       EXPECT_EQ(read_back<uint32_t>(out.scales, groups * 2),
                 read_back<uint32_t>(requantized.scales, groups * 2))
           << "quantized output scales differ from quantize_q8 of the output";
+      if (normed_out) {
+        EXPECT_EQ(read_back<uint32_t>(out.sum_squares, groups),
+                  read_back<uint32_t>(requantized.sum_squares, groups))
+            << "sums of squares differ from quantize_q8's";
+      }
     }
     return read_back<float>(yb, y0.size());
   }
@@ -243,6 +255,14 @@ TEST_P(MatvecQ8Test, EveryFoldMatchesReference) {
 TEST_P(MatvecQ8Test, SwigluQuantizedOutputEqualsQuantizingTheOutput) {
   const TensorType type = GetParam();
   for (uint32_t tokens : {1u, 11u}) check(type, 48, test_cols(type).back(), Fold::NormSwiglu, tokens, true);
+}
+
+// A residual product writes the new residual stream quantized and normed for the next normed product (the
+// decode step's o and down projections): equal to quantize_q8 of it with the next norm, bit for bit, alone
+// and in batches, with y itself still matching the references.
+TEST_P(MatvecQ8Test, ResidualQuantizedOutputEqualsQuantizingTheNormedOutput) {
+  const TensorType type = GetParam();
+  for (uint32_t tokens : {1u, 11u}) check(type, 48, test_cols(type).back(), Fold::Accumulate, tokens, true);
 }
 
 TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
