@@ -53,6 +53,11 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t 
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 
+MatvecQ8Shape matvec_q8_residual_out_shape(const vk::Device& device) {
+  const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
+  return {16 * sg, sg, kMatvecQ8RowsOne};
+}
+
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
                         const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
                         uint32_t tokens_per_group) {
@@ -184,10 +189,19 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const uint32_t group = one                                                 ? 1
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
-  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.rows, group, args.swiglu, qout);
-  // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 (kMatvecQ8Rows: none).
+  // One token's residual product with a normed output takes 16 lanes of a row where the device allows.
+  const uint32_t lanes16_wg = matvec_q8_residual_out_shape(k.device()).workgroup;
+  const bool lanes16 = one && qout && args.accumulate &&
+                       lanes16_wg <= k.device().info().max_workgroup_size_x &&
+                       lanes16_wg <= k.device().info().max_workgroup_invocations;
+  const MatvecQ8Shape shape = lanes16 ? matvec_q8_residual_out_shape(k.device())
+                                      : matvec_q8_shape(k.device(), w.rows, group, args.swiglu, qout);
+  // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none).
   const uint32_t rows = shape.rows_per_lane;
-  const char* rows_suffix = rows == kMatvecQ8RowsOne ? "r1" : rows == kMatvecQ8RowsPair ? "r2" : "";
+  const char* rows_suffix = lanes16                     ? "l16"
+                            : rows == kMatvecQ8RowsOne  ? "r1"
+                            : rows == kMatvecQ8RowsPair ? "r2"
+                                                        : "";
   char op[32];
   const int op_len =
       std::snprintf(op, sizeof op, "%s_t%u%s", int_dot ? "matvec_q8i" : "matvec_q8", group, rows_suffix);

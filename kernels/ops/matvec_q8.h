@@ -90,6 +90,11 @@ struct MatvecQ8Shape {
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group,
                               bool swiglu = false, bool quantized_out = false);
+// The shape of the decode step's residual product that writes its output normed for the next product
+// (accumulate with quantized_out): 16 lanes of one row a work group, so that it makes whole groups of 16
+// outputs as fast as the plain residual product (sweep-matvec --mode acc_qnorm on an H100, llama3-8b Q4_0:
+// o 9.0 us and down 19.0 against 8.3 and 18.1 without the output; 4 lanes of 4 rows took 14.1 and 37.2).
+MatvecQ8Shape matvec_q8_residual_out_shape(const vk::Device& device);
 // The rows per lane of the registered builds.
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 

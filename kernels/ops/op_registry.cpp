@@ -46,6 +46,12 @@ vk::SpecConstants spec_matvec_q8(const vk::Device& d, uint32_t rows_per_lane, ui
   const uint32_t wg = matvec_workgroup_size(d);
   return {wg, rows_per_lane, tokens, wg / std::max(d.subgroup_size(), 1u)};
 }
+// The decode step's residual product with its output normed for the next product (acc_qnorm): 16 lanes of
+// one row, so that a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8.h).
+vk::SpecConstants spec_matvec_q8_lanes16(const vk::Device& d) {
+  const MatvecQ8Shape s = matvec_q8_residual_out_shape(d);
+  return {s.workgroup, s.rows_per_lane, 1, s.workgroup / std::max(d.subgroup_size(), 1u)};
+}
 // One registered build: rows per lane and tokens per work group.
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_matvec_q8_build(const vk::Device& d) {
@@ -119,6 +125,10 @@ std::span<const std::string_view> matvec_q8_variants() {
       matvec_q8_builds({"store", "norm", "acc", "acc_qnorm", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"});
   return views;
 }
+std::span<const std::string_view> matvec_q8_residual_out_variants() {
+  static const std::vector<std::string_view> views = matvec_q8_builds({"acc_qnorm"});
+  return views;
+}
 std::span<const std::string_view> matvec_q8_swiglu_variants() {
   static const std::vector<std::string_view> views = matvec_q8_builds({"norm_swiglu"});
   return views;
@@ -158,6 +168,8 @@ const OpRegistration kOps[] = {
      "matvec_q8", true},
     {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 1>, matvec_q8_portable,
      "matvec_q8", true},
+    {"matvec_q8_t1l16", matvec_q8_residual_out_variants(), spec_matvec_q8_lanes16, matvec_q8_portable,
+     "matvec_q8", true},
     {"matvec_q8_t8", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 8>, matvec_q8_portable,
      "matvec_q8", true},
     {"matvec_q8_t4r1", matvec_q8_swiglu_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 4>,
@@ -171,6 +183,8 @@ const OpRegistration kOps[] = {
     {"matvec_q8i_t1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 1>, matvec_q8_int_dot,
      "matvec_q8i", true},
     {"matvec_q8i_t1r1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 1>, matvec_q8_int_dot,
+     "matvec_q8i", true},
+    {"matvec_q8i_t1l16", matvec_q8_residual_out_variants(), spec_matvec_q8_lanes16, matvec_q8_int_dot,
      "matvec_q8i", true},
     {"matvec_q8i_t8", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 8>, matvec_q8_int_dot,
      "matvec_q8i", true},
