@@ -213,6 +213,7 @@ bool DiskPageStore::store(PageHash hash, std::span<const TokenId> tokens, std::s
 DiskLoadStatus DiskPageStore::load(PageHash hash, std::span<const TokenId> tokens, std::span<std::byte> out) {
   KVTRIE_CHECK(tokens.size() == config_.page_tokens && out.size() == config_.page_bytes,
                "disk tier load of a page of the wrong shape");
+  if (config_.read_delay.count() > 0) std::this_thread::sleep_for(config_.read_delay);
   const Key key{config_.fingerprint, hash};
   {
     std::lock_guard lock(mutex_);

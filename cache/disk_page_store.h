@@ -29,6 +29,7 @@
 // joins the worker.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +59,8 @@ struct DiskPageStoreConfig {
   std::size_t page_bytes = 0;
   std::size_t max_queued_bytes = std::size_t{256} << 20;  // pages waiting for the writer
   std::uint32_t reader_threads = 8;                       // page reads in flight in load_run() (>= 1)
+  std::chrono::milliseconds read_delay{
+      0};  // latency injection (tests): every page read first waits this long
 };
 
 // One page for load_run(): its hash and tokens, and the memory it is read into (page_bytes).

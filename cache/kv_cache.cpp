@@ -38,6 +38,12 @@ KvCache::KvCache(const KvCacheConfig& config, PageCopier& copier)
       trie_(device_, host_, config.page_tokens) {}
 
 KvCache::~KvCache() {
+  // Background disk reads write into host pages whose memory the owner frees after us.
+  for (const auto& load : disk_loads_) {
+    load->loaded.wait();
+    for (PageId page : load->pages) host_.release(page);
+  }
+  disk_loads_.clear();
   if (in_flight_.empty()) return;
   // The copier may still be writing pages whose memory its owner frees after us.
   try {
@@ -59,13 +65,17 @@ const KvCache::Sequence& KvCache::sequence(SeqId seq) const {
   return it->second;
 }
 
-AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group) {
+AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group,
+                               DiskRun from_disk) {
   KVTRIE_CHECK(!prompt.empty(), "acquire of an empty prompt");
   const std::uint32_t P = config_.page_tokens;
   // The last prompt token is always computed: its logits are needed to sample.
   const auto usable = prompt.first(prompt.size() - 1);
   // Pages read from disk become a host-only node at the end of the cached prefix: the match ends with them.
-  const std::uint32_t from_disk = disk_ != nullptr ? load_from_disk(ns, usable, group) : 0;
+  // A background read (from_disk) hung its run earlier; what this call reads follows the match as it is.
+  if (disk_ != nullptr) {
+    if (const DiskRun read_now = load_from_disk(ns, usable, group); read_now.tokens > 0) from_disk = read_now;
+  }
   const MatchResult match = trie_.match(ns, usable);
   Sequence s;
   s.ns = ns;
@@ -124,8 +134,10 @@ AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, 
   AcquireResult result;
   result.cached_tokens = reuse;
   result.device_hit_tokens = promoted ? std::min(reuse, match.device_tokens) : reuse;
-  const std::uint32_t disk_start = match.matched_tokens - from_disk;
-  result.disk_hit_tokens = reuse > disk_start ? std::min(reuse, match.matched_tokens) - disk_start : 0;
+  // Disk hits: the reused tokens of the run read from disk that were still host pages here.
+  const std::uint32_t disk_end = std::min(reuse, from_disk.start + from_disk.tokens);
+  result.disk_hit_tokens = disk_end > from_disk.start ? disk_end - from_disk.start : 0;
+  result.disk_hit_tokens = std::min(result.disk_hit_tokens, reuse - result.device_hit_tokens);
   result.host_hit_tokens = reuse - result.device_hit_tokens - result.disk_hit_tokens;
   result.copied_on_write = cow;
   stats_.hit_tokens_device += result.device_hit_tokens;
@@ -387,6 +399,8 @@ void KvCache::check_invariants() const {
   for (const Sequence& s : retired_)
     for (PageId page : s.pages) ++device_refs[page];
   for (PageId page : copy_sources_) ++device_refs[page];
+  for (const auto& load : disk_loads_)
+    for (PageId page : load->pages) ++host_refs[page];
   KVTRIE_CHECK(!in_flight_.empty() || copy_sources_.empty(), "a copy source is held with no copy in flight");
   KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(),
                "a retired sequence outlived the copies it waited for");

@@ -40,7 +40,10 @@
 // cached prefix there, page by page in hash order, reads the ones it finds into fresh host pages (through
 // HostPageMemory, several reads in flight on the disk tier's readers while this thread waits; the run ends
 // at the first page that fails to load, and the pages past it are given back) and hangs them in the trie as a
-// host-only node, which the usual promotion then copies to the device. persist_to_disk() moves every unpinned
+// host-only node, which the usual promotion then copies to the device. The scheduler reads them in the
+// background instead (start_disk_load): the same pages, read on a thread of their own while the owner thread
+// runs steps, hung in the trie by poll_disk_loads(); acquire() then finds them as host pages and is told the
+// run was read from disk. persist_to_disk() moves every unpinned
 // cached page there (shutdown). Events name the disk tier as Tier::Disk: a page is Stored there when the host
 // tier's drop hands it to the disk (whether written now or found there), and Removed when the disk tier
 // reports it gone (evicted, refused, dropped, the tier turned off), at the next spill, disk lookup or
@@ -48,8 +51,12 @@
 // model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an attached event
 // sink and an attached disk tier must outlive the KvCache.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -89,18 +96,29 @@ struct AcquireResult {
   bool copied_on_write = false;         // the last reused page was copied into a private page
 };
 
+// A run of a prompt's pages read from the disk tier into the host tier: its first position and its tokens.
+struct DiskRun {
+  std::uint32_t start = 0, tokens = 0;
+};
+using DiskLoadId = std::uint64_t;
+struct DiskLoadDone {
+  DiskLoadId id = 0;
+  DiskRun run;  // tokens 0: nothing was hung (a read failed at once, or the pages were cached meanwhile)
+};
+
 enum class ReserveStatus {
   Ok,
   NoRoom,  // every device page is pinned or reserved by running sequences: preempt one and retry
 };
 
 struct KvCacheStats {
-  std::uint64_t hit_tokens_device = 0;   // prompt tokens reused from device pages
-  std::uint64_t hit_tokens_host = 0;     // prompt tokens reused from host pages (promoted)
-  std::uint64_t hit_tokens_disk = 0;     // prompt tokens reused from disk pages (read, then promoted)
-  std::uint64_t disk_loaded_pages = 0;   // pages read from the disk tier into host pages
-  std::uint64_t disk_spilled_pages = 0;  // pages the host tier dropped that the disk tier took
-  std::uint64_t miss_tokens = 0;         // prompt tokens that had to be computed
+  std::uint64_t hit_tokens_device = 0;     // prompt tokens reused from device pages
+  std::uint64_t hit_tokens_host = 0;       // prompt tokens reused from host pages (promoted)
+  std::uint64_t hit_tokens_disk = 0;       // prompt tokens reused from disk pages (read, then promoted)
+  std::uint64_t disk_loaded_pages = 0;     // pages read from the disk tier into host pages
+  std::uint64_t disk_spilled_pages = 0;    // pages the host tier dropped that the disk tier took
+  std::uint64_t disk_loads_discarded = 0;  // background reads whose pages were cached meanwhile
+  std::uint64_t miss_tokens = 0;           // prompt tokens that had to be computed
   std::uint64_t promoted_pages = 0;
   std::uint64_t demoted_pages = 0;
   std::uint64_t evicted_device_pages = 0;  // dropped from device without a host copy
@@ -129,8 +147,22 @@ class KvCache {
 
   // Starts a sequence for prompt (non-empty) in namespace ns, owned by `group` (0: none; a namespace always
   // has the same group). Never fails: when promotion or the copy-on-write page finds no room it reuses less.
-  // Queues copies: read its pages once ready() (or sync()).
-  AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group = 0);
+  // Queues copies: read its pages once ready() (or sync()). `from_disk`: the run a background read of this
+  // prompt hung (poll_disk_loads), which is reported as disk hits rather than host hits.
+  AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group = 0,
+                        DiskRun from_disk = {});
+  // Starts reading the prompt's pages past its cached prefix that the disk tier holds into fresh host pages,
+  // in the background (a thread of its own; the prefix they hang from is pinned meanwhile). nullopt: nothing
+  // to read. Returns at once; poll_disk_loads() finishes it.
+  std::optional<DiskLoadId> start_disk_load(NamespaceId ns, std::span<const TokenId> prompt,
+                                            GroupId group = 0);
+  // Finishes the background reads that are done (with wait, all of them): each run is hung in the trie as a
+  // host-only node, as acquire()'s own read would, unless a sequence cached those pages meanwhile (then the
+  // read is given back). Cheap when none is done; call it before every step.
+  std::vector<DiskLoadDone> poll_disk_loads(bool wait = false);
+  // Waits until a background read is done or `timeout` passes (for an owner with nothing else to do).
+  void wait_for_disk_load(std::chrono::milliseconds timeout);
+  std::size_t disk_loads_in_flight() const { return disk_loads_.size(); }
   // Grows the sequence's page table to cover positions [0, total_tokens). NoRoom leaves it unchanged.
   [[nodiscard]] ReserveStatus reserve(SeqId seq, std::uint32_t total_tokens);
   // Declares that the KV of `tokens` (following the sequence's committed tokens) is written; caches the
@@ -214,9 +246,25 @@ class KvCache {
   void spill_to_disk(const TrieNode* node);
   // Publishes Removed events for the published disk pages the disk tier reports gone.
   void publish_disk_removals();
+  // A run of disk pages being read into host pages: the prefix it hangs from (pinned), its tokens (owned:
+  // the reads point into them), the host pages (one reference each until hung or given back).
+  struct DiskLoad {
+    DiskLoadId id = 0;
+    Lease at;
+    std::uint32_t start = 0;
+    std::vector<TokenId> tokens;
+    std::vector<PageHash> hashes;
+    std::vector<PageId> pages;
+    std::vector<DiskPageRead> reads;
+    std::future<std::size_t> loaded;  // pages read, from the first (background reads)
+  };
+  // The run of usable past its cached prefix that the disk tier holds, in fresh host pages (nullptr: none).
+  std::unique_ptr<DiskLoad> prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
+  // Hangs the first `loaded` pages of the run in the trie and gives the rest back; returns the tokens hung.
+  std::uint32_t finish_disk_load(DiskLoad& load, std::size_t loaded);
   // Reads the pages of usable past its cached prefix that the disk tier holds into the host tier (a
-  // host-only node below that prefix); returns the tokens read.
-  std::uint32_t load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
+  // host-only node below that prefix), on this thread; returns the run read.
+  DiskRun load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
   void queue(std::vector<PageCopy> copies);
   void wait_for_copies();
   void retire_copies();  // every queued copy is complete: finish promotions, free retired sequences
@@ -237,7 +285,9 @@ class KvCache {
   CopyTicket last_ticket_ = 0;                             // of the last batch queued
   std::vector<Sequence> retired_;     // released while copies were in flight; freed after the wait
   std::vector<PageId> copy_sources_;  // a reference on each copy-on-write source until its copy completes
+  std::vector<std::unique_ptr<DiskLoad>> disk_loads_;  // background reads (after the trie: leases first)
   std::uint64_t next_seq_ = 1;
+  DiskLoadId next_disk_load_ = 1;
   KvCacheStats stats_;
 };
 

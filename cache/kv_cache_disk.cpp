@@ -1,5 +1,7 @@
 // The disk tier's part of the KV cache policy (cache/kv_cache.h): what the host tier drops goes to disk, a
 // prompt's pages past the cached prefix come back from it into the host tier, and a shutdown persists all.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -54,13 +56,14 @@ void KvCache::publish_disk_removals() {
   if (sink != nullptr && !event.hashes.empty()) sink->publish(std::move(event));
 }
 
-std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group) {
+std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable,
+                                                              GroupId group) {
   const std::uint32_t P = config_.page_tokens;
-  publish_disk_removals();  // what the writer evicted since, and (below) what a read refuses
-  if (!disk_->enabled()) return 0;
+  publish_disk_removals();  // what the writer evicted since, and (at the finish) what a read refuses
+  if (!disk_->enabled()) return nullptr;
   const std::uint32_t start = trie_.match(ns, usable).matched_tokens / P * P;
   const auto full_pages = static_cast<std::uint32_t>(usable.size() / P);
-  if (start / P >= full_pages || host_.capacity() == 0) return 0;
+  if (start / P >= full_pages || host_.capacity() == 0) return nullptr;
   // The chain up to the cached prefix (cheap: XXH3 over 4 bytes a token), then the pages the disk holds.
   PageHash hash = namespace_page_seed(ns);
   for (std::uint32_t i = 0; i < start / P; ++i) hash = chain_page_hash(hash, usable.subspan(i * P, P));
@@ -70,45 +73,120 @@ std::uint32_t KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> u
     if (!disk_->contains(hash)) break;
     wanted.push_back(hash);
   }
-  if (wanted.empty()) return 0;
+  if (wanted.empty()) return nullptr;
+  auto load = std::make_unique<DiskLoad>();
   // Pin the prefix the pages hang from, so making host room cannot drop it.
-  const Lease at = trie_.pin(ns, usable, start, group);
+  load->at = trie_.pin(ns, usable, start, group);
+  load->start = start;
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(wanted.size(), host_.capacity()));
   make_host_room(n);
   // Fresh pages, so no copy in flight reads or writes them; the disk tier reads the run into them with
   // several reads in flight (the checksums too) and stops at the first page it cannot load.
-  std::vector<PageId> pages;
-  std::vector<DiskPageRead> reads;
-  std::size_t loaded = 0;
   try {
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::optional<PageId> page = host_.allocate();
       if (!page) break;
-      pages.push_back(*page);
-      reads.push_back({wanted[i], usable.subspan(start + i * P, P), host_memory_->write_host_page(*page)});
+      load->pages.push_back(*page);
     }
-    loaded = disk_->load_run(reads);
   } catch (...) {
     // Committing a host chunk failed: the pages hold nothing yet, give them back before throwing.
-    for (PageId page : pages) host_.release(page);
+    for (PageId page : load->pages) host_.release(page);
     throw;
+  }
+  const std::size_t pages = load->pages.size();
+  load->tokens.assign(usable.begin() + start, usable.begin() + start + pages * P);
+  load->hashes.assign(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(pages));
+  for (std::size_t i = 0; i < pages; ++i)
+    load->reads.push_back({load->hashes[i], std::span<const TokenId>(load->tokens).subspan(i * P, P),
+                           host_memory_->write_host_page(load->pages[i])});
+  return load;
+}
+
+std::uint32_t KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
+  const std::uint32_t P = config_.page_tokens;
+  std::vector<PageId>& pages = load.pages;
+  // A sequence may have cached the run's first page below the pinned prefix meanwhile (a background read):
+  // the trie then holds those tokens already, and the read is given back.
+  const bool cached_meanwhile =
+      loaded > 0 && trie_.has_child_page(load.at, std::span<const TokenId>(load.tokens).first(P));
+  if (cached_meanwhile) {
+    loaded = 0;
+    ++stats_.disk_loads_discarded;
   }
   for (std::size_t i = loaded; i < pages.size(); ++i) host_.release(pages[i]);
   pages.resize(loaded);
   for (PageId page : pages) host_memory_->host_page_written(page);
-  if (loaded < reads.size()) publish_disk_removals();
+  if (loaded < load.reads.size()) publish_disk_removals();
   if (pages.empty()) return 0;
   const auto tokens = static_cast<std::uint32_t>(pages.size() * P);
-  const std::vector<PageHash> hashes = trie_.add_host_leaf(at, usable.subspan(start, tokens), pages);
-  KVTRIE_CHECK(std::equal(hashes.begin(), hashes.end(), wanted.begin()), "disk pages under another hash");
-  stats_.disk_loaded_pages += pages.size();
+  const std::vector<PageHash> hashes =
+      trie_.add_host_leaf(load.at, std::span<const TokenId>(load.tokens).first(tokens), pages);
+  pages.clear();  // the trie holds them now
+  KVTRIE_CHECK(std::equal(hashes.begin(), hashes.end(), load.hashes.begin()),
+               "disk pages under another hash");
+  stats_.disk_loaded_pages += hashes.size();
   return tokens;
+}
+
+DiskRun KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group) {
+  const std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, usable, group);
+  if (!load) return {};
+  std::size_t loaded = 0;
+  try {
+    loaded = disk_->load_run(load->reads);
+  } catch (...) {
+    for (PageId page : load->pages) host_.release(page);
+    throw;
+  }
+  return {load->start, finish_disk_load(*load, loaded)};
+}
+
+std::optional<DiskLoadId> KvCache::start_disk_load(NamespaceId ns, std::span<const TokenId> prompt,
+                                                   GroupId group) {
+  if (disk_ == nullptr || prompt.empty()) return std::nullopt;
+  std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, prompt.first(prompt.size() - 1), group);
+  if (!load) return std::nullopt;
+  load->id = next_disk_load_++;
+  // The reads only touch the load's own host pages and tokens, which stay put until it is finished.
+  DiskPageStore* const disk = disk_;
+  const std::span<const DiskPageRead> reads = load->reads;
+  load->loaded = std::async(std::launch::async, [disk, reads] { return disk->load_run(reads); });
+  const DiskLoadId id = load->id;
+  disk_loads_.push_back(std::move(load));
+  return id;
+}
+
+std::vector<DiskLoadDone> KvCache::poll_disk_loads(bool wait) {
+  std::vector<DiskLoadDone> done;
+  for (auto it = disk_loads_.begin(); it != disk_loads_.end();) {
+    DiskLoad& load = **it;
+    if (!wait && load.loaded.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      ++it;
+      continue;
+    }
+    std::size_t loaded = 0;
+    try {
+      loaded = load.loaded.get();  // load_run does not throw; a thread that could not start does
+    } catch (const std::exception& e) {
+      spdlog::warn("kv cache: a background disk read failed: {}", e.what());
+    }
+    done.push_back({load.id, {load.start, finish_disk_load(load, loaded)}});
+    it = disk_loads_.erase(it);
+  }
+  return done;
+}
+
+void KvCache::wait_for_disk_load(std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (const auto& load : disk_loads_)
+    if (load->loaded.wait_until(until) == std::future_status::ready) return;
 }
 
 std::uint32_t KvCache::persist_to_disk() {
   if (disk_ == nullptr) return 0;
   const std::uint64_t before = stats_.disk_spilled_pages;
-  persisting_ = true;  // every page goes to disk: the writer's queue is waited out, not overflowed
+  poll_disk_loads(true);  // background reads first: their pages hang in the trie, then go back to disk
+  persisting_ = true;     // every page goes to disk: the writer's queue is waited out, not overflowed
   wait_for_copies();
   // Device pages reach the disk through the host tier: demote at most a host tier's worth at a time (a
   // larger victim would not fit and be dropped), each batch pushing the previous one on to disk.

@@ -205,6 +205,9 @@ class PrefixTrie {
   // Hangs a host-only leaf holding `tokens` (whole pages) in host_pages (one each; the trie takes over the
   // references allocate() returned) below the leased node, which must end on a page boundary where no child
   // holds the first of those pages. Returns the new leaf's page hashes (chained from the leased node).
+  // Whether a child of the leased node holds `page` (P tokens) as its first page: add_host_leaf() of a run
+  // starting with it would be refused.
+  bool has_child_page(const Lease& at, std::span<const TokenId> page) const;
   std::vector<PageHash> add_host_leaf(const Lease& at, std::span<const TokenId> tokens,
                                       std::span<const PageId> host_pages);
 

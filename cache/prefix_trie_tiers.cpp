@@ -175,6 +175,15 @@ std::vector<FullPage> PrefixTrie::full_pages(const TrieNode* node) const {
   return pages;
 }
 
+bool PrefixTrie::has_child_page(const Lease& at, std::span<const TokenId> page) const {
+  KVTRIE_CHECK(!at.empty() && at.trie_ == this && page.size() == page_tokens_,
+               "has_child_page needs a lease of this trie and one page");
+  for (const auto& child : at.node_->children)
+    if (child->key.size() >= page_tokens_ && std::equal(page.begin(), page.end(), child->key.begin()))
+      return true;
+  return false;
+}
+
 std::vector<PageHash> PrefixTrie::add_host_leaf(const Lease& at, std::span<const TokenId> tokens,
                                                 std::span<const PageId> host_pages) {
   KVTRIE_CHECK(!at.empty() && at.trie_ == this, "add_host_leaf needs a lease of this trie");

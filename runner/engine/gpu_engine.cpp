@@ -37,6 +37,7 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
     DiskPageStoreConfig dc;
     dc.dir = cfg.kv_disk_dir;
     dc.budget_bytes = cfg.kv_disk_bytes;
+    dc.read_delay = cfg.kv_disk_read_delay;
     dc.fingerprint = disk_fingerprint;
     dc.page_tokens = cfg.page_tokens;
     dc.page_bytes = model.kv_layout().page_bytes();

@@ -12,6 +12,7 @@
 // as in engine.h (every public method, any thread). The Context, GgufFile and Tokenizer must outlive the
 // engine.
 #pragma once
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -42,6 +43,7 @@ struct GpuEngineConfig {
   // every cached page is persisted. Empty dir or 0 bytes: none. Needs a host tier (pages pass through it).
   std::filesystem::path kv_disk_dir;
   uint64_t kv_disk_bytes = 0;
+  std::chrono::milliseconds kv_disk_read_delay{0};  // tests: every disk page read first waits this long
   KvEventSink* kv_events =
       nullptr;  // told of every cached page change (--kv-events); must outlive the engine
 };

@@ -48,6 +48,7 @@ void GpuEngine::State::run() {
     RequestQueue::Taken taken = queue.take(wanted, running.empty() && waiting.empty());
     for (auto& request : taken.requests) waiting.push_back(make_job(std::move(request), info.n_ctx));
     for (auto& task : taken.tasks) task();
+    finish_disk_loads();
     admit(taken.cancel_all);
     for (size_t i = running.size(); i-- > 0;)
       if (taken.cancel_all || running[i]->request->channel->cancelled()) end_running(i, StopKind::Cancelled);
@@ -56,7 +57,12 @@ void GpuEngine::State::run() {
       persist_to_disk();
       return;
     }
-    if (running.empty()) continue;
+    if (running.empty()) {
+      // Nothing runs and every waiting request waits for its disk pages: sleep on the reads, not the CPU.
+      if (!waiting.empty() && cache.disk_loads_in_flight() > 0)
+        cache.wait_for_disk_load(std::chrono::milliseconds(5));
+      continue;
+    }
     try {
       if (!build_batch()) {
         // Every running sequence waits for its promotion or copy-on-write copies: nothing else to overlap.
@@ -84,20 +90,33 @@ void GpuEngine::State::update_gauges() {
 
 void GpuEngine::State::admit(bool cancel_all) {
   // The first `free slots` waiting requests are considered, in order; the first one that does not fit holds
-  // back everything behind it (FIFO). Once cancel_all is set every waiting request ends.
-  const size_t considered = cancel_all ? waiting.size() : config.parallel - running.size();
+  // back everything behind it (FIFO). A request whose disk pages are being read takes no slot meanwhile.
+  // Once cancel_all is set every waiting request ends.
+  const size_t slots = cancel_all ? waiting.size() : config.parallel - running.size();
+  size_t considered = 0;
   std::deque<std::unique_ptr<Job>> still_waiting;
   bool blocked = false;
-  for (size_t i = 0; i < waiting.size(); ++i) {
-    std::unique_ptr<Job>& job = waiting[i];
-    if (i < considered && (cancel_all || job->request->channel->cancelled())) {
-      end(*job, StopKind::Cancelled);  // it holds no pages: nothing to wait for
+  for (std::unique_ptr<Job>& job : waiting) {
+    const bool in_window = considered < slots;
+    if (in_window && (cancel_all || job->request->channel->cancelled())) {
+      end(*job, StopKind::Cancelled);  // it holds no pages (a read in flight finishes without it)
       continue;
     }
-    if (i >= considered || blocked) {
+    if (!in_window || blocked) {
       still_waiting.push_back(std::move(job));
       continue;
     }
+    // Its prompt's pages on the disk tier are read in the background first; the requests behind it may
+    // start meanwhile (it holds nothing the reads need from them).
+    if (!job->disk_checked && !job->started()) {
+      job->disk_checked = true;
+      job->disk_load = cache.start_disk_load(job->ns, job->tokens, job->group);
+    }
+    if (job->disk_load) {
+      still_waiting.push_back(std::move(job));
+      continue;
+    }
+    ++considered;
     // Same new prefix as a request still prefilling: wait for it to be cached rather than compute it twice.
     const uint32_t cached = cache.peek(job->ns, job->tokens).matched_tokens;
     const bool share = std::any_of(running.begin(), running.end(), [&](const auto& other) {
@@ -114,6 +133,18 @@ void GpuEngine::State::admit(bool cancel_all) {
     }
   }
   waiting.swap(still_waiting);
+}
+
+void GpuEngine::State::finish_disk_loads() {
+  if (cache.disk_loads_in_flight() == 0) return;
+  for (const DiskLoadDone& done : cache.poll_disk_loads()) {
+    // A request cancelled meanwhile has ended: its pages stay cached for the next one.
+    for (auto& job : waiting)
+      if (job->disk_load == done.id) {
+        job->disk_load.reset();
+        job->disk_run = done.run;
+      }
+  }
 }
 
 bool GpuEngine::State::fits_now(const Job& job) const {
@@ -137,7 +168,8 @@ void GpuEngine::State::start(std::unique_ptr<Job> job) {
   // like a prompt, its sampler continues its random sequence, and its Generation does not emit them again.
   const bool resumed = job->started();
   if (!resumed) job->request->start_output(tokenizer, info.n_ctx);
-  const AcquireResult hit = cache.acquire(job->ns, job->tokens, job->group);
+  const AcquireResult hit = cache.acquire(job->ns, job->tokens, job->group, job->disk_run);
+  job->disk_run = {};
   job->seq = hit.seq;
   job->computed = hit.cached_tokens;
   if (!resumed) job->hit = hit;

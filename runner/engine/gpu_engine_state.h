@@ -33,6 +33,11 @@ struct Job {
   uint32_t computed = 0;          // tokens whose KV is written and committed
   uint32_t step_tokens = 0;       // tokens reserved for this step's batch (0: not in it)
   AcquireResult hit;              // of its first start: what the client is told was cached
+  // The disk tier: its prompt's pages past the cached prefix are read in the background before it starts
+  // (the engine runs other requests meanwhile); disk_run is the run that read hung, for acquire().
+  bool disk_checked = false;
+  std::optional<DiskLoadId> disk_load;
+  DiskRun disk_run;
   Clock::time_point prompt_started{};
   bool started() const { return request->generation != nullptr; }
   bool prefilling() const { return computed < prompt_size; }
@@ -81,6 +86,8 @@ struct GpuEngine::State {
   // Scheduling (gpu_engine_scheduler.cpp), engine thread.
   void run();
   void admit(bool cancel_all);
+  // Hands the background disk reads that are done to their waiting requests.
+  void finish_disk_loads();
   bool fits_now(const Job& job) const;
   void start(std::unique_ptr<Job> job);
   void reserve_step();

@@ -2,9 +2,12 @@
 // directory: a restart) reads its pages back through the host tier and reuses them with the right KV,
 // persist_to_disk() saves what the device holds, pages of another namespace are not found, and a disk tier
 // turned off by a write failure leaves the cache serving, and KV events tell of the pages the disk tier takes
-// and loses (Tier::Disk). Page contents are simulated (simulated_kv.h).
+// and loses (Tier::Disk). The scheduler's background reads (start_disk_load, poll_disk_loads) hang the same
+// pages while the cache serves other prompts, give back a run the trie cached meanwhile, and a cache
+// destroyed with a read in flight waits for it. Page contents are simulated (simulated_kv.h).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -61,14 +64,15 @@ class KvCacheDiskTest : public ::testing::Test {
     disk.page_bytes = kPageBytes;
     disk.budget_bytes = disk_pages * page_file_bytes(kP, kPageBytes);
     if (queued_pages != 0) disk.max_queued_bytes = queued_pages * kPageBytes;
+    disk.read_delay = read_delay_;
     disk_ = std::make_unique<DiskPageStore>(disk);
     cache_ = std::make_unique<KvCache>(
         KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes}, *copier_);
     cache_->attach_disk_tier(*disk_, *copier_);
   }
 
-  AcquireResult request(NamespaceId ns, const std::vector<TokenId>& prompt) {
-    const AcquireResult r = cache_->acquire(ns, prompt);
+  AcquireResult request(NamespaceId ns, const std::vector<TokenId>& prompt, DiskRun from_disk = {}) {
+    const AcquireResult r = cache_->acquire(ns, prompt, 0, from_disk);
     cache_->check_invariants();
     cache_->sync();
     EXPECT_EQ(copier_->wrong_positions(cache_->page_table(r.seq), kv_values(ns, prompt), r.cached_tokens), 0u)
@@ -92,6 +96,7 @@ class KvCacheDiskTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+  std::chrono::milliseconds read_delay_{0};  // for the next make(): every page read waits this long
   std::unique_ptr<SimulatedCopier> copier_;
   std::unique_ptr<DiskPageStore> disk_;
   std::unique_ptr<KvCache> cache_;
@@ -131,6 +136,68 @@ TEST_F(KvCacheDiskTest, ARestartFindsPersistedPagesAndOtherNamespacesDoNot) {
   auto longer = prompt;
   longer.insert(longer.end(), {1, 2, 3, 4, 5});
   EXPECT_EQ(request(1, longer).disk_hit_tokens, 28u);
+}
+
+// The scheduler's path: the pages are read in the background while the cache serves another prompt, hung in
+// the trie by poll_disk_loads(), and the prompt's acquire counts them as disk hits with the right KV.
+TEST_F(KvCacheDiskTest, ABackgroundReadHangsThePagesWhileTheCacheServesAnotherPrompt) {
+  make(16, 8);
+  const auto prompt = range(7, 30);
+  request(1, prompt);
+  cache_->persist_to_disk();
+  read_delay_ = std::chrono::milliseconds(300);
+  make(16, 8);
+  const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt);
+  ASSERT_TRUE(id.has_value());
+  EXPECT_FALSE(cache_->start_disk_load(2, prompt).has_value()) << "another namespace has nothing on disk";
+  // Served while the read is in flight (request() audits the cache, the read's host pages included).
+  EXPECT_EQ(request(3, range(500, 12)).cached_tokens, 0u);
+  EXPECT_EQ(cache_->disk_loads_in_flight(), 1u) << "the read (300 ms a page) ended before the other prompt";
+  EXPECT_TRUE(cache_->poll_disk_loads().empty()) << "a read in flight is not done";
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, *id);
+  EXPECT_EQ(done[0].run.start, 0u);
+  EXPECT_EQ(done[0].run.tokens, 28u);
+  EXPECT_EQ(cache_->disk_loads_in_flight(), 0u);
+  const AcquireResult again = request(1, prompt, done[0].run);
+  EXPECT_EQ(again.cached_tokens, 28u);
+  EXPECT_EQ(again.disk_hit_tokens, 28u);
+  EXPECT_EQ(again.host_hit_tokens, 0u);
+  EXPECT_EQ(cache_->stats().disk_loaded_pages, 7u);
+}
+
+// The prompt starts (and reads its pages itself) before the background read of them is done: that read's
+// pages are given back, not hung twice.
+TEST_F(KvCacheDiskTest, ABackgroundReadOfPagesCachedMeanwhileIsGivenBack) {
+  make(16, 16);
+  const auto prompt = range(7, 30);
+  request(1, prompt);
+  cache_->persist_to_disk();
+  read_delay_ = std::chrono::milliseconds(100);
+  make(16, 16);
+  ASSERT_TRUE(cache_->start_disk_load(1, prompt).has_value());
+  EXPECT_EQ(request(1, prompt).disk_hit_tokens, 28u);
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.tokens, 0u);
+  EXPECT_EQ(cache_->stats().disk_loads_discarded, 1u);
+  EXPECT_EQ(cache_->stats().disk_loaded_pages, 7u);
+}
+
+// Destroying the cache waits for a read in flight (its pages are the host memory's owner's to free after);
+// the next cache over the directory finds every page.
+TEST_F(KvCacheDiskTest, ACacheDestroyedWithABackgroundReadInFlightWaitsForIt) {
+  make(16, 8);
+  const auto prompt = range(7, 30);
+  request(1, prompt);
+  cache_->persist_to_disk();
+  read_delay_ = std::chrono::milliseconds(100);
+  make(16, 8);
+  ASSERT_TRUE(cache_->start_disk_load(1, prompt).has_value());
+  cache_.reset();
+  make(16, 8);
+  EXPECT_EQ(request(1, prompt).disk_hit_tokens, 28u);
 }
 
 // Persisting at shutdown waits out the writer's queue instead of dropping what overflows it (a queue of two

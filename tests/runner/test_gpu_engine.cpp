@@ -5,7 +5,7 @@
 // working set still serves every request through demotion and promotion. Admission control on a tiny device
 // tier: requests whose total need exceeds it all complete with their solo tokens (none cancelled), a
 // preempted request resumes with the tokens of an uninterrupted run, a request larger than the tier is
-// rejected at submit, and the queue is FIFO.
+// rejected at submit, and the queue is FIFO. A disk hit after a restart is read while other requests decode.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -355,6 +355,54 @@ TEST_F(GpuEngineTest, RequestCancelledWhileWaitingToResumeEndsCleanly) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(engine.counters().active, 0u);
   EXPECT_EQ(engine.counters().queued, 0u);
+}
+
+// A disk hit after a restart is read in the background: a request already decoding keeps producing tokens
+// while the pages come in (every page read here takes a second), and the hit's tokens equal a cold run's.
+TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
+  GpuEngineConfig config = tiered(2, 16, 32);
+  config.kv_disk_dir = test::scratch_dir() / "kv-disk";
+  std::filesystem::remove_all(config.kv_disk_dir);
+  config.kv_disk_bytes = 64 << 20;
+  const GenerateRequest long_prompt = greedy(pseudo_random_tokens(100, 512, 320), 4);
+  const Result cold = run(start(config), long_prompt);
+  engine_.reset();  // persists its pages to disk at shutdown
+  config.kv_disk_read_delay = std::chrono::milliseconds(1000);
+  GpuEngine& engine = start(config);
+  auto other = std::get<GenerationStream>(engine.submit(greedy(pseudo_random_tokens(10, 513, 320), 200)));
+  Chunk chunk;
+  size_t other_tokens = 0;
+  while (other_tokens == 0 && other.next(chunk, std::chrono::seconds(60)) == StreamChannel::Poll::Chunk)
+    other_tokens += chunk.tokens.size();
+  ASSERT_GT(other_tokens, 0u) << "the decoding request never started";
+  // What it produced before the hit is submitted is not counted (its stream buffers chunks).
+  while (other.next(chunk, std::chrono::milliseconds(0)) == StreamChannel::Poll::Chunk)
+    other_tokens += chunk.tokens.size();
+  const size_t before = other_tokens;
+  auto hit = std::get<GenerationStream>(engine.submit(long_prompt));
+  Result got;
+  std::optional<GenerationStats> stats;
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  size_t during_read = 0;  // the other request's tokens between the hit's submission and its first token
+  while (got.tokens.empty() && Clock::now() < deadline) {
+    if (other.next(chunk, std::chrono::milliseconds(5)) == StreamChannel::Poll::Chunk)
+      other_tokens += chunk.tokens.size();
+    Chunk first;
+    if (hit.next(first, std::chrono::milliseconds(0)) == StreamChannel::Poll::Chunk) {
+      got.tokens = first.tokens;
+      during_read = other_tokens - before;
+      if (first.final) stats = *first.final;
+    }
+  }
+  ASSERT_FALSE(got.tokens.empty()) << "the disk hit never produced a token";
+  // Read on the engine thread, the step that admits the hit would stall a second: a token or two at most.
+  EXPECT_GE(during_read, 4u) << "the engine stalled while the disk pages were read";
+  const Result rest = collect(hit);
+  got.tokens.insert(got.tokens.end(), rest.tokens.begin(), rest.tokens.end());
+  if (!stats) stats = rest.stats;
+  EXPECT_EQ(got.tokens, cold.tokens);
+  EXPECT_EQ(stats->cached_tokens_disk, 96u) << "6 full pages of the 99 usable prompt tokens";
+  other.cancel();
 }
 
 TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
