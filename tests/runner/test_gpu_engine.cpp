@@ -123,6 +123,9 @@ class GpuEngineTest : public test::VulkanTest {
     c.kv_host_bytes = host_pages * page_bytes;
     return c;
   }
+  // Tiers of 4 and 8 MiB (1,024 and 2,048 pages of this model; every test's working set fits on the device
+  // tier several times over), where the defaults (a quarter of lavapipe's "device" memory) would make the
+  // per-step cache audit of debug and sanitizer builds scan hundreds of thousands of pages.
   static GpuEngineConfig deterministic() {
     GpuEngineConfig c;
     c.n_ctx = 256;
@@ -130,6 +133,8 @@ class GpuEngineTest : public test::VulkanTest {
     c.page_tokens = 16;
     c.max_batch_tokens = 64;
     c.deterministic = true;
+    c.kv_device_bytes = uint64_t{4} << 20;
+    c.kv_host_bytes = uint64_t{8} << 20;
     return c;
   }
 
