@@ -15,7 +15,7 @@
 #include <tuple>
 #include <utility>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "base/error.h"
 #include "cache/kv_cache.h"
 #include "cache/page_hash.h"
-#include "kernels/error.h"
 
 namespace kvtrie {
 

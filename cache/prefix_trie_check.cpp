@@ -3,9 +3,9 @@
 #include <string>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "cache/page_hash.h"
 #include "cache/prefix_trie.h"
-#include "kernels/error.h"
 
 namespace kvtrie {
 namespace {

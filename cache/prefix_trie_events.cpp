@@ -3,9 +3,9 @@
 // leaves a tier.
 #include <string>
 
+#include "base/error.h"
 #include "cache/page_hash.h"
 #include "cache/prefix_trie.h"
-#include "kernels/error.h"
 
 namespace kvtrie {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "base/error.h"
 #include "cache/prefix_trie.h"
-#include "kernels/error.h"
 
 namespace kvtrie {
 namespace {

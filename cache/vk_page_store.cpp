@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/vk/device.h"
 
 namespace kvtrie {

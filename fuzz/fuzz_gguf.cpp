@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/error.h"
 #include "fuzz/fuzz_support.h"
-#include "kernels/error.h"
 #include "runner/model/model_config.h"
 
 namespace {

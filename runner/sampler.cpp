@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 

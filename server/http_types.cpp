@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie::server {
 

@@ -7,7 +7,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "server/kv_event_encoding.h"
 
 namespace kvtrie::server {

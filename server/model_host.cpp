@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/engine/gpu_engine.h"
 #include "runner/engine/reference_engine.h"
 #include "server/http_types.h"

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/perf/benches.h"
-#include "kernels/error.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/ops.h"

@@ -3,9 +3,9 @@
 // device-local to device-local copy as the device's memory-bandwidth probe.
 #include <algorithm>
 
+#include "base/error.h"
 #include "bench/perf/benches.h"
 #include "cache/vk_page_store.h"
-#include "kernels/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/ops.h"
 #include "kernels/vk/buffer.h"

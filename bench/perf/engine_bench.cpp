@@ -8,8 +8,8 @@
 #include <optional>
 #include <thread>
 
+#include "base/error.h"
 #include "bench/perf/benches.h"
-#include "kernels/error.h"
 #include "kernels/vk/context.h"
 #include "runner/engine/gpu_engine.h"
 #include "runner/model/gguf_file.h"

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/perf/benches.h"
 #include "cache/vk_page_store.h"
-#include "kernels/error.h"
 #include "kernels/vk/context.h"
 #include "runner/engine/gpu_engine.h"
 #include "runner/engine/gpu_model.h"

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/perf/benches.h"
-#include "kernels/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"

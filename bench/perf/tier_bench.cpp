@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/perf/benches.h"
 #include "cache/disk_page_store.h"
 #include "cache/kv_cache.h"
 #include "cache/page_hash.h"
 #include "cache/vk_page_store.h"
-#include "kernels/error.h"
 #include "kernels/vk/context.h"
 
 namespace kvtrie::bench {

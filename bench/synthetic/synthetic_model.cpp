@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/quantization.h"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/tensor_type.h"
+#include "base/tensor_type.h"
 #include "runner/model/gguf_writer.h"
 
 namespace kvtrie::synth {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/matmul.h"
 
 namespace kvtrie::kernels {

@@ -1,7 +1,7 @@
 // swiglu, add, add_bias (one invocation per value) and read_probe: a few lines each.
 #include <cstdint>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
 

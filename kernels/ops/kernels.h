@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/tensor_type.h"
+#include "base/tensor_type.h"
 #include "kernels/vk/context.h"
 #include "kernels/vk/pipeline.h"
 

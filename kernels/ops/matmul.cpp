@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/tensor_type.h"
 #include "kernels/ops/kernels.h"
-#include "kernels/tensor_type.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
 

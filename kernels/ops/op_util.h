@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/device.h"
 

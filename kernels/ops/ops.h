@@ -5,9 +5,9 @@
 #pragma once
 #include <cstdint>
 
+#include "base/tensor_type.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/kv_layout.h"
-#include "kernels/tensor_type.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 

@@ -1,6 +1,6 @@
 #include "kernels/ops/weight_format.h"
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
 

@@ -10,8 +10,8 @@
 #pragma once
 #include <cstdint>
 
+#include "base/tensor_type.h"
 #include "kernels/ops/kernels.h"
-#include "kernels/tensor_type.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 

@@ -13,7 +13,7 @@ kvtrie_shader(kv_write_f16 kv_write.comp)
 kvtrie_shader(kv_write_rope_f16 kv_write.comp ROPE=1)
 kvtrie_shader(kv_write_rope_qkv_f16 kv_write.comp ROPE=1 QKV=1)
 # get_rows, matvec, matmul: one variant per weight type; WTYPE is the GGML type id, or a device format's id
-# (kernels/tensor_type.h, matvec_blocks.glsl).
+# (base/tensor_type.h, matvec_blocks.glsl).
 foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:13 q6_k:14 q4_0x8:102 q8_0x8:108
            q6_kx8:114)
   string(REPLACE ":" ";" _p ${_t})

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie::vk {
 namespace {

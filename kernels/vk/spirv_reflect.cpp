@@ -4,7 +4,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie::vk {
 namespace {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/engine/engine.h"
 #include "runner/sampler.h"
 #include "runner/tokenizer/tokenizer.h"

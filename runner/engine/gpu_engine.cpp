@@ -7,7 +7,7 @@
 #include <chrono>
 #include <future>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/engine/admission.h"
 #include "runner/engine/gpu_engine_state.h"
 #include "runner/engine/kv_tier_sizing.h"

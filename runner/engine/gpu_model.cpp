@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <future>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/weight_format.h"
 #include "kernels/vk/command_recorder.h"

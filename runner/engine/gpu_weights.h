@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/tensor_type.h"
 #include "kernels/ops/matmul.h"
-#include "kernels/tensor_type.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/context.h"
 #include "runner/model/model_config.h"

@@ -6,7 +6,7 @@
 #include <list>
 #include <thread>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/engine/generation.h"
 #include "runner/engine/request_queue.h"
 #include "runner/model/gguf_file.h"

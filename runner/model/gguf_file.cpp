@@ -12,7 +12,7 @@
 #include <limits>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 

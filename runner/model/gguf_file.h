@@ -15,7 +15,7 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/tensor_type.h"
+#include "base/tensor_type.h"
 
 namespace kvtrie {
 

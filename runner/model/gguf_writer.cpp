@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 

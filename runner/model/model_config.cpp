@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 

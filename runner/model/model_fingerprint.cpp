@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kvtrie {
 

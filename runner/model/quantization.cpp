@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/quantization_blocks.h"
 
 namespace kvtrie {

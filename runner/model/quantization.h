@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/tensor_type.h"
+#include "base/tensor_type.h"
 
 namespace kvtrie {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/quantization.h"
 #include "runner/reference/reference_ops.h"
 

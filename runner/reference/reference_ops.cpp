@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/quantization.h"
 
 namespace kvtrie::reference {

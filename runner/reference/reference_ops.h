@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/tensor_type.h"
+#include "base/tensor_type.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
 

@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/gguf_file.h"
 #include "runner/tokenizer/utf8.h"
 

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/gguf_file.h"
 
 namespace kvtrie {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <optional>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/gguf_file.h"
 
 namespace kvtrie {

@@ -10,8 +10,8 @@
 #include <iterator>
 #include <memory>
 
+#include "base/error.h"
 #include "bench/synthetic/synthetic_model.h"
-#include "kernels/error.h"
 #include "runner/model/model_config.h"
 #include "runner/model/quantization.h"
 #include "runner/tokenizer/tokenizer.h"

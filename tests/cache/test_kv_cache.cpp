@@ -7,8 +7,8 @@
 #include <numeric>
 #include <string>
 
+#include "base/error.h"
 #include "cache/kv_cache.h"
-#include "kernels/error.h"
 #include "tests/cache/simulated_kv.h"
 
 namespace kvtrie {

@@ -4,8 +4,8 @@
 
 #include <set>
 
+#include "base/error.h"
 #include "cache/page_pool.h"
-#include "kernels/error.h"
 
 namespace kvtrie {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <numeric>
 
+#include "base/error.h"
 #include "cache/prefix_trie.h"
-#include "kernels/error.h"
 
 namespace kvtrie {
 namespace {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "cache/kv_cache.h"
 #include "cache/vk_page_store.h"
-#include "kernels/error.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/memory.h"
 #include "tests/support/vk_fixture.h"

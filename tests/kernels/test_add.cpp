@@ -2,7 +2,7 @@
 // references.
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/ops.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/ops.h"
 #include "kernels/vk/command_recorder.h"

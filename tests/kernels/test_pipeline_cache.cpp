@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matvec_q8.h"
 #include "kernels/ops/ops.h"

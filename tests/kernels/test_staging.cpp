@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/memory.h"
 #include "kernels/vk/staging.h"

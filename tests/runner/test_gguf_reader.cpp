@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/gguf_writer.h"
 #include "tests/support/paths.h"

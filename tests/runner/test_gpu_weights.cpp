@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/synthetic/synthetic_model.h"
-#include "kernels/error.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/device.h"
 #include "kernels/vk/memory.h"

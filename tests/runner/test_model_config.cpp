@@ -2,8 +2,8 @@
 // defaults of optional keys and where the vocabulary size comes from.
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "bench/synthetic/synthetic_model.h"
-#include "kernels/error.h"
 #include "runner/model/model_config.h"
 #include "tests/support/paths.h"
 

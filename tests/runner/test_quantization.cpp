@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/quantization.h"
 
 namespace kvtrie {

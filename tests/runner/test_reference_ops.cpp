@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/quantization.h"
 #include "runner/reference/reference_ops.h"
 

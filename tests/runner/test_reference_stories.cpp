@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/model/gguf_file.h"
 #include "runner/reference/reference_model.h"
 #include "runner/reference/reference_ops.h"

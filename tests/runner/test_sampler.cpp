@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "runner/sampler.h"
 
 namespace kvtrie {

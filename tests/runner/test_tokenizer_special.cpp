@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/runner/test_tokenizer_support.h"
 
 namespace kvtrie {

@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
+#include "base/tensor_type.h"
 #include "kernels/ops/weight_format.h"
-#include "kernels/tensor_type.h"
 #include "runner/model/quantization.h"
 
 namespace kvtrie::test {
