@@ -1,7 +1,9 @@
 // Contract: the one exception type of kvtrie, for broken invariants and driver failures. It carries the
-// source location and the text of the failing check. Expected outcomes (pool full, prompt too long, client
-// gone) are return values, never this. In base/ so that every layer (the tokenizer, the sampler and the GGUF
-// reader included) throws it without depending on the Vulkan library. Header-only; usable from any thread.
+// source location and the text of the failing check; a failed Vulkan call throws the subclass
+// vk::VulkanError (kernels/vk/vk_check.h), which also carries the VkResult. Expected outcomes (pool full,
+// prompt too long, client gone) are return values, never this. In base/ so that every layer (the tokenizer,
+// the sampler and the GGUF reader included) throws it without depending on the Vulkan library. Header-only;
+// usable from any thread.
 #pragma once
 #include <source_location>
 #include <stdexcept>

@@ -45,10 +45,8 @@ Buffer::Buffer(const Device& device, uint64_t size, MemoryKind kind) : device_(d
 std::optional<Buffer> Buffer::try_create(const Device& device, uint64_t size, MemoryKind kind) {
   try {
     return Buffer(device, size, kind);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find("VK_ERROR_OUT_OF_DEVICE_MEMORY") != std::string::npos ||
-        what.find("VK_ERROR_OUT_OF_HOST_MEMORY") != std::string::npos)
+  } catch (const VulkanError& e) {
+    if (e.result() == VK_ERROR_OUT_OF_DEVICE_MEMORY || e.result() == VK_ERROR_OUT_OF_HOST_MEMORY)
       return std::nullopt;
     throw;
   }

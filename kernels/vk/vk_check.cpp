@@ -40,7 +40,7 @@ const char* result_name(VkResult result) {
 void throw_vk_error(VkResult result, const char* call, std::source_location where) {
   const char* name = result_name(result);
   std::string text = name ? name : "VkResult(" + std::to_string(static_cast<int>(result)) + ")";
-  throw Error(text + " from " + call, where);
+  throw VulkanError(result, text + " from " + call, where);
 }
 
 }  // namespace kvtrie::vk

@@ -184,7 +184,8 @@ TEST_F(VkRuntime, InjectedAllocationFailureIsAnExpectedOutcomeWithoutLeaks) {
   try {
     Buffer fails(context().device(), 1024, MemoryKind::HostCached);
     ADD_FAILURE() << "the injected failure did not happen";
-  } catch (const Error& e) {
+  } catch (const VulkanError& e) {
+    EXPECT_EQ(e.result(), VK_ERROR_OUT_OF_DEVICE_MEMORY);
     EXPECT_NE(std::string(e.what()).find("VK_ERROR_OUT_OF_DEVICE_MEMORY"), std::string::npos) << e.what();
   }
 }
@@ -229,8 +230,10 @@ TEST_F(VkRuntime, VkCheckNamesTheResultAndTheCall) {
   try {
     VK_CHECK(VK_ERROR_DEVICE_LOST);
     ADD_FAILURE() << "VK_CHECK did not throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("VK_ERROR_DEVICE_LOST"), std::string::npos) << e.what();
+  } catch (const VulkanError& e) {
+    EXPECT_EQ(e.result(), VK_ERROR_DEVICE_LOST);
+    EXPECT_NE(std::string(e.what()).find("VK_ERROR_DEVICE_LOST from VK_ERROR_DEVICE_LOST"), std::string::npos)
+        << e.what();
   }
   EXPECT_STREQ(result_name(VK_ERROR_OUT_OF_POOL_MEMORY), "VK_ERROR_OUT_OF_POOL_MEMORY");
 }
