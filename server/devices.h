@@ -1,17 +1,12 @@
 // Contract: what the daemon tells about the Vulkan devices, in the formats Ollama parses (SPEC 5):
 // --list-devices lines on stdout ("  Vulkan0: NAME (TOTAL MiB, FREE MiB free)") and, for device discovery,
-// one stderr line per device followed by a line containing "system_info:". Uses the kernels/vk listing when
-// it is built in; enumerating creates and destroys a Vulkan instance. Main thread, before serving.
+// one stderr line per device followed by a line containing "system_info:". The lines come from the runner
+// (engine::list_devices, which creates and destroys a Vulkan instance). Main thread, before serving.
 #pragma once
-#include <string>
-#include <vector>
 
 namespace kvtrie::server {
 
-// One "  VulkanN: NAME (TOTAL MiB, FREE MiB free)" line per device; empty when there is none (or no Vulkan).
-std::vector<std::string> device_lines();
-
-// Prints device_lines() to stdout; returns the process exit code (0, even with no devices).
+// Prints engine::list_devices() to stdout; returns the process exit code (0, even with no devices).
 int list_devices();
 
 // Prints the discovery lines to stderr: one per device ("ggml_vulkan: Vulkan0: NAME (...)") and then

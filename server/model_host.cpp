@@ -3,8 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/error.h"
-#include "runner/engine/gpu_engine.h"
-#include "runner/engine/reference_engine.h"
+#include "runner/engine/make_engine.h"
 #include "server/http_types.h"
 
 namespace kvtrie::server {
@@ -19,16 +18,15 @@ uint64_t mib(uint64_t bytes) {
 // "offloaded N/M layers to GPU" and "<word>: <device> <kind> buffer size = X MiB".
 void log_memory_accounting(const LoadedModel& m) {
   const auto& c = m.config;
-  if (const auto* gpu = dynamic_cast<const engine::GpuEngine*>(m.engine.get())) {
-    const auto& info = m.context->device().info();
-    const engine::GpuEngine::MemoryUse use = gpu->memory_use();
-    spdlog::info("llama_model_load_from_file_impl: using device Vulkan0 ({}) ({}) - {} MiB free", info.name,
-                 info.pci_bus_id.empty() ? "0000:00:00.0" : info.pci_bus_id, mib(info.device_local_free));
+  if (const std::optional<engine::DeviceMemoryUse> use = engine::device_memory_use(*m.engine)) {
+    spdlog::info("llama_model_load_from_file_impl: using device Vulkan0 ({}) ({}) - {} MiB free",
+                 use->device_name, use->pci_bus_id.empty() ? "0000:00:00.0" : use->pci_bus_id,
+                 mib(use->device_local_free));
     spdlog::info("load_tensors: offloaded {}/{} layers to GPU", c.n_layers + 1, c.n_layers + 1);
-    spdlog::info("load_tensors: Vulkan0 model buffer size = {} MiB", mib(use.weights));
-    spdlog::info("kv_cache: Vulkan0 KV buffer size = {} MiB", mib(use.kv_device));
-    spdlog::info("kv_cache: Vulkan_Host KV buffer size = {} MiB", mib(use.kv_host));
-    spdlog::info("context: Vulkan0 compute buffer size = {} MiB", mib(use.compute));
+    spdlog::info("load_tensors: Vulkan0 model buffer size = {} MiB", mib(use->weights));
+    spdlog::info("kv_cache: Vulkan0 KV buffer size = {} MiB", mib(use->kv_device));
+    spdlog::info("kv_cache: Vulkan_Host KV buffer size = {} MiB", mib(use->kv_host));
+    spdlog::info("context: Vulkan0 compute buffer size = {} MiB", mib(use->compute));
     return;
   }
   // The CPU reference engine keeps everything in host memory as float32: device CPU, no offloaded layer.
@@ -43,6 +41,33 @@ void log_memory_accounting(const LoadedModel& m) {
   spdlog::info("load_tensors: CPU model buffer size = {} MiB", mib(params * sizeof(float)));
   spdlog::info("kv_cache: CPU KV buffer size = {} MiB", mib(kv_bytes));
   spdlog::info("context: CPU compute buffer size = {} MiB", mib(compute_bytes));
+}
+
+// The runner chooses and builds the engine (engine::make_engine); this maps the daemon's options onto it and
+// creates model.kv_events with --kv-events.
+std::unique_ptr<engine::Engine> start_engine(const ServeOptions& options, LoadedModel& model) {
+  engine::EngineOptions e;
+  e.cpu_reference = options.cpu_reference;
+  e.device = options.device;
+  e.n_ctx = options.ctx_size;
+  e.parallel = options.parallel;
+  e.queue_capacity = options.queue;
+  e.kv_device_bytes = options.kv_device_mb << 20;
+  e.kv_host_bytes = options.kv_host_mb << 20;
+  e.kv_disk_dir = options.kv_disk_dir;
+  e.kv_disk_bytes = options.kv_disk_mb << 20;
+  e.deterministic = options.deterministic;
+  e.tenant_kv_share = options.tenant_kv_share;
+  if (!options.kv_events.empty()) {
+    if (options.cpu_reference) {
+      spdlog::warn("--kv-events: the CPU reference engine has no prefix cache; no events are published");
+    } else {
+      model.kv_events = std::make_unique<KvEventPublisher>(
+          KvEventPublisherOptions{options.kv_events, options.kv_events_replay, options.kv_events_topic});
+      e.kv_events = model.kv_events.get();
+    }
+  }
+  return engine::make_engine(e, model.file, *model.tokenizer);
 }
 
 }  // namespace
@@ -74,34 +99,6 @@ ChatFormat choose_chat_format(const std::string& forced, const std::string& jinj
   return {};
 }
 
-std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model) {
-  if (options.cpu_reference) {
-    if (!options.kv_events.empty())
-      spdlog::warn("--kv-events: the CPU reference engine has no prefix cache; no events are published");
-    engine::ReferenceEngineConfig config;
-    config.n_ctx = options.ctx_size;
-    config.parallel = options.parallel;
-    config.queue_capacity = options.queue;
-    return std::make_unique<engine::ReferenceEngine>(model.file, *model.tokenizer, config);
-  }
-  if (!options.kv_events.empty())
-    model.kv_events = std::make_unique<KvEventPublisher>(
-        KvEventPublisherOptions{options.kv_events, options.kv_events_replay, options.kv_events_topic});
-  model.context = std::make_unique<vk::Context>(vk::ContextOptions{options.device, false});
-  engine::GpuEngineConfig config;
-  config.n_ctx = options.ctx_size;
-  config.parallel = options.parallel;
-  config.queue_capacity = options.queue;
-  config.kv_device_bytes = options.kv_device_mb << 20;
-  config.kv_host_bytes = options.kv_host_mb << 20;
-  config.kv_disk_dir = options.kv_disk_dir;
-  config.kv_disk_bytes = options.kv_disk_mb << 20;
-  config.deterministic = options.deterministic;
-  config.tenant_kv_share = options.tenant_kv_share;
-  config.kv_events = model.kv_events.get();
-  return std::make_unique<engine::GpuEngine>(*model.context, model.file, *model.tokenizer, config);
-}
-
 bool ModelHost::load() {
   try {
     spdlog::info("loading model {}", options_.model);
@@ -118,7 +115,7 @@ bool ModelHost::load() {
     spdlog::info("model: {} arch={} layers={} width={} heads={}/{} vocab={} ctx_train={}", m->name,
                  m->config.arch_name, m->config.n_layers, m->config.n_embd, m->config.n_heads,
                  m->config.n_kv_heads, m->config.n_vocab, m->config.n_ctx_train);
-    m->engine = make_engine(options_, *m);
+    m->engine = start_engine(options_, *m);
     log_memory_accounting(*m);
     model_ = std::move(m);
     progress_ = 1.0f;

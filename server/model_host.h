@@ -1,15 +1,14 @@
 // Contract: the loaded model and its engine, and the daemon's readiness. The daemon creates one ModelHost,
 // calls load() once on a background thread, and the HTTP handlers (any thread) read phase() and, once Ready,
-// model(), which stays valid until the ModelHost is destroyed (after the HTTP server has stopped).
-// make_engine() is the single place that chooses the engine (the Vulkan GpuEngine; the CPU reference with
-// --cpu-reference), so the HTTP layer never names an engine type.
+// model(), which stays valid until the ModelHost is destroyed (after the HTTP server has stopped). The
+// engine is chosen and built by the runner (engine::make_engine: the Vulkan GpuEngine, which owns its device;
+// the CPU reference with --cpu-reference), so server/ never names an engine type or a Vulkan object.
 #pragma once
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 
-#include "kernels/vk/context.h"
 #include "runner/engine/engine.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
@@ -25,10 +24,9 @@ struct LoadedModel {
   GgufFile file;
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<vk::Context> context;         // the Vulkan device (null with the CPU reference engine)
   std::unique_ptr<KvEventPublisher> kv_events;  // --kv-events (null when off); the engine's cache uses it
   std::unique_ptr<engine::Engine>
-      engine;                 // declared last: destroyed first, it uses the tokenizer and context
+      engine;                 // declared last: destroyed first, it uses the tokenizer and kv_events
   std::string name;           // general.name, else the file name
   std::string chat_template;  // tokenizer.chat_template metadata ("" when absent)
   ChatFormat chat_format;     // what chat requests are rendered with (choose_chat_format)
@@ -37,10 +35,6 @@ struct LoadedModel {
 // The chat format for a model: the --chat-template name when given (`forced`; an unknown one is logged and
 // ignored), else the family recognised in the model's Jinja template, else ChatML; logs which and why.
 ChatFormat choose_chat_format(const std::string& forced, const std::string& jinja_source);
-
-// Chooses and builds the engine for these options; throws InputError when the model cannot be served.
-// Creates model.context for the Vulkan engine, and model.kv_events with --kv-events.
-std::unique_ptr<engine::Engine> make_engine(const ServeOptions& options, LoadedModel& model);
 
 class ModelHost {
  public:

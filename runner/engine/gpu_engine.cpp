@@ -57,8 +57,15 @@ VkPageStoreOptions GpuEngine::State::page_store_options(const GpuModel& model, c
   return o;
 }
 
+GpuEngine::GpuEngine(std::unique_ptr<vk::Context> context, const GgufFile& file, const Tokenizer& tokenizer,
+                     GpuEngineConfig config)
+    : GpuEngine(*context, file, tokenizer, std::move(config)) {
+  owned_context_ = std::move(context);
+}
+
 GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer,
-                     GpuEngineConfig config) {
+                     GpuEngineConfig config)
+    : context_(context) {
   const ModelConfig mc = ModelConfig::from_gguf(file);
   config.n_ctx = context_size(config.n_ctx, mc.n_ctx_train, 8192);
   config.parallel = std::max<uint32_t>(1, config.parallel);

@@ -9,8 +9,8 @@
 // never fit the device tier is rejected at submit (InvalidRequest); when a running sequence finds no page the
 // newest one is preempted: it keeps its computed prefix in the trie and its output state, goes back to the
 // head of the queue and resumes from the cache (EngineCounters::requests_preempted counts it). Thread-safety
-// as in engine.h (every public method, any thread). The Context, GgufFile and Tokenizer must outlive the
-// engine.
+// as in engine.h (every public method, any thread). The GgufFile and Tokenizer must outlive the engine, and
+// so must the Context unless the engine owns it (the daemon's engine, made by make_engine.h).
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -52,6 +52,9 @@ class GpuEngine final : public Engine {
  public:
   // Uploads the model and allocates the KV tiers; throws InputError / kvtrie::Error when that fails.
   GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer& tokenizer, GpuEngineConfig config);
+  // The same, owning the context (destroyed after everything of the engine that uses it).
+  GpuEngine(std::unique_ptr<vk::Context> context, const GgufFile& file, const Tokenizer& tokenizer,
+            GpuEngineConfig config);
   ~GpuEngine() override;
 
   const EngineInfo& info() const override;
@@ -68,9 +71,13 @@ class GpuEngine final : public Engine {
     uint64_t weights = 0, kv_device = 0, kv_host = 0, compute = 0;
   };
   MemoryUse memory_use() const;
+  const vk::Context& context() const { return context_; }
 
  private:
   struct State;
+  // Null unless the engine owns the context; declared before state_, so destroyed after it.
+  std::unique_ptr<vk::Context> owned_context_;
+  vk::Context& context_;
   std::unique_ptr<State> state_;
 };
 
