@@ -51,23 +51,11 @@ VkPageStore::VkPageStore(vk::Context& context, const kernels::KvLayout& layout, 
       (options.host_commit_ahead_bytes + chunk_size - 1) / chunk_size, host_chunks_.size()));
   committer_ = std::make_unique<HostChunkCommitter>(context_.device(), std::move(chunk_bytes), ahead);
 
-  const uint64_t device_mib = uint64_t{device_pages} * page_bytes >> 20;
-  const uint64_t host_mib = uint64_t{host_pages} * page_bytes >> 20;
-  const vk::LoadReport& r = context_.load_report();
-  const vk::PipelineCacheStats& p = context_.pipelines().stats();
-  if (r.weight_tensors > 0)  // a model was loaded on this context: the KV tiers are its last step
-    spdlog::info(
-        "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks; staging copy {:.0f} ms, "
-        "GPU wait {:.0f} ms) | pipelines {} ({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache "
-        "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed in chunks of {} pages, {} ahead of use",
-        static_cast<double>(r.weight_bytes) / 1e9, r.weights_ms,
-        r.weights_ms > 0 ? static_cast<double>(r.weight_bytes) / 1e6 / r.weights_ms : 0.0, r.weight_tensors,
-        r.weight_blocks, r.upload_copy_ms, r.upload_wait_ms, p.created, p.background_created, p.background_ms,
-        r.pipeline_wait_ms, vk::cache_file_status_name(p.file_status), device_mib, device_s * 1e3, host_mib,
-        host_pages_per_chunk_, ahead);
-  else
-    spdlog::debug("kv: device tier {} MiB in {:.0f} ms, host tier {} MiB committed on use", device_mib,
-                  device_s * 1e3, host_mib);
+  commit_ahead_chunks_ = ahead;
+  device_alloc_ms_ = device_s * 1e3;
+  spdlog::debug("kv: device tier {} MiB in {:.0f} ms, host tier {} MiB committed on use",
+                uint64_t{device_pages} * page_bytes >> 20, device_alloc_ms_,
+                uint64_t{host_pages} * page_bytes >> 20);
 }
 
 uint32_t VkPageStore::host_chunks_committed() const {

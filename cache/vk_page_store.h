@@ -67,6 +67,11 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
   // Host-tier bytes allocated so far, and how many host chunks that is.
   uint64_t host_bytes_committed() const { return host_committed_; }
   uint32_t host_chunks_committed() const;
+  // For the load log line: how long allocating the device tier took, the host chunks' size in pages and how
+  // many of them the background thread commits ahead of use.
+  double device_alloc_ms() const { return device_alloc_ms_; }
+  uint32_t host_pages_per_chunk() const { return host_pages_per_chunk_; }
+  uint32_t commit_ahead_chunks() const { return commit_ahead_chunks_; }
 
   CopyTicket copy(std::span<const PageCopy> batch) override;
   CopyTicket completed() override;
@@ -102,6 +107,8 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
   std::vector<vk::Buffer> host_buffers_;  // one per host chunk; invalid until committed
   std::vector<PageChunk> device_chunks_, host_chunks_;
   uint32_t host_pages_per_chunk_ = 1;
+  uint32_t commit_ahead_chunks_ = 0;
+  double device_alloc_ms_ = 0;
   uint64_t host_committed_ = 0;
   std::unique_ptr<HostChunkCommitter> committer_;  // laid out from host_chunks_
   struct Slot {

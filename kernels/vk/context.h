@@ -30,8 +30,8 @@ struct ContextOptions {
   // KVTRIE_PIPELINE_CACHE_DIR=off disables it).
 };
 
-// What the load steps run on a context took (filled by upload_weights and VkPageStore; pipelines are in
-// PipelineCache::stats()), for the one load log line.
+// What the weights' upload on a context took (filled by runner/engine's upload_weights; pipelines are in
+// PipelineCache::stats()), for the engine's one load log line.
 struct LoadReport {
   uint64_t weight_bytes = 0;
   uint32_t weight_tensors = 0;

@@ -31,6 +31,7 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
       queue(info, [this, device_pages](const GenerateRequest& r) {
         return never_fits(r.prompt.size(), r.max_tokens, config.n_ctx, config.page_tokens, device_pages);
       }) {
+  log_load(context);
   model.bind_pages(pages);
   cache.set_event_sink(cfg.kv_events);
   if (!cfg.kv_disk_dir.empty() && cfg.kv_disk_bytes > 0) {
@@ -45,6 +46,27 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
     if (host_pages == 0) spdlog::warn("kv disk tier unused: it needs a host tier (--kv-host-mb)");
     cache.attach_disk_tier(*disk, pages);
   }
+}
+
+// The load's one info line: the weights' upload (upload_weights), the pipelines (PipelineCache) and the KV
+// tiers, the load's last step.
+void GpuEngine::State::log_load(vk::Context& context) const {
+  const vk::LoadReport& r = context.load_report();
+  const vk::PipelineCacheStats& p = context.pipelines().stats();
+  const uint64_t page_bytes = model.kv_layout().page_bytes();
+  uint64_t device_pages = 0, host_pages = 0;
+  for (const PageChunk& c : pages.device_chunks()) device_pages += c.page_count;
+  for (const PageChunk& c : pages.host_chunks()) host_pages += c.page_count;
+  spdlog::info(
+      "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks; staging copy {:.0f} ms, "
+      "GPU wait {:.0f} ms) | pipelines {} ({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache "
+      "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed in chunks of {} pages, {} ahead of use",
+      static_cast<double>(r.weight_bytes) / 1e9, r.weights_ms,
+      r.weights_ms > 0 ? static_cast<double>(r.weight_bytes) / 1e6 / r.weights_ms : 0.0, r.weight_tensors,
+      r.weight_blocks, r.upload_copy_ms, r.upload_wait_ms, p.created, p.background_created, p.background_ms,
+      r.pipeline_wait_ms, vk::cache_file_status_name(p.file_status), device_pages * page_bytes >> 20,
+      pages.device_alloc_ms(), host_pages * page_bytes >> 20, pages.host_pages_per_chunk(),
+      pages.commit_ahead_chunks());
 }
 
 // One context's KV of host chunks is committed ahead of use, off the engine thread: a host-tier hit's

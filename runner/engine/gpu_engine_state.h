@@ -75,8 +75,10 @@ struct GpuEngine::State {
         const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages,
         uint32_t host_pages, uint64_t disk_fingerprint);
 
-  // Construction (gpu_engine.cpp): the page store's options for this model and configuration.
+  // Construction (gpu_engine.cpp): the page store's options for this model and configuration, and the load's
+  // info line once the KV tiers exist.
   static VkPageStoreOptions page_store_options(const GpuModel& model, const GpuEngineConfig& cfg);
+  void log_load(vk::Context& context) const;
 
   // Stats (gpu_engine_stats.cpp). Engine thread: snapshots the cache's stats for cache_stats().
   void publish_stats();
