@@ -1,6 +1,6 @@
 // Contract: matvec, the matrix-vector product of decode: y[t][r] = dot(W[r, :], x[t, :]) for a few tokens
 // (any count; a work group reuses 4 weight rows for up to 8 tokens, 8 rows for one) and every weight type of
-// kernels/tensor_type.h. W is in GGUF layout (row r at byte r * row_bytes(type, cols)), x and y are f32.
+// base/tensor_type.h. W is in GGUF layout (row r at byte r * row_bytes(type, cols)), x and y are f32.
 // Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size, on
 // one device (this is also what matmul's Deterministic path dispatches). Weight matrices larger than one
 // shader binding (maxStorageBufferRange) are split by rows into several dispatches.

@@ -2,7 +2,7 @@
 // only 2-byte aligned in files, so a shader would assemble every 16 bytes of quants from several loads and
 // shifts. On the device, every group of 8 blocks (Q6_K: superblocks) of a row is regrouped as the 8 blocks'
 // quants (Q6_K: quants and scales) followed by their 8 f16 scales: the same bytes, in a group that starts
-// 16-byte aligned, so shaders load quants 16 bytes at a time (kernels/tensor_type.h names these formats
+// 16-byte aligned, so shaders load quants 16 bytes at a time (base/tensor_type.h names these formats
 // Q4_0x8, Q8_0x8, Q6_Kx8; kernels/shaders/matvec_blocks.glsl and matvec_q8_units.glsl read them). A row's
 // size is unchanged, so row_bytes() and row offsets stay the file's.
 // The conversion runs on the device, in place, once at load (repack_to_device_format), after the file's

@@ -1,4 +1,4 @@
-// Contract: CPU conversion between float32 and every supported tensor type (kernels/tensor_type.h), one row
+// Contract: CPU conversion between float32 and every supported tensor type (base/tensor_type.h), one row
 // at a time. These are the reference the GPU shaders are tested against and what the synthetic-model
 // writer uses to store weights. Pure functions, safe from any thread. `n` must be a multiple of the type's
 // block_elements; `src`/`dst` must hold row_bytes(type, n) bytes on the quantized side.
