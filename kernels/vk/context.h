@@ -30,18 +30,6 @@ struct ContextOptions {
   // KVTRIE_PIPELINE_CACHE_DIR=off disables it).
 };
 
-// What the weights' upload on a context took (filled by runner/engine's upload_weights; pipelines are in
-// PipelineCache::stats()), for the engine's one load log line.
-struct LoadReport {
-  uint64_t weight_bytes = 0;
-  uint32_t weight_tensors = 0;
-  uint32_t weight_blocks = 0;   // device allocations holding them
-  double weights_ms = 0;        // allocation + upload, waiting for background pipelines excluded
-  double upload_copy_ms = 0;    // of which copying into staging slots (host)
-  double upload_wait_ms = 0;    // and waiting for slots' GPU copies
-  double pipeline_wait_ms = 0;  // how long the load waited for pipelines after the upload
-};
-
 class Context {
  public:
   // Throws kvtrie::Error when there is no Vulkan device (or the index is out of range).
@@ -55,7 +43,6 @@ class Context {
   const Instance& instance() const { return instance_; }
   const Device& device() const { return device_; }
   PipelineCache& pipelines() { return pipelines_; }
-  LoadReport& load_report() { return load_report_; }
 
   // Destroy `resource` once the work in flight now has completed (at once when nothing is in flight).
   // Pass by move: ctx.retire(std::move(buffer)).
@@ -90,7 +77,6 @@ class Context {
   PipelineCache pipelines_;
   std::set<uint64_t> in_flight_;
   uint64_t next_serial_ = 1;
-  LoadReport load_report_;
   std::vector<Entry> retired_;  // declared last: destroyed first, while the device still exists
 };
 

@@ -51,7 +51,7 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
 // The load's one info line: the weights' upload (upload_weights), the pipelines (PipelineCache) and the KV
 // tiers, the load's last step.
 void GpuEngine::State::log_load(vk::Context& context) const {
-  const vk::LoadReport& r = context.load_report();
+  const WeightsLoadReport& r = model.weights_load_report();
   const vk::PipelineCacheStats& p = context.pipelines().stats();
   const uint64_t page_bytes = model.kv_layout().page_bytes();
   uint64_t device_pages = 0, host_pages = 0;

@@ -676,6 +676,9 @@ kernels::KvLayout GpuModel::kv_layout() const {
 uint64_t GpuModel::weight_bytes() const {
   return impl_->weights.bytes;
 }
+const WeightsLoadReport& GpuModel::weights_load_report() const {
+  return impl_->weights.load;
+}
 uint64_t GpuModel::compute_bytes() const {
   return impl_->compute_bytes;
 }

@@ -18,6 +18,7 @@
 #include "kernels/ops/kv_layout.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
+#include "runner/engine/gpu_weights.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
 
@@ -101,6 +102,7 @@ class GpuModel {
   void bind_pages(const VkPageStore& pages);
   // Bytes of device memory taken by weights and by activations/scratch (for the load-time log lines).
   uint64_t weight_bytes() const;
+  const WeightsLoadReport& weights_load_report() const;  // what the weights' upload took
   // Whether decode steps and small batches multiply some weights with matvec_q8 (8-bit activations,
   // kernels/ops/matvec_q8.h), whose results differ from an f32 product by that rounding.
   bool uses_q8_activations() const;

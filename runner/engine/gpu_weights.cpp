@@ -208,7 +208,7 @@ GpuWeights upload_weights(vk::Context& context, const ModelWeights& w, const Mod
   }
   uploader.finish();
   convert_to_device_formats(context, g);
-  vk::LoadReport& report = context.load_report();
+  WeightsLoadReport& report = g.load;
   report.weight_bytes = uploader.bytes();
   report.weight_tensors = tensors;
   report.weight_blocks = static_cast<uint32_t>(g.blocks.size());

@@ -48,12 +48,24 @@ struct DeviceLayer {
   DeviceTensor w_gate_up;  // [w_gate; w_up] as one matrix, or invalid
 };
 
+// What the weights' upload took (pipelines are in PipelineCache::stats()), for the engine's load log line.
+struct WeightsLoadReport {
+  uint64_t weight_bytes = 0;
+  uint32_t weight_tensors = 0;
+  uint32_t weight_blocks = 0;   // device allocations holding them
+  double weights_ms = 0;        // allocation + upload, waiting for background pipelines excluded
+  double upload_copy_ms = 0;    // of which copying into staging slots (host)
+  double upload_wait_ms = 0;    // and waiting for slots' GPU copies
+  double pipeline_wait_ms = 0;  // how long the load waited for pipelines after the upload
+};
+
 struct GpuWeights {
   std::vector<vk::Buffer> blocks;  // own the memory every DeviceTensor views
   DeviceTensor token_embd, output_norm, output, rope_freqs;
   bool tied = false;  // logits use token_embd
   std::vector<DeviceLayer> layers;
   uint64_t bytes = 0;  // device memory taken
+  WeightsLoadReport load;
   const DeviceTensor& logits_matrix() const { return tied ? token_embd : output; }
 };
 
