@@ -86,6 +86,17 @@ class KvCacheDiskTest : public ::testing::Test {
     return r;
   }
 
+  // Caches prompt in namespace 1, persists it to disk, and starts a new cache over the directory (a restart)
+  // whose every page read waits `read_delay` (a slow disk for the background reads).
+  void persist_and_restart(const std::vector<TokenId>& prompt, std::uint32_t host_pages,
+                           std::chrono::milliseconds read_delay) {
+    make(16, host_pages);
+    request(1, prompt);
+    cache_->persist_to_disk();
+    read_delay_ = read_delay;
+    make(16, host_pages);
+  }
+
   void TearDown() override {
     if (!cache_) return;
     cache_->sync();
@@ -141,12 +152,8 @@ TEST_F(KvCacheDiskTest, ARestartFindsPersistedPagesAndOtherNamespacesDoNot) {
 // The scheduler's path: the pages are read in the background while the cache serves another prompt, hung in
 // the trie by poll_disk_loads(), and the prompt's acquire counts them as disk hits with the right KV.
 TEST_F(KvCacheDiskTest, ABackgroundReadHangsThePagesWhileTheCacheServesAnotherPrompt) {
-  make(16, 8);
   const auto prompt = range(7, 30);
-  request(1, prompt);
-  cache_->persist_to_disk();
-  read_delay_ = std::chrono::milliseconds(300);
-  make(16, 8);
+  persist_and_restart(prompt, 8, std::chrono::milliseconds(300));
   const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt);
   ASSERT_TRUE(id.has_value());
   EXPECT_FALSE(cache_->start_disk_load(2, prompt).has_value()) << "another namespace has nothing on disk";
@@ -170,12 +177,8 @@ TEST_F(KvCacheDiskTest, ABackgroundReadHangsThePagesWhileTheCacheServesAnotherPr
 // The prompt starts (and reads its pages itself) before the background read of them is done: that read's
 // pages are given back, not hung twice.
 TEST_F(KvCacheDiskTest, ABackgroundReadOfPagesCachedMeanwhileIsGivenBack) {
-  make(16, 16);
   const auto prompt = range(7, 30);
-  request(1, prompt);
-  cache_->persist_to_disk();
-  read_delay_ = std::chrono::milliseconds(100);
-  make(16, 16);
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(100));
   ASSERT_TRUE(cache_->start_disk_load(1, prompt).has_value());
   EXPECT_EQ(request(1, prompt).disk_hit_tokens, 28u);
   const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
@@ -188,12 +191,8 @@ TEST_F(KvCacheDiskTest, ABackgroundReadOfPagesCachedMeanwhileIsGivenBack) {
 // Destroying the cache waits for a read in flight (its pages are the host memory's owner's to free after);
 // the next cache over the directory finds every page.
 TEST_F(KvCacheDiskTest, ACacheDestroyedWithABackgroundReadInFlightWaitsForIt) {
-  make(16, 8);
   const auto prompt = range(7, 30);
-  request(1, prompt);
-  cache_->persist_to_disk();
-  read_delay_ = std::chrono::milliseconds(100);
-  make(16, 8);
+  persist_and_restart(prompt, 8, std::chrono::milliseconds(100));
   ASSERT_TRUE(cache_->start_disk_load(1, prompt).has_value());
   cache_.reset();
   make(16, 8);
