@@ -41,7 +41,7 @@ KvCache::~KvCache() {
   // Background disk reads write into host pages whose memory the owner frees after us.
   for (const auto& load : disk_loads_) {
     load->loaded.wait();
-    for (PageId page : load->pages) host_.release(page);
+    give_back(*load);
   }
   disk_loads_.clear();
   if (in_flight_.empty()) return;

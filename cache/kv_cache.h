@@ -260,6 +260,8 @@ class KvCache {
   };
   // The run of usable past its cached prefix that the disk tier holds, in fresh host pages (nullptr: none).
   std::unique_ptr<DiskLoad> prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
+  // Releases every host page the load still holds (a read that failed to start or is abandoned).
+  void give_back(DiskLoad& load);
   // Hangs the first `loaded` pages of the run in the trie and gives the rest back; returns the tokens hung.
   std::uint32_t finish_disk_load(DiskLoad& load, std::size_t loaded);
   // Reads the pages of usable past its cached prefix that the disk tier holds into the host tier (a

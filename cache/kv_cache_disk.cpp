@@ -82,24 +82,29 @@ std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, st
   make_host_room(n);
   // Fresh pages, so no copy in flight reads or writes them; the disk tier reads the run into them with
   // several reads in flight (the checksums too) and stops at the first page it cannot load.
-  try {
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const std::optional<PageId> page = host_.allocate();
-      if (!page) break;
-      load->pages.push_back(*page);
-    }
-  } catch (...) {
-    // Committing a host chunk failed: the pages hold nothing yet, give them back before throwing.
-    for (PageId page : load->pages) host_.release(page);
-    throw;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::optional<PageId> page = host_.allocate();
+    if (!page) break;
+    load->pages.push_back(*page);
   }
   const std::size_t pages = load->pages.size();
   load->tokens.assign(usable.begin() + start, usable.begin() + start + pages * P);
   load->hashes.assign(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(pages));
-  for (std::size_t i = 0; i < pages; ++i)
-    load->reads.push_back({load->hashes[i], std::span<const TokenId>(load->tokens).subspan(i * P, P),
-                           host_memory_->write_host_page(load->pages[i])});
+  try {
+    for (std::size_t i = 0; i < pages; ++i)
+      load->reads.push_back({load->hashes[i], std::span<const TokenId>(load->tokens).subspan(i * P, P),
+                             host_memory_->write_host_page(load->pages[i])});
+  } catch (...) {
+    // Committing a host chunk failed: the pages hold nothing yet, give them back before throwing.
+    give_back(*load);
+    throw;
+  }
   return load;
+}
+
+void KvCache::give_back(DiskLoad& load) {
+  for (PageId page : load.pages) host_.release(page);
+  load.pages.clear();
 }
 
 std::uint32_t KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
@@ -135,7 +140,7 @@ DiskRun KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable,
   try {
     loaded = disk_->load_run(load->reads);
   } catch (...) {
-    for (PageId page : load->pages) host_.release(page);
+    give_back(*load);
     throw;
   }
   return {load->start, finish_disk_load(*load, loaded)};
@@ -150,7 +155,12 @@ std::optional<DiskLoadId> KvCache::start_disk_load(NamespaceId ns, std::span<con
   // The reads only touch the load's own host pages and tokens, which stay put until it is finished.
   DiskPageStore* const disk = disk_;
   const std::span<const DiskPageRead> reads = load->reads;
-  load->loaded = std::async(std::launch::async, [disk, reads] { return disk->load_run(reads); });
+  try {
+    load->loaded = std::async(std::launch::async, [disk, reads] { return disk->load_run(reads); });
+  } catch (...) {
+    give_back(*load);  // no thread to read with
+    throw;
+  }
   const DiskLoadId id = load->id;
   disk_loads_.push_back(std::move(load));
   return id;
