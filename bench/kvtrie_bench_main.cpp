@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
                         "tensor-core tiles convert x themselves (no f16 copy of x)");
   prefill_cmd->add_option("--k-splits", prefill.k_splits, "split-K of tensor-core products (0: auto, 1: off)")
       ->capture_default_str();
+  prefill_cmd->add_option("--tiles", prefill.tiles,
+                          "tensor-core tiles of the f16-x products: qkv=T,o=T,gate_up=T,down=T or T for all "
+                          "(T: SGMxSGNxTMxTNkBKbBUFFERS)");
 
   DecodeOptions decode;
   auto* decode_cmd =
@@ -168,6 +171,10 @@ int main(int argc, char** argv) {
   kernel_cmd->add_option("--rows", kernel.rows)->check(CLI::PositiveNumber)->capture_default_str();
   kernel_cmd->add_option("--cols", kernel.cols)->check(CLI::PositiveNumber)->capture_default_str();
   kernel_cmd->add_option("--tokens", kernel.tokens)->check(CLI::PositiveNumber)->capture_default_str();
+  kernel_cmd
+      ->add_option("--sync-groups", kernel.sync_groups,
+                   "work groups of the grid-sync probe, comma-separated (a GPU only: all must be resident)")
+      ->capture_default_str();
   kernel_cmd->add_option("--dispatches", kernel.dispatches)
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -229,6 +236,11 @@ int main(int argc, char** argv) {
   sweep_at_cmd->add_option("--sequences", sweep_at.sequences, "sequences decoding, comma-separated")
       ->capture_default_str();
   sweep_at_cmd->add_option("--splits", sweep_at.splits, "positions per split, comma-separated")
+      ->capture_default_str();
+  sweep_at_cmd
+      ->add_option(
+          "--variants", sweep_at.variants,
+          "split-pass builds: paged, probe1..probe5 (without scores, softmax, K/V loads, PV, all four)")
       ->capture_default_str();
   sweep_at_cmd->add_option("--evict-mib", sweep_at.evict_mib, "device memory read between layers (0: none)")
       ->capture_default_str();

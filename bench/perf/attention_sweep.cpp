@@ -3,7 +3,8 @@
 // query token a sequence, as a decode step runs it: the split pass and the combine pass (writing the o
 // projection's quantized input) for every layer, chained, each layer reading its own K/V, at every --splits
 // size. K/V hold f16 1.0 (the time does not depend on the values). A split-pass kernel under trial takes its
-// place in attention() to be compared here (session 9's attention_decode: commit 0cc5eee).
+// place in attention() to be compared here (session 9's attention_decode: commit 0cc5eee); --variants takes
+// attention.comp's probe builds, each leaving out one part of the split pass.
 // Between layers a read of --evict-mib of device memory (read_probe) pushes the K/V out of the L2 cache, as
 // a decode step's weight reads do. Times are the GPU timestamps around each dispatch (the recorder's
 // profiling: its run plus the barrier before it), the split pass and the combine apart, per layer, the median
@@ -116,7 +117,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         return a;
       };
       // {split pass, combine} microseconds a layer: medians over rounds of the summed timestamps.
-      auto time_layer_us = [&](uint32_t split) {
+      auto time_layer_us = [&](uint32_t split, const std::string& variant) {
         kernels::AttentionArgs a = args_for(split);
         vk::Buffer scratch(dev, kernels::attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
         a.scratch = scratch.view();
@@ -126,7 +127,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         for (uint32_t l = 0; l < shape.layers; ++l) {
           if (evict) kernels::read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
           a.layer = l;
-          kernels::attention(rec, k, a);
+          kernels::attention(rec, k, a, k.pipeline("attention", variant));
         }
         rec.end();
         std::vector<double> split_us, combine_us;
@@ -158,8 +159,9 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
             .num("kv_gbs", kv_bytes / us / 1e3)
             .emit();
       };
-      for (uint32_t split : parse_numbers(options.splits))
-        if (split <= context) emit("paged", split, time_layer_us(split));
+      for (const std::string& variant : split_list(options.variants))
+        for (uint32_t split : parse_numbers(options.splits))
+          if (split <= context) emit(variant, split, time_layer_us(split, variant));
     }
 }
 

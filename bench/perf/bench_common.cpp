@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/error.h"
+
 namespace kvtrie::bench {
 
 namespace {
@@ -112,8 +114,24 @@ vk::ContextOptions context_options(const CommonOptions& common) {
 
 std::vector<uint32_t> parse_numbers(const std::string& comma_separated) {
   std::vector<uint32_t> out;
+  for (const std::string& item : split_list(comma_separated))
+    out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  return out;
+}
+
+kernels::CoopmatTile parse_coopmat_tile(const std::string& text) {
+  kernels::CoopmatTile t;
+  const int n =
+      std::sscanf(text.c_str(), "%ux%ux%ux%uk%ub%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn, &t.bk, &t.buffers);
+  if ((n != 4 && n != 5 && n != 6) || t.bk % 32 != 0 || (t.buffers != 1 && t.buffers != 2))
+    throw InputError("a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1; got " + text);
+  return t;
+}
+
+std::vector<std::string> split_list(const std::string& comma_separated) {
+  std::vector<std::string> out;
   std::stringstream in(comma_separated);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(static_cast<uint32_t>(std::stoul(item)));
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/ops/matmul.h"
 #include "kernels/vk/context.h"
 
 namespace kvtrie::bench {
@@ -50,6 +51,11 @@ vk::ContextOptions context_options(const CommonOptions& common);
 
 // The numbers of a comma-separated list ("1,8,32"), for the sweeps' options.
 std::vector<uint32_t> parse_numbers(const std::string& comma_separated);
+// A tensor-core tile written SGMxSGNxTMxTN[kBK[bBUFFERS]] (e.g. 4x2x2x4k64b1); throws InputError.
+kernels::CoopmatTile parse_coopmat_tile(const std::string& text);
+
+// The items of a comma-separated list ("paged,probe1").
+std::vector<std::string> split_list(const std::string& comma_separated);
 
 // Deterministic token ids in [3, vocab) (skips <unk>, <s>, </s> of the built-in vocabulary).
 std::vector<int32_t> pseudo_random_tokens(uint32_t count, uint64_t seed, uint32_t vocab);

@@ -27,6 +27,8 @@ struct PrefillOptions {
   bool coopmat2 = false;         // GpuModelOptions::coopmat2
   bool f32_x = false;            // !GpuModelOptions::f16_x
   uint32_t k_splits = 0;         // GpuModelOptions::k_splits
+  std::string
+      tiles;  // GpuModelOptions::f16x_tiles: "qkv=T,o=T,gate_up=T,down=T" (any of them) or "T" for all
 };
 void run_prefill(const CommonOptions& common, const PrefillOptions& options);
 
@@ -104,6 +106,7 @@ struct KernelOptions {
   std::string path = "auto";  // auto, deterministic, tiled, coopmat
   uint32_t rows = 4096, cols = 4096, tokens = 1;
   uint32_t dispatches = 64;
+  std::string sync_groups;  // grid sizes for the grid-sync probe, comma-separated (GPU only; empty: none)
 };
 void run_kernel(const CommonOptions& common, const KernelOptions& options);
 
@@ -146,7 +149,8 @@ struct SweepAttentionOptions {
   std::string contexts = "512,1024,2048,4096,8192";
   std::string sequences = "1,8";
   std::string splits = "32,64,128,256,512";
-  uint64_t evict_mib = 256;  // device memory read between layers (0: none)
+  std::string variants = "paged";  // split-pass builds: paged (the engine's), probe1..probe5 (attention.comp)
+  uint64_t evict_mib = 256;        // device memory read between layers (0: none)
 };
 void run_sweep_attention(const CommonOptions& common, const SweepAttentionOptions& options);
 

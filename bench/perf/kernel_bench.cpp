@@ -2,7 +2,10 @@
 // speed from the per-dispatch cost of a whole forward pass. Two recordings of `dispatches` products each:
 // "chained" writes one y every time (the recorder puts a barrier between dispatches, as in a forward pass)
 // and "independent" writes a different y each time (no barriers). Also a chain of 4-byte fills, the
-// per-dispatch cost of a barrier-separated dispatch that does (almost) nothing: a 4-float add.
+// per-dispatch cost of a barrier-separated dispatch that does (almost) nothing: a 4-float add. With
+// --sync-groups, per grid size G the same levels of trivial dependent work as G work groups chained by
+// barriers between dispatches (`dispatch_level_us`) and inside one dispatch through a grid-wide barrier
+// (`grid_level_us`, grid_sync_probe): what fusing dependent levels into one dispatch could save.
 #include <algorithm>
 #include <optional>
 #include <random>
@@ -92,6 +95,28 @@ void run_kernel(const CommonOptions& common, const KernelOptions& options) {
       .num("weight_gbs_independent", static_cast<double>(w_bytes) / independent / 1e3)
       .num("tflops_independent", 2.0 * options.rows * options.cols * options.tokens / independent / 1e6)
       .emit();
+
+  vk::Buffer sync(ctx.device(), 16, vk::MemoryKind::DeviceLocal);
+  for (uint32_t groups : parse_numbers(options.sync_groups)) {
+    vk::Buffer data(ctx.device(), uint64_t{groups} * 4, vk::MemoryKind::DeviceLocal);
+    const double dispatch_level = per_dispatch_us([&](vk::CommandRecorder& rec) {
+      for (uint32_t i = 0; i < options.dispatches; ++i)
+        kernels::grid_sync_probe(rec, k, sync.view(), data.view(), groups, 1, false);
+    });
+    const double grid_level = per_dispatch_us([&](vk::CommandRecorder& rec) {
+      rec.fill(sync.view(), 0);
+      kernels::grid_sync_probe(rec, k, sync.view(), data.view(), groups, options.dispatches, true);
+    });
+    const std::vector<uint32_t> words = vk::download<uint32_t>(ctx, sync, 2);
+    Row("grid_sync_probe")
+        .text("device", ctx.device().info().name)
+        .integer("groups", groups)
+        .integer("levels", options.dispatches)
+        .num("dispatch_level_us", dispatch_level)
+        .num("grid_level_us", grid_level)
+        .integer("timeouts", words[1])
+        .emit();
+  }
 }
 
 }  // namespace kvtrie::bench

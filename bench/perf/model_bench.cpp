@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -169,6 +170,24 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   knobs.coopmat2 = options.coopmat2;
   knobs.f16_x = !options.f32_x;
   knobs.k_splits = options.k_splits;
+  for (const std::string& item : split_list(options.tiles)) {
+    const size_t eq = item.find('=');
+    const kernels::CoopmatTile tile =
+        parse_coopmat_tile(eq == std::string::npos ? item : item.substr(eq + 1));
+    const std::string which = eq == std::string::npos ? "all" : item.substr(0, eq);
+    using engine::GpuProduct;
+    constexpr std::pair<std::string_view, GpuProduct> kNames[] = {{"qkv", engine::kProductQkv},
+                                                                  {"o", engine::kProductO},
+                                                                  {"gate_up", engine::kProductGateUp},
+                                                                  {"down", engine::kProductDown}};
+    bool known = which == "all";
+    for (const auto& [name, product] : kNames)
+      if (which == "all" || which == name) {
+        knobs.f16x_tiles[product] = tile;
+        known = true;
+      }
+    if (!known) throw InputError("prefill --tiles: a product is qkv, o, gate_up or down; got " + which);
+  }
   ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, knobs);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
   std::vector<float> logits;
@@ -193,6 +212,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .integer("k_splits", options.k_splits)
       .integer("coopmat2", options.coopmat2 ? 1 : 0)
       .integer("f16_x", options.f32_x ? 0 : 1)
+      .text("tiles", options.tiles)
       .num("prefill_ms", med * 1e3)
       .num("tok_s", options.prompt / med)
       .integer("repeats", common.repeats)

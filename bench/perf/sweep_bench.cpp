@@ -250,11 +250,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
   {
     std::stringstream in(options.tiles);
     for (std::string item; std::getline(in, item, ',');) {
-      kernels::CoopmatTile t;
-      const int n =
-          std::sscanf(item.c_str(), "%ux%ux%ux%uk%ub%u", &t.sg_m, &t.sg_n, &t.tm, &t.tn, &t.bk, &t.buffers);
-      KVTRIE_CHECK((n == 4 || n == 5 || n == 6) && t.bk % 32 == 0 && (t.buffers == 1 || t.buffers == 2),
-                   "sweep-matmul: a tile is SGMxSGNxTMxTN[kBK[bBUFFERS]], e.g. 4x2x2x4 or 4x2x2x4k64b1");
+      const kernels::CoopmatTile t = parse_coopmat_tile(item);
       if (t.shared_bytes() > dev.info().max_shared_memory) {  // left out, so one tile does not end the sweep
         std::cerr << "sweep-matmul: tile " << item << " needs " << t.shared_bytes()
                   << " bytes of shared memory, " << dev.info().max_shared_memory << " available: left out\n";

@@ -82,7 +82,9 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args) {
   return uint64_t{args.tokens} * args.n_heads * max_splits(args) * (args.head_dim + 2) * sizeof(float);
 }
 
-void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args) {
+namespace {
+void record_attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args,
+                      const vk::ComputePipeline* split_pass) {
   KVTRIE_CHECK(args.n_kv_heads > 0 && args.n_heads % args.n_kv_heads == 0,
                "attention: n_heads must be a multiple of n_kv_heads");
   KVTRIE_CHECK(args.head_dim > 0 && args.head_dim <= 256 && args.head_dim % 2 == 0,
@@ -145,7 +147,9 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                         keys,
                         rows / 4};
   rec.dispatch(
-      coopmat ? k.pipeline("attention_coopmat", coopmat->variant) : k.pipeline("attention", "paged"),
+      split_pass ? *split_pass
+      : coopmat  ? k.pipeline("attention_coopmat", coopmat->variant)
+                 : k.pipeline("attention", "paged"),
       {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
        vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
       paged, splits, args.n_kv_heads * head_groups, args.tokens);
@@ -156,6 +160,8 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                             splits,
                             args.out_stride ? args.out_stride : width,
                             args.quantized_out ? args.quantized_out->stride : 0};
+  KVTRIE_CHECK(!args.half_out || (!args.quantized_out && hd % 2 == 0 && combine.out_stride % 2 == 0),
+               "attention: an f16 output takes pairs of values and no quantized output");
   if (const std::optional<QuantizedX>& q = args.quantized_out) {
     KVTRIE_CHECK(hd % 16 == 0 && q->stride % 16 == 0 && q->stride >= width,
                  "attention: a quantized output needs head_dim a multiple of 16 and a stride of whole rows");
@@ -164,10 +170,23 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                   vk::write(q->scales)},
                  combine, args.n_heads, args.tokens);
   } else {
-    rec.dispatch(k.pipeline("attention", "combine"),
+    rec.dispatch(k.pipeline("attention", args.half_out ? "combine_f16" : "combine"),
                  {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine,
                  args.n_heads, args.tokens);
   }
+}
+
+}  // namespace
+
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args) {
+  record_attention(rec, k, args, nullptr);
+}
+
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args,
+               const vk::ComputePipeline& split_pass) {
+  KVTRIE_CHECK(!attention_uses_tensor_cores(k.device(), args),
+               "attention: a split-pass build is scalar only");
+  record_attention(rec, k, args, &split_pass);
 }
 
 }  // namespace kvtrie::kernels

@@ -58,6 +58,9 @@ struct AttentionArgs {
   // Set: out is also written quantized for matvec_q8 (head_dim a multiple of 16), as quantize_q8 would
   // write it, in the pass that writes out (no dispatch of its own).
   std::optional<QuantizedX> quantized_out;
+  // out as f16 instead (out_stride and head_dim even), the values convert_f16 would make of the f32 ones:
+  // the f16 x of a tensor-core o product. Not with quantized_out.
+  bool half_out = false;
 };
 
 // The work-group size of both attention passes on a device (256 threads; no subgroup operations).
@@ -71,5 +74,8 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args);
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args);
 
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);
+// The same with the split pass through `split_pass`, a build of attention.comp (the tuning harness's probes).
+void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args,
+               const vk::ComputePipeline& split_pass);
 
 }  // namespace kvtrie::kernels

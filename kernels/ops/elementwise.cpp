@@ -1,4 +1,4 @@
-// swiglu, add, add_bias (one invocation per value) and read_probe: a few lines each.
+// swiglu, add, add_bias (one invocation per value), read_probe and grid_sync_probe: a few lines each.
 #include <cstdint>
 
 #include "base/error.h"
@@ -10,25 +10,27 @@ namespace kvtrie::kernels {
 namespace {
 // swiglu.comp over count outputs; joined != 0: gate and up are the halves of each token's row in one buffer.
 void dispatch_swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
-                     vk::BufferView out, uint32_t count, uint32_t joined) {
+                     vk::BufferView out, uint32_t count, uint32_t joined, bool half_out) {
+  KVTRIE_CHECK(!half_out || (count % 2 == 0 && joined % 2 == 0),
+               "swiglu: an f16 output takes pairs of values");
   if (count == 0) return;
   struct Push {
     uint32_t count, joined;
   };
-  const Grid grid = grid_1d(div_up(count, k.workgroup_size("swiglu")));
-  rec.dispatch(k.pipeline("swiglu", "f32"), {vk::read(gate), vk::read(up), vk::write(out)},
-               Push{count, joined}, grid.x, grid.y);
+  const Grid grid = grid_1d(div_up(half_out ? count / 2 : count, k.workgroup_size("swiglu")));
+  rec.dispatch(k.pipeline("swiglu", half_out ? "f32_f16" : "f32"),
+               {vk::read(gate), vk::read(up), vk::write(out)}, Push{count, joined}, grid.x, grid.y);
 }
 }  // namespace
 
 void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
-            vk::BufferView out, uint32_t count) {
-  dispatch_swiglu(rec, k, gate, up, out, count, 0);
+            vk::BufferView out, uint32_t count, bool half_out) {
+  dispatch_swiglu(rec, k, gate, up, out, count, 0, half_out);
 }
 
 void swiglu_joined(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate_up, vk::BufferView out,
-                   uint32_t tokens, uint32_t n) {
-  dispatch_swiglu(rec, k, gate_up, gate_up, out, tokens * n, n);
+                   uint32_t tokens, uint32_t n, bool half_out) {
+  dispatch_swiglu(rec, k, gate_up, gate_up, out, tokens * n, n, half_out);
 }
 
 void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,
@@ -65,6 +67,13 @@ void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, 
                "read_probe: sink smaller than one word per invocation");
   const uint32_t push = static_cast<uint32_t>(src.range / 16);
   rec.dispatch(k.pipeline("read_probe", "u32"), {vk::read(src), vk::write(sink)}, push, div_up(threads, wg));
+}
+
+void grid_sync_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView sync, vk::BufferView data,
+                     uint32_t groups, uint32_t phases, bool with_sync) {
+  KVTRIE_CHECK(sync.range >= 8 && data.range >= uint64_t{groups} * 4, "grid_sync_probe: buffers too small");
+  const struct { uint32_t phases, sync; } push{phases, with_sync ? 1u : 0u};
+  rec.dispatch(k.pipeline("grid_sync_probe", "u32"), {vk::write(sync), vk::write(data)}, push, groups);
 }
 
 }  // namespace kvtrie::kernels

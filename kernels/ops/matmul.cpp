@@ -1,10 +1,12 @@
 #include "kernels/ops/matmul.h"
 
 #include <algorithm>
+#include <string>
 
 #include "base/error.h"
 #include "kernels/ops/op_util.h"
 #include "kernels/ops/ops.h"
+#include "kernels/vk/context.h"
 
 namespace kvtrie::kernels {
 
@@ -65,6 +67,18 @@ bool coopmat_takes_f16_x(const vk::Device& device, const MatmulArgs& args) {
          args.w.cols % 8 == 0 && x_stride % 8 == 0;
 }
 
+F16XPlan f16x_plan(const MatmulArgs& args) {
+  const CoopmatTile& wide = kF16XWideTile;
+  const uint32_t token_tiles = div_up(args.tokens, wide.tokens());
+  const uint64_t groups = uint64_t{div_up(args.w.rows, wide.rows())} * token_tiles;
+  if (uint64_t{args.tokens} * 8 < uint64_t{token_tiles} * wide.tokens() * 7) return {&kF16XTile, 1};
+  if (groups >= kWideTileMinGroups) return {&wide, 1};
+  const bool split = groups * 2 >= kWideTileMinGroups && args.w.cols >= kWideSplitMinCols &&
+                     args.k_splits != 1 &&
+                     args.split_scratch.range / 4 >= split_scratch_floats(args.tokens, args.w.rows, 2);
+  return split ? F16XPlan{&wide, 2} : F16XPlan{&kF16XTile, 1};
+}
+
 bool coopmat2_wanted(const vk::Device& device, MatmulPath requested, const MatmulArgs& args) {
   if (requested == MatmulPath::CoopMat2) return true;
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
@@ -108,15 +122,31 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
       // Few tokens (batched decode, short chunks) take the 32-token tile: twice the row tiles in flight.
       const bool few = args.tokens <= kSmallTile.tokens();
       const bool khr = coopmat_uses_khr(k.device());
-      // Split-K only for the 32-token tile: prefill's large tiles come in enough numbers, and on an H200
-      // splitting llama3-8b's 512-token products (the reduce pass included) was 1% slower.
+      // Split-K for the 32-token tile, and for the wide tile of long rows (f16x_plan): prefill's other
+      // large tiles come in enough numbers, and on an H200 splitting llama3-8b's 512-token products with
+      // the 128 x 128 tile (the reduce pass included) was 1% slower.
       MatmulArgs a = args;
       if (!few) a.split_scratch = {};
       if (!a.x_f16.empty() && coopmat_takes_f16_x(k.device(), a)) {
-        MatmulArgs f16 = a;
-        f16.x = a.x_f16;
-        dispatch_matmul_coopmat(rec, k, f16, k.pipeline("matmul_coopmat_khr_xh", type_variant(args.w.type)),
-                                kF16XTile);
+        MatmulArgs f16 = args;
+        f16.x = args.x_f16;
+        if (args.f16x_tile != nullptr) {  // tuning: the caller's tile, unsplit
+          const CoopmatTile& tile = *args.f16x_tile;
+          KVTRIE_CHECK(tile.shared_bytes() <= k.device().info().max_shared_memory,
+                       "matmul: the tile needs more shared memory than the device has");
+          f16.split_scratch = {};
+          const std::string shader = "matmul_coopmat_khr_xh_" + std::string(type_variant(args.w.type));
+          dispatch_matmul_coopmat(rec, k, f16, k.context().pipelines().get(shader, tile.spec()), tile);
+          return;
+        }
+        const F16XPlan plan = f16x_plan(args);
+        f16.k_splits = plan.k_splits;
+        if (plan.k_splits == 1) f16.split_scratch = {};
+        const bool wide = plan.tile == &kF16XWideTile;
+        dispatch_matmul_coopmat(rec, k, f16,
+                                k.pipeline(wide ? "matmul_coopmat_khr_xh_wide" : "matmul_coopmat_khr_xh",
+                                           type_variant(args.w.type)),
+                                *plan.tile);
         return;
       }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")

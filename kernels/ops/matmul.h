@@ -75,6 +75,22 @@ inline constexpr CoopmatTile kSmallTile{4, 1, 1, 2};
 // The tile of the build that reads x as f16 (coopmat_takes_f16_x): the default shape with k steps of 64 and
 // one shared buffer.
 inline constexpr CoopmatTile kF16XTile{4, 2, 2, 4, 64, 1};
+// ... and its wide tile for large products (f16x_plan): 64 x 64 outputs a subgroup (a multiply for every
+// half load of shared memory, where kF16XTile's 32 x 64 make two for three), 128 rows x 256 tokens with 8
+// subgroups. On an H100, prefill of 512 tokens of llama3-8b with it on Q/K/V and gate/up: Q4_0 8,578 ->
+// 9,166 tok/s, Q4_K 8,019 -> 8,818, Q8_0 7,759 -> 8,718; unsplit on o and down (64 of its tiles) it was
+// slower, split in two on down faster (sweep-matmul: Q4_0 417 -> 337 us, Q8_0 456 -> 353).
+inline constexpr CoopmatTile kF16XWideTile{2, 4, 4, 4, 32, 1};
+inline constexpr uint32_t kWideTileMinGroups = 96, kWideSplitMinCols = 8192;
+// How matmul() runs a product on the x-as-f16 build: kF16XWideTile where its tokens fill at least seven
+// eighths of its token tiles and it makes kWideTileMinGroups work groups, or half that many with rows of
+// at least kWideSplitMinCols values split in two (when args.split_scratch holds two planes and
+// args.k_splits is not 1); else kF16XTile, unsplit.
+struct F16XPlan {
+  const CoopmatTile* tile;
+  uint32_t k_splits;
+};
+F16XPlan f16x_plan(const MatmulArgs& args);
 
 // The k splits the CoopMat path makes of this product with this tile: 1 without args.split_scratch or with
 // args.k_splits 1; else args.k_splits, or (0) kAutoSplits for products of fewer than kSplitMaxGroups tiles,

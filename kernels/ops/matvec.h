@@ -24,6 +24,8 @@ struct WeightMatrix {
   uint32_t cols = 0;
 };
 
+struct CoopmatTile;  // matmul.h
+
 // Arguments shared by matvec and matmul: Y[t][r] = dot(W[r, :], X[t, :]) for t < tokens.
 struct MatmulArgs {
   WeightMatrix w;
@@ -38,6 +40,8 @@ struct MatmulArgs {
   // 0 lets it choose, 1 turns splitting off.
   vk::BufferView split_scratch{};
   uint32_t k_splits = 0;
+  // Optional (tuning): the tile of the CoopMat build that reads x as f16, in place of kF16XTile.
+  const CoopmatTile* f16x_tile = nullptr;
 };
 
 // The work-group size matvec uses on a device: 4 subgroups, 32..256 threads. Fixed per device, so its

@@ -82,6 +82,9 @@ vk::SpecConstants spec_coopmat(const vk::Device&) {
 vk::SpecConstants spec_coopmat_f16_x(const vk::Device&) {
   return kF16XTile.spec();
 }
+vk::SpecConstants spec_coopmat_f16_x_wide(const vk::Device&) {
+  return kF16XWideTile.spec();
+}
 vk::SpecConstants spec_coopmat_small(const vk::Device&) {
   return kSmallTile.spec();
 }
@@ -99,9 +102,11 @@ constexpr std::array kF32 = {"f32"sv};
 constexpr std::array kF16 = {"f16"sv};
 constexpr std::array kU32 = {"u32"sv};
 constexpr std::array kConvert = {"f32_f16"sv};
-constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv};
+constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv, "f32_f16"sv, "add_f32_f16"sv};  // _f16: f16 out
+constexpr std::array kSwiglu = {"f32"sv, "f32_f16"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
-constexpr std::array kAttention = {"paged"sv, "combine"sv, "combine_qout"sv};
+constexpr std::array kAttention = {"paged"sv,  "combine"sv, "combine_qout"sv, "combine_f16"sv, "probe1"sv,
+                                   "probe2"sv, "probe3"sv,  "probe4"sv,       "probe5"sv};
 constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv};  // head_dim
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
@@ -143,12 +148,13 @@ const OpRegistration kOps[] = {
     {"fill", kF32, spec_elementwise},
     {"rms_norm", kRmsNorm, spec_row_reduce},
     {"rope", kF32, spec_elementwise},
-    {"swiglu", kF32, spec_elementwise},
+    {"swiglu", kSwiglu, spec_elementwise},
     {"convert", kConvert, spec_elementwise},
     {"add", kF32, spec_elementwise},
     {"reduce_splits", kF32, spec_elementwise},
     {"add_bias", kF32, spec_elementwise},
     {"read_probe", kU32, spec_elementwise},
+    {"grid_sync_probe", kU32, spec_elementwise},
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kKvWrite, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
@@ -158,6 +164,8 @@ const OpRegistration kOps[] = {
     {"matmul_coopmat", kAllTypes, spec_coopmat, nv_coopmat_path},
     {"matmul_coopmat_khr", kAllTypes, spec_coopmat, khr_coopmat_path},
     {"matmul_coopmat_khr_xh", kAllTypes, spec_coopmat_f16_x, khr_coopmat_path},  // x as f16 (X_F16)
+    {"matmul_coopmat_khr_xh_wide", kAllTypes, spec_coopmat_f16_x_wide, khr_coopmat_path,
+     "matmul_coopmat_khr_xh"},  // ... its wide tile
     {"matmul_coopmat_t32", kAllTypes, spec_coopmat_small, nv_coopmat_path, "matmul_coopmat"},
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
     {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},

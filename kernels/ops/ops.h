@@ -22,6 +22,9 @@ struct RmsNormArgs {
   float eps = 1e-5f;
   uint32_t heads = 1;
   uint32_t x_stride = 0, y_stride = 0;  // 0: n * heads
+  // y as f16 (n and y_stride even), the values convert_f16 would make of the f32 ones: the f16 x of a
+  // tensor-core product without a conversion of its own.
+  bool half_out = false;
 };
 void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a);
 // x += residual in place (same layout as x), then y = rms_norm(x) as above: a residual connection and the
@@ -41,13 +44,14 @@ struct RopeArgs {
 };
 void rope(vk::CommandRecorder& rec, const Kernels& k, const RopeArgs& a);
 
-// out = silu(gate) * up over count values.
+// out = silu(gate) * up over count values. half_out: out as f16 (count even), the values convert_f16
+// would make of the f32 ones.
 void swiglu(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate, vk::BufferView up,
-            vk::BufferView out, uint32_t count);
+            vk::BufferView out, uint32_t count, bool half_out = false);
 // out[t][c] = silu(gate_up[t][c]) * gate_up[t][n + c] for tokens x n values: the output of one product of
-// the joined [gate; up] matrix (2 n values a token) to SwiGLU's (n a token).
+// the joined [gate; up] matrix (2 n values a token) to SwiGLU's (n a token). half_out as above (n even).
 void swiglu_joined(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView gate_up, vk::BufferView out,
-                   uint32_t tokens, uint32_t n);
+                   uint32_t tokens, uint32_t n, bool half_out = false);
 // out = f16(x) over count values (even), packed: the f16 copy of x that matmul's CoopMat2 path reads.
 void convert_f16(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView out,
                  uint32_t count);
@@ -59,6 +63,11 @@ void add(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView a, vk::Buffe
 // writing one word per invocation to sink: a read-bandwidth probe for benchmarks.
 void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, vk::BufferView sink,
                 uint32_t threads);
+// `groups` work groups run `phases` phases of one add a work group, with sync a grid-wide barrier after
+// each (sync holds two words, zero before the dispatch; sync[1] counts waits that gave up): the cost of a
+// dependent level inside one dispatch, for benchmarks on a GPU only (every group must be resident at once).
+void grid_sync_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView sync, vk::BufferView data,
+                     uint32_t groups, uint32_t phases, bool with_sync);
 void add_bias(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView x, vk::BufferView bias,
               uint32_t rows, uint32_t n, uint32_t stride = 0);
 

@@ -13,6 +13,8 @@ struct RmsNormPush {
 
 RmsNormPush push_of(const RmsNormArgs& a) {
   KVTRIE_CHECK(a.n > 0 && a.heads > 0, "rms_norm: empty rows");
+  KVTRIE_CHECK(!a.half_out || (a.n % 2 == 0 && (a.y_stride ? a.y_stride : a.n * a.heads) % 2 == 0),
+               "rms_norm: an f16 output takes rows of whole pairs");
   return {a.rows,
           a.n,
           a.heads,
@@ -29,8 +31,8 @@ void rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a) 
   if (a.rows == 0) return;
   const vk::BufferView weight = a.weight.empty() ? a.x : a.weight;  // bound but unread when absent
   const Grid grid = grid_1d(a.rows);
-  rec.dispatch(k.pipeline("rms_norm", "f32"), {vk::read(a.x), vk::read(weight), vk::write(a.y)}, push, grid.x,
-               grid.y);
+  rec.dispatch(k.pipeline("rms_norm", a.half_out ? "f32_f16" : "f32"),
+               {vk::read(a.x), vk::read(weight), vk::write(a.y)}, push, grid.x, grid.y);
 }
 
 void add_rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs& a, vk::BufferView residual) {
@@ -38,7 +40,7 @@ void add_rms_norm(vk::CommandRecorder& rec, const Kernels& k, const RmsNormArgs&
   if (a.rows == 0) return;
   const vk::BufferView weight = a.weight.empty() ? residual : a.weight;  // bound but unread when absent
   const Grid grid = grid_1d(a.rows);
-  rec.dispatch(k.pipeline("rms_norm", "add_f32"),
+  rec.dispatch(k.pipeline("rms_norm", a.half_out ? "add_f32_f16" : "add_f32"),
                {vk::read_write(a.x), vk::read(weight), vk::write(a.y), vk::read(residual)}, push, grid.x,
                grid.y);
 }

@@ -4,7 +4,8 @@
 // tokens t0.. of its aligned block of block_tokens tokens that share t0's page-table offset (one sequence;
 // a block holding several sequences is cut into runs at each change, and a WG whose t0 leads no run exits).
 // The WG stages K, then V, tiles of tile_keys keys in shared memory, so each K/V element is read once per
-// run and head group instead of once per query row. Row r = (token t0 + r / heads, head r % heads) covers
+// run and head group instead of once per query row; the next tile's K and V are loaded into registers while
+// this tile is computed (fetch / stage). Row r = (token t0 + r / heads, head r % heads) covers
 // key positions [c*chunk, min((c+1)*chunk, pos_r + 1)) (its own causal limit), with an online softmax,
 // and writes the unnormalised partial (max m, sum l, acc[head_dim]) for attention_combine.comp.
 //
@@ -14,8 +15,11 @@
 // its acc is updated by acc * alpha then an fma chain over the tile's keys in increasing order. Work a row
 // sees only inside a block (a tile past its own end, keys past its end in a shared tile) adds alpha = 1 and
 // p = 0 terms, which leave m, l and acc bit-identical (K/V are finite f16 values).
+// PROBE (tuning builds only, never dispatched by the engine; sweep-attention --variants): 1 leaves out the
+// scores, 2 the softmax, 3 the K/V loads from memory (the tiles are zeros), 4 the PV products, 5 all four.
 // KV page layout (kernels/ops/kv_layout.h): page p, layer L holds K [page_size][kv_dim] then V
 // [page_size][kv_dim], f16, pages of all layers contiguous; kv_dim = n_kv_heads * head_dim.
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;  // 256 (attention_workgroup_size): 1 PV unit per thread covers 16 x 128
 
 #define MAX_ROWS 32u
@@ -62,6 +66,9 @@ uint kv_load(uint loc) { return kv_load4(loc)[loc & 3u]; }
 void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
   uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   uint kt = pc.tile_keys;
+#if defined(PROBE) && (PROBE == 3 || PROBE == 5)
+  nk = 0u;
+#endif
   if (pc.head_dim % 8u == 0u) {  // uniform: 16-byte loads when rows are 16-byte aligned
     uint d8 = pc.head_dim / 8u;
     for (uint i = tid; i < kt * d8; i += wg) {
@@ -83,36 +90,105 @@ void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
   }
 }
 
-// Scores of the tile for few rows (decode): one thread per (row, key), the same fma chain as score().
+// The fast path (head_dim a multiple of 8 and a tile of at most 2 words of 16 bytes per thread): a thread
+// loads its part of a K or V tile into registers (fetch) well before it is needed and stores it into kvs
+// (stage), so the next tile's loads run under this tile's arithmetic, and a tile's K and V loads together.
+#define FETCH_REGS 2u
+bool fetch_fast() {
+  return pc.head_dim % 8u == 0u && pc.tile_keys * (pc.head_dim / 8u) <= FETCH_REGS * gl_WorkGroupSize.x;
+}
+
+// This thread's words of the K (is_v 0) or V (1) rows [ts, ts + nk) of KV head kh; zeros past nk.
+void fetch(uint is_v, uint pt_off, uint kh, uint ts, uint nk, out uvec4 r[FETCH_REGS]) {
+#if defined(PROBE) && (PROBE == 3 || PROBE == 5)
+  nk = 0u;
+#endif
+  uint d8 = pc.head_dim / 8u;
+  [[unroll]] for (uint i = 0u; i < FETCH_REGS; ++i) {
+    uint idx = gl_LocalInvocationID.x + i * gl_WorkGroupSize.x, jj = idx / d8;
+    r[i] = uvec4(0u);
+    if (jj < nk) r[i] = kv_load4(kv_word(pt_off, ts + jj, kh, is_v) + (idx % d8) * 4u);
+  }
+}
+
+// Stores the words fetch() loaded into kvs ([key][d / 2], stride ks), zeros included.
+void stage(uvec4 r[FETCH_REGS], uint ks) {
+  uint d8 = pc.head_dim / 8u;
+  [[unroll]] for (uint i = 0u; i < FETCH_REGS; ++i) {
+    uint idx = gl_LocalInvocationID.x + i * gl_WorkGroupSize.x;
+    if (idx >= pc.tile_keys * d8) break;
+    uint o = (idx / d8) * ks + (idx % d8) * 4u;
+    kvs[o] = r[i].x;
+    kvs[o + 1u] = r[i].y;
+    kvs[o + 2u] = r[i].z;
+    kvs[o + 3u] = r[i].w;
+  }
+}
+
+// The score of row (rb, rc) against the key at word kb of kvs: one fma chain over d in increasing order,
+// four dimension pairs per pass with their loads first (the same chain: the loads only come earlier).
+float dot_row(uint kb, uint rb, uint rc) {
+  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u;
+  float s = 0.0;
+  uint dp = 0u;
+  for (; dp + 4u <= d2; dp += 4u) {
+    vec2 k[4];
+    float q[8];
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      k[i] = unpackHalf2x16(kvs[kb + dp + i]);
+      q[2u * i] = qs4[(2u * (dp + i)) * rs4 + rb][rc];
+      q[2u * i + 1u] = qs4[(2u * (dp + i) + 1u) * rs4 + rb][rc];
+    }
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      s = fma(q[2u * i], k[i].x, s);
+      s = fma(q[2u * i + 1u], k[i].y, s);
+    }
+  }
+  for (; dp < d2; ++dp) {
+    vec2 k = unpackHalf2x16(kvs[kb + dp]);
+    s = fma(qs4[(2u * dp) * rs4 + rb][rc], k.x, s);
+    s = fma(qs4[(2u * dp + 1u) * rs4 + rb][rc], k.y, s);
+  }
+  return s;
+}
+
+// The scores of rows 4 rb .. 4 rb + 3 against the key at word kb: each the chain of dot_row.
+vec4 dot_block(uint kb, uint rb) {
+  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u;
+  vec4 s = vec4(0.0);
+  uint dp = 0u;
+  for (; dp + 4u <= d2; dp += 4u) {
+    vec2 k[4];
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) k[i] = unpackHalf2x16(kvs[kb + dp + i]);
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      s = fma(qs4[(2u * (dp + i)) * rs4 + rb], k[i].xxxx, s);
+      s = fma(qs4[(2u * (dp + i) + 1u) * rs4 + rb], k[i].yyyy, s);
+    }
+  }
+  for (; dp < d2; ++dp) {
+    vec2 k = unpackHalf2x16(kvs[kb + dp]);
+    s = fma(qs4[(2u * dp) * rs4 + rb], k.xxxx, s);
+    s = fma(qs4[(2u * dp + 1u) * rs4 + rb], k.yyyy, s);
+  }
+  return s;
+}
+
+// Scores of the tile for few rows (decode): one thread per (row, key).
 void score_rows(uint nrb, uint ks) {
-  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u, kt = pc.tile_keys;
+  uint rs4 = pc.row_stride4, kt = pc.tile_keys;
   for (uint u = gl_LocalInvocationID.x; u < nrb * 4u * kt; u += gl_WorkGroupSize.x) {
     uint r = u / kt, key = u % kt;
-    uint rb = r / 4u, rc = r & 3u, kb = key * ks;
-    float s = 0.0;
-    for (uint dp = 0u; dp < d2; ++dp) {
-      vec2 k = unpackHalf2x16(kvs[kb + dp]);
-      s = fma(qs4[(2u * dp) * rs4 + rb][rc], k.x, s);
-      s = fma(qs4[(2u * dp + 1u) * rs4 + rb][rc], k.y, s);
-    }
-    ps4[key * rs4 + rb][rc] = s;
+    ps4[key * rs4 + r / 4u][r & 3u] = dot_row(key * ks, r / 4u, r & 3u);
   }
 }
 
 // Scores of the tile for a block of rows (prefill): one thread per (4 rows, key); threads next to each
 // other share the rows (q is a broadcast) and read different keys.
 void score_blocks(uint nrb, uint ks) {
-  uint rs4 = pc.row_stride4, d2 = pc.head_dim / 2u, kt = pc.tile_keys;
+  uint rs4 = pc.row_stride4, kt = pc.tile_keys;
   for (uint u = gl_LocalInvocationID.x; u < nrb * kt; u += gl_WorkGroupSize.x) {
     uint rb = u / kt, key = u % kt;
-    uint kb = key * ks;
-    vec4 s = vec4(0.0);
-    for (uint dp = 0u; dp < d2; ++dp) {
-      vec2 k = unpackHalf2x16(kvs[kb + dp]);
-      s = fma(qs4[(2u * dp) * rs4 + rb], k.xxxx, s);
-      s = fma(qs4[(2u * dp + 1u) * rs4 + rb], k.yyyy, s);
-    }
-    ps4[key * rs4 + rb] = s;
+    ps4[key * rs4 + rb] = dot_block(key * ks, rb);
   }
 }
 
@@ -147,6 +223,13 @@ void main() {
   uint rows = run_info[0] * hn;
   uint nrb = (rows + 3u) / 4u;
 
+  // The first tile's K and V loads go out before q is staged (fast path).
+  bool fast = fetch_fast();
+  uvec4 kr[FETCH_REGS], vr[FETCH_REGS];
+  if (fast) {
+    fetch(0u, pt_off, kh, start, min(kt, wg_end - start), kr);
+    fetch(1u, pt_off, kh, start, min(kt, wg_end - start), vr);
+  }
   if (tid < MAX_ROWS) {
     uint e = 0u;
     if (tid < rows) {
@@ -176,23 +259,47 @@ void main() {
   uint my_end = tid < MAX_ROWS ? row_end[tid] : 0u;
   for (uint ts = start; ts < wg_end; ts += kt) {
     uint nk = min(kt, wg_end - ts);
-    load_tile(0u, pt_off, kh, ts, nk, ks);
+    uint next = ts + kt, next_nk = next < wg_end ? min(kt, wg_end - next) : 0u;
+    if (fast) stage(kr, ks);
+    else load_tile(0u, pt_off, kh, ts, nk, ks);
     barrier();
+    if (fast && next_nk > 0u) fetch(0u, pt_off, kh, next, next_nk, kr);  // under this tile's arithmetic
     // Few rows (decode): a thread per (row, key) keeps the threads busy; else a thread per (4 rows, key).
+#if !defined(PROBE) || (PROBE != 1 && PROBE != 5)
     if (nrb <= 2u) score_rows(nrb, ks);
     else score_blocks(nrb, ks);
+#endif
     barrier();
     if (tid < nrb * 4u) {
       uint rb = tid / 4u, rc = tid & 3u;
       float alpha = 1.0;
       uint nv = 0u;
+#if defined(PROBE) && (PROBE == 2 || PROBE == 5)
+      if (false) {
+#else
       if (my_end > ts) {
+#endif
         nv = min(kt, my_end - ts);
-        float mt = ps4[rb][rc];
-        for (uint j = 1u; j < nv; ++j) mt = max(mt, ps4[j * rs4 + rb][rc]);
+        float mt = ps4[rb][rc];  // max is exact in any order: four at a time
+        uint j = 1u;
+        for (; j + 4u <= nv; j += 4u) {
+          float s0 = ps4[j * rs4 + rb][rc], s1 = ps4[(j + 1u) * rs4 + rb][rc];
+          float s2 = ps4[(j + 2u) * rs4 + rb][rc], s3 = ps4[(j + 3u) * rs4 + rb][rc];
+          mt = max(max(mt, s0), max(max(s1, s2), s3));
+        }
+        for (; j < nv; ++j) mt = max(mt, ps4[j * rs4 + rb][rc]);
         float m_new = max(m, mt);
-        float sum = 0.0;
-        for (uint j = 0u; j < nv; ++j) {
+        float sum = 0.0;  // summed in key order; four exponentials at a time
+        j = 0u;
+        for (; j + 4u <= nv; j += 4u) {
+          float p[4];
+          [[unroll]] for (uint i = 0u; i < 4u; ++i) p[i] = exp(ps4[(j + i) * rs4 + rb][rc] - m_new);
+          [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+            ps4[(j + i) * rs4 + rb][rc] = p[i];
+            sum += p[i];
+          }
+        }
+        for (; j < nv; ++j) {
           float p = exp(ps4[j * rs4 + rb][rc] - m_new);
           ps4[j * rs4 + rb][rc] = p;
           sum += p;
@@ -204,13 +311,35 @@ void main() {
       for (uint j = nv; j < nk; ++j) ps4[j * rs4 + rb][rc] = 0.0;
       alpha4[rb][rc] = alpha;
     }
-    load_tile(1u, pt_off, kh, ts, nk, ks);  // the K tile is no longer read
+    if (fast) {  // the K tile is no longer read
+      stage(vr, ks);
+      if (next_nk > 0u) fetch(1u, pt_off, kh, next, next_nk, vr);
+    } else {
+      load_tile(1u, pt_off, kh, ts, nk, ks);
+    }
     barrier();
+#if defined(PROBE) && (PROBE == 4 || PROBE == 5)
+    if (false) {
+#else
     if (pv && uend > ts) {
+#endif
       uint nj = min(kt, uend - ts);
       vec4 al = alpha4[pv_rb];
       vec4 a = ax * al, b = ay * al;
-      for (uint j = 0u; j < nj; ++j) {
+      uint j = 0u;
+      for (; j + 4u <= nj; j += 4u) {  // in key order, four keys' loads first
+        vec4 p[4];
+        vec2 v[4];
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+          p[i] = ps4[(j + i) * rs4 + pv_rb];
+          v[i] = unpackHalf2x16(kvs[(j + i) * ks + pv_dp]);
+        }
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+          a = fma(p[i], v[i].xxxx, a);
+          b = fma(p[i], v[i].yyyy, b);
+        }
+      }
+      for (; j < nj; ++j) {
         vec4 p = ps4[j * rs4 + pv_rb];
         vec2 v = unpackHalf2x16(kvs[j * ks + pv_dp]);
         a = fma(p, v.xxxx, a);

@@ -2,13 +2,20 @@
 // attention_combine: merges the splits written by attention.comp for one (head, token) in increasing split
 // order (a fixed order, so results are deterministic for a fixed split size) and writes the normalised
 // output out[t][h * head_dim + d]. QUANT_OUT: the output is also written quantized for the o projection
-// (matvec_q8), every 16 values as quantize_q8.comp would quantize them (q8_activations.glsl).
+// (matvec_q8), every 16 values as quantize_q8.comp would quantize them (q8_activations.glsl). HALF_OUT: the
+// output is written as f16 instead, two values a word (out_stride and head_dim even), rounded as
+// convert.comp rounds the f32 values: the f16 x of a tensor-core o product without a conversion pass.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 layout(local_size_x_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer Partial { float partial[]; };
 layout(set = 0, binding = 1) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
+#ifdef HALF_OUT
+layout(set = 0, binding = 2) writeonly buffer Out { uint o_pairs[]; };
+#else
 layout(set = 0, binding = 2) writeonly buffer Out { float o[]; };
+#endif
 #ifdef QUANT_OUT
 layout(set = 0, binding = 3) writeonly buffer OQ { uvec4 out_q[]; };  // token t's group g at t * q_stride / 16 + g
 layout(set = 0, binding = 4) writeonly buffer ODS { vec2 out_ds[]; };
@@ -25,6 +32,8 @@ layout(push_constant) uniform Push {
 
 #ifdef QUANT_OUT
 #include "q8_activations.glsl"
+#endif
+#if defined(QUANT_OUT) || defined(HALF_OUT)
 shared float head_out[256];
 #endif
 
@@ -78,11 +87,21 @@ void main() {
       a += partial[b + 2u + d] * exp(partial[b] - mx);
     }
     float v = a / l;
+#ifdef HALF_OUT
+    head_out[d] = v;
+#else
     o[t * pc.out_stride + h * hd + d] = v;
+#endif
 #ifdef QUANT_OUT
     head_out[d] = v;
 #endif
   }
+#ifdef HALF_OUT
+  barrier();
+  uint o_base = (t * pc.out_stride + h * hd) / 2u;
+  for (uint p = gl_LocalInvocationID.x; p < hd / 2u; p += gl_WorkGroupSize.x)
+    o_pairs[o_base + p] = packFloat2x16(f16vec2(head_out[2u * p], head_out[2u * p + 1u]));
+#endif
 #ifdef QUANT_OUT
   barrier();
   for (uint g = gl_LocalInvocationID.x; g < hd / 16u; g += gl_WorkGroupSize.x) {

@@ -166,32 +166,41 @@ struct GpuModel::Impl {
   }
 
   kernels::MatmulArgs product(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out,
-                              uint32_t tokens) const {
+                              uint32_t tokens, GpuProduct which = kProductQkv) const {
     kernels::MatmulArgs a{w.matrix(), in.view(), out.view(), tokens};
     if (split_scratch.valid()) a.split_scratch = split_scratch.view();
     a.k_splits = options.k_splits;
+    if (const std::optional<kernels::CoopmatTile>& tile = options.f16x_tiles[which]) a.f16x_tile = &*tile;
     return a;
   }
-  void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens) {
-    kernels::MatmulArgs a = product(w, in, out, tokens);
-    bool converted = false;
+  // converted: the producer of `in` also wrote it as f16 into x_f16 (takes_f16_x said it would be read so).
+  void matmul(const DeviceTensor& w, const vk::Buffer& in, const vk::Buffer& out, uint32_t tokens,
+              GpuProduct which = kProductQkv, bool converted = false) {
+    kernels::MatmulArgs a = product(w, in, out, tokens, which);
     kernels::matmul(*rec, kernels, a, give_f16_x(a, converted));
   }
-  // Sets a.x_f16 where a tensor-core path reads x as f16 (CoopMat2 with options.coopmat2, else CoopMat with
-  // options.f16_x), converting a.x into x_f16 first unless `converted` says an earlier product of the same x
-  // did. Returns the path to request: CoopMat explicitly where x_f16 must not turn Auto into CoopMat2.
-  kernels::MatmulPath give_f16_x(kernels::MatmulArgs& a, bool& converted) {
+  // Whether the product reads its x as f16 from x_f16 (CoopMat2 with options.coopmat2, else CoopMat with
+  // options.f16_x), and through which path request.
+  std::optional<kernels::MatmulPath> f16_x_path(const kernels::MatmulArgs& a) const {
     const vk::Device& dev = kernels.device();
-    const bool cm2 = options.coopmat2 && kernels::coopmat2_wanted(dev, path, a);
-    const bool khr = !cm2 && options.f16_x && path == kernels::MatmulPath::Auto &&
-                     kernels::resolve_matmul_path(dev, path, a) == kernels::MatmulPath::CoopMat &&
-                     kernels::coopmat_takes_f16_x(dev, a);
-    if (!cm2 && !khr) return path;
+    if (options.coopmat2 && kernels::coopmat2_wanted(dev, path, a)) return path;
+    if (options.f16_x && path == kernels::MatmulPath::Auto &&
+        kernels::resolve_matmul_path(dev, path, a) == kernels::MatmulPath::CoopMat &&
+        kernels::coopmat_takes_f16_x(dev, a))
+      return kernels::MatmulPath::CoopMat;  // explicitly: x_f16 must not turn Auto into CoopMat2
+    return std::nullopt;
+  }
+  bool takes_f16_x(const kernels::MatmulArgs& a) const { return f16_x_path(a).has_value(); }
+  // Sets a.x_f16 where the product reads x as f16, converting a.x into x_f16 first unless `converted` says
+  // an earlier product of the same x, or x's producer, did. Returns the path to request.
+  kernels::MatmulPath give_f16_x(kernels::MatmulArgs& a, bool& converted) {
+    const std::optional<kernels::MatmulPath> f16 = f16_x_path(a);
+    if (!f16) return path;
     const uint32_t count = a.tokens * (a.x_stride ? a.x_stride : a.w.cols);
     a.x_f16 = x_f16.view(0, uint64_t{count} * 2);
     if (!converted) kernels::convert_f16(*rec, kernels, a.x, a.x_f16, count);
     converted = true;
-    return cm2 ? path : kernels::MatmulPath::CoopMat;
+    return *f16;
   }
 
   // out = rms_norm(x) * weight over `rows` rows of n_embd.
@@ -206,13 +215,19 @@ struct GpuModel::Impl {
     a.eps = config.rms_eps;
     return a;
   }
-  void rms_norm(const vk::Buffer& x_in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows) {
-    kernels::rms_norm(*rec, kernels, norm_args(x_in, weight, out, rows));
+  // half_out: out as f16 (the products' x_f16).
+  void rms_norm(const vk::Buffer& x_in, const DeviceTensor& weight, const vk::Buffer& out, uint32_t rows,
+                bool half_out = false) {
+    kernels::RmsNormArgs a = norm_args(x_in, weight, out, rows);
+    a.half_out = half_out;
+    kernels::rms_norm(*rec, kernels, a);
   }
   // x += residual (in place), then out = rms_norm(x) * weight.
   void add_rms_norm(const vk::Buffer& x_inout, const vk::Buffer& residual, const DeviceTensor& weight,
-                    const vk::Buffer& out, uint32_t rows) {
-    kernels::add_rms_norm(*rec, kernels, norm_args(x_inout, weight, out, rows), residual.view());
+                    const vk::Buffer& out, uint32_t rows, bool half_out = false) {
+    kernels::RmsNormArgs a = norm_args(x_inout, weight, out, rows);
+    a.half_out = half_out;
+    kernels::add_rms_norm(*rec, kernels, a, residual.view());
   }
   // Per-head norm in place (qwen3 q/k norm): tokens * heads rows of head_dim, tokens qkv_stride apart.
   void head_norm(vk::BufferView buf, const DeviceTensor& weight, uint32_t tokens, uint32_t heads) {
@@ -363,20 +378,22 @@ struct GpuModel::Impl {
     }
     pending_residual = false;
   }
-  // xn = rms_norm(x) * weight, settling a pending residual in the same dispatch.
-  void norm_into_xn(const DeviceTensor& weight, uint32_t T) {
+  // xn = rms_norm(x) * weight (half: into x_f16 as f16 instead), settling a pending residual in the same
+  // dispatch.
+  void norm_into_xn(const DeviceTensor& weight, uint32_t T, bool half = false) {
+    const vk::Buffer& out = half ? x_f16 : xn;
     if (pending_residual) {
-      add_rms_norm(x, tmp, weight, xn, T);
+      add_rms_norm(x, tmp, weight, out, T, half);
       xq_norm = nullptr;
     } else {
-      rms_norm(x, weight, xn, T);
+      rms_norm(x, weight, out, T, half);
     }
     pending_residual = false;
   }
   // The columns [col, col + w.rows) of out (a token every out_stride floats) = w . rms_norm(x) * norm,
   // for each (w, col); the norm is folded into the products where they all take matvec_q8.
   // With to_pages (one part, on matvec_q8): the product also rotates Q and stores K and V in the pages.
-  void normed_products(const DeviceTensor& norm,
+  void normed_products(GpuProduct which, const DeviceTensor& norm,
                        std::initializer_list<std::pair<const DeviceTensor*, uint32_t>> parts,
                        const vk::Buffer& out, uint32_t out_stride, uint32_t T,
                        const kernels::QkvToPages* to_pages = nullptr) {
@@ -394,10 +411,12 @@ struct GpuModel::Impl {
       }
       return;
     }
-    norm_into_xn(norm, T);
-    bool converted = false;  // xn as f16, once for every product that takes it
+    // Where every product reads x as f16, the norm writes only that; else xn, converted once if needed.
+    bool converted = true;
+    for (const auto& [w, col] : parts) converted = converted && takes_f16_x(product(*w, xn, out, T, which));
+    norm_into_xn(norm, T, converted);
     for (const auto& [w, col] : parts) {
-      kernels::MatmulArgs a = product(*w, xn, out, T);
+      kernels::MatmulArgs a = product(*w, xn, out, T, which);
       a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
       a.y_stride = out_stride;
       kernels::matmul(*rec, kernels, a, give_f16_x(a, converted));
@@ -407,8 +426,10 @@ struct GpuModel::Impl {
   // quantized, else quantized here), else the product goes to tmp, added later. The decode step's product
   // also writes the new x quantized and normed by next_norm (the norm of the product after it, when that
   // one takes matvec_q8) into xq: a quantize dispatch and a barrier level fewer (64 a step in llama3-8b).
-  void residual_product(const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
-                        const std::optional<kernels::QuantizedX>& quantized, const DeviceTensor* next_norm) {
+  // converted: in's producer wrote it as f16 into x_f16 (half_out_for said the product reads it so).
+  void residual_product(GpuProduct which, const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
+                        const std::optional<kernels::QuantizedX>& quantized, const DeviceTensor* next_norm,
+                        bool converted = false) {
     xq_norm = nullptr;
     if (q8(w, T)) {
       kernels::MatvecQ8Args a =
@@ -423,8 +444,12 @@ struct GpuModel::Impl {
       return;
     }
     settle_residual(T);
-    matmul(w, in, tmp, T);
+    matmul(w, in, tmp, T, which, converted);
     pending_residual = true;
+  }
+  // Whether residual_product's matmul of w over in will read in as f16: its producer then writes it so.
+  bool half_out_for(const DeviceTensor& w, const vk::Buffer& in, uint32_t T, GpuProduct which) const {
+    return !q8(w, T) && takes_f16_x(product(w, in, tmp, T, which));
   }
   // The norm before the products that read x next, when they take matvec_q8 (residual_product's
   // next_norm): the FFN's after attention, the next layer's attention's (or the output norm's) after it.
@@ -508,9 +533,11 @@ struct GpuModel::Impl {
       to_pages->layer = l;
     }
     if (joined)
-      normed_products(w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T, to_pages ? &*to_pages : nullptr);
+      normed_products(kProductQkv, w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T,
+                      to_pages ? &*to_pages : nullptr);
     else
-      normed_products(w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride, T);
+      normed_products(kProductQkv, w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride,
+                      T);
     if (!to_pages) store_kv(w, l, T, q, k, v, k_rope, q_rope);
     kernels::AttentionArgs at;
     at.q = q;
@@ -536,8 +563,11 @@ struct GpuModel::Impl {
     at.tensor_cores = !options.deterministic && T > kSmallBatch;
     // The o projection's input quantized by attention's combine pass (no dispatch of its own).
     if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
+    // ... or as f16 where the o projection reads it so.
+    at.half_out = half_out_for(w.wo, attn, T, kProductO);
+    if (at.half_out) at.out = x_f16.view();
     kernels::attention(*rec, kernels, at);
-    residual_product(w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T));
+    residual_product(kProductO, w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T), at.half_out);
   }
 
   void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
@@ -553,18 +583,20 @@ struct GpuModel::Impl {
       // own); batches quantize it apart, so that this product runs a row a lane (matvec_q8_shape).
       if (T == 1 && q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
       kernels::matvec_q8(*rec, kernels, a);
-      residual_product(w.w_down, gate, T, a.quantized_out, norm_after_layer_if_q8(l, T));
+      residual_product(kProductDown, w.w_down, gate, T, a.quantized_out, norm_after_layer_if_q8(l, T));
       return;
     }
     if (w.w_gate_up.buffer.valid() && T > 1) {
       // Batches: one product of [gate; up] (one norm, one f16 conversion of x, one dispatch), then SwiGLU.
-      normed_products(w.ffn_norm, {{&w.w_gate_up, 0}}, gate, 2 * n_ff, T);
-      kernels::swiglu_joined(*rec, kernels, gate.view(0, uint64_t{T} * 2 * n_ff * 4), up.view(), T, n_ff);
-      residual_product(w.w_down, up, T, std::nullopt, norm_after_layer_if_q8(l, T));
+      normed_products(kProductGateUp, w.ffn_norm, {{&w.w_gate_up, 0}}, gate, 2 * n_ff, T);
+      const bool half = half_out_for(w.w_down, up, T, kProductDown);  // the down product's x_f16 directly
+      kernels::swiglu_joined(*rec, kernels, gate.view(0, uint64_t{T} * 2 * n_ff * 4),
+                             half ? x_f16.view() : up.view(), T, n_ff, half);
+      residual_product(kProductDown, w.w_down, up, T, std::nullopt, norm_after_layer_if_q8(l, T), half);
       return;
     }
-    normed_products(w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
-    normed_products(w.ffn_norm, {{&w.w_up, 0}}, up, n_ff, T);
+    normed_products(kProductGateUp, w.ffn_norm, {{&w.w_gate, 0}}, gate, n_ff, T);
+    normed_products(kProductGateUp, w.ffn_norm, {{&w.w_up, 0}}, up, n_ff, T);
     if (T == 1 && !options.deterministic && !q8(w.w_down, T)) {
       // The decode step without matvec_q8: SwiGLU folded into the down projection's loads instead.
       settle_residual(T);
@@ -572,8 +604,9 @@ struct GpuModel::Impl {
       pending_residual = true;
       return;
     }
-    kernels::swiglu(*rec, kernels, gate.view(), up.view(), gate.view(), T * n_ff);
-    residual_product(w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T));
+    const bool half = half_out_for(w.w_down, gate, T, kProductDown);
+    kernels::swiglu(*rec, kernels, gate.view(), up.view(), half ? x_f16.view() : gate.view(), T * n_ff, half);
+    residual_product(kProductDown, w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T), half);
   }
 
   void record(uint32_t T, uint32_t L, uint32_t max_position) {

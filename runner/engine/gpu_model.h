@@ -9,13 +9,16 @@
 // token's logits do not depend on the batch it ran in. Single owner thread (the engine's). The Context,
 // GgufFile and the page store's buffers must outlive it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "cache/vk_page_store.h"
 #include "kernels/ops/kv_layout.h"
+#include "kernels/ops/matmul.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
 #include "runner/engine/gpu_weights.h"
@@ -23,6 +26,9 @@
 #include "runner/model/model_config.h"
 
 namespace kvtrie::engine {
+
+// The matrix products of a layer, for per-product tuning knobs.
+enum GpuProduct : uint8_t { kProductQkv, kProductO, kProductGateUp, kProductDown };
 
 struct GpuModelOptions {
   uint32_t max_batch_tokens = 512;  // tokens of one forward() at most (prefill chunk + decodes)
@@ -47,6 +53,9 @@ struct GpuModelOptions {
   // Batches of up to this many tokens take matvec_q8 where the device has cooperative matrices (0: the
   // default, gpu_model.cpp). A tuning knob for kvtrie-bench.
   uint32_t q8_max_tokens = 0;
+  // The tiles of the tensor-core products that read x as f16, by GpuProduct (the logits take Q/K/V's);
+  // unset: kernels::kF16XTile. A tuning knob for kvtrie-bench.
+  std::array<std::optional<kernels::CoopmatTile>, 4> f16x_tiles{};
 };
 
 // One forward step. Token i belongs to sequence seq[i] (an index returned by add_sequence), sits at

@@ -108,10 +108,11 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
   }
 
   // With `quantized`, the combine pass also writes out quantized into those buffers (stride: one token's
-  // values).
+  // values). With `half`, it writes out as f16 into *half instead (and nothing is returned).
   std::vector<float> run(const Batch& b, const std::vector<const vk::Buffer*>& pools, uint32_t split_size,
                          uint32_t pages_per_binding = 0, bool tensor_cores = false,
-                         const std::optional<QuantizedX>& quantized = std::nullopt) {
+                         const std::optional<QuantizedX>& quantized = std::nullopt,
+                         std::vector<uint16_t>* half = nullptr) {
     const Shape s = GetParam();
     Kernels k(context(), Prewarm::No);
     vk::Buffer qb = device_buffer(b.q);
@@ -130,11 +131,16 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.scratch = scratch.view();
     a.out = out.view();
     a.quantized_out = quantized;
+    a.half_out = half != nullptr;
     vk::CommandRecorder rec(context());
     rec.begin();
     attention(rec, k, a);
     rec.end();
     rec.submit_and_wait();
+    if (half != nullptr) {
+      *half = read_back<uint16_t>(out, out_count);
+      return {};
+    }
     return read_back<float>(out, out_count);
   }
 
@@ -328,6 +334,20 @@ TEST_P(AttentionTest, QuantizedOutputEqualsQuantizingTheOutput) {
   rec.submit_and_wait();
   EXPECT_EQ(read_back<uint8_t>(got.bytes, values), read_back<uint8_t>(want.bytes, values));
   EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
+}
+
+// The combine pass writes out as f16 for a tensor-core o projection: the host's round-to-nearest-even of the
+// floats the plain pass writes, bit for bit (convert_f16 makes the same, test_add.cpp).
+TEST_P(AttentionTest, HalfOutputIsTheF16OfTheOutput) {
+  if (GetParam().head_dim % 2 != 0) GTEST_SKIP() << "an f16 output takes pairs of values";
+  const Batch b = make_batch();
+  vk::Buffer pool = device_buffer(make_pool());
+  const std::vector<float> plain = run(b, {&pool}, 16);
+  std::vector<uint16_t> half;
+  run(b, {&pool}, 16, 0, false, std::nullopt, &half);
+  ASSERT_EQ(half.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i)
+    ASSERT_EQ(half[i], fp32_to_fp16(plain[i])) << i << ": " << plain[i];
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the

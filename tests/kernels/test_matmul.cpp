@@ -269,6 +269,48 @@ TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
   }
 }
 
+// The wide tile (kF16XWideTile: 128 rows x 256 tokens) through matmul() where f16x_plan gives it: enough
+// row tiles, 492 tokens (the second token tile partial), rows that end inside a tile; and split in two (the
+// plan for o and down of long rows, here through dispatch_matmul_coopmat on shorter rows).
+TEST_P(MatmulTest, CoopMatWideTileMatchesReference) {
+  const vk::Device& device = context().device();
+  if (!coopmat_supported(device) || !coopmat_uses_khr(device))
+    GTEST_SKIP() << "device " << device.info().name << " has no KHR cooperative matrices (the f16-x build)";
+  const TensorType type = GetParam();
+  const uint32_t tokens = 2 * kF16XWideTile.tokens() - 20;
+  const vk::ComputePipeline& wide = context().pipelines().get(
+      "matmul_coopmat_khr_xh_" + std::string(type_variant(type)), kF16XWideTile.spec());
+  for (const uint32_t splits : {1u, 2u}) {
+    SCOPED_TRACE(std::to_string(splits) + " k splits");
+    const bool float_type = tensor_type_info(type).block_elements == 1;
+    const uint32_t cols = (float_type ? 104 : coopmat_cols(type)) * splits;
+    const uint32_t rows = (splits == 1 ? kWideTileMinGroups / 2 : 2) * kF16XWideTile.rows() + 3;
+    const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
+    vk::Buffer w = device_buffer(m.bytes);
+    const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
+    vk::Buffer x16(device, x.size() * 2, vk::MemoryKind::DeviceLocal);
+    vk::Buffer scratch(device, split_scratch_floats(tokens, rows, 2) * 4, vk::MemoryKind::DeviceLocal);
+    expect_matches_reference(m, rows, cols, x, tokens,
+                             run_product(w, type, rows, cols, x, tokens,
+                                         [&](vk::CommandRecorder& rec, const Kernels& k, MatmulArgs a) {
+                                           convert_f16(rec, k, a.x, x16.view(), tokens * cols);
+                                           a.x_f16 = x16.view();
+                                           ASSERT_TRUE(coopmat_takes_f16_x(device, a));
+                                           if (splits == 1) {
+                                             ASSERT_EQ(f16x_plan(a).tile, &kF16XWideTile);
+                                             matmul(rec, k, a, MatmulPath::CoopMat);
+                                             return;
+                                           }
+                                           a.x = a.x_f16;
+                                           a.split_scratch = scratch.view();
+                                           a.k_splits = 2;
+                                           ASSERT_EQ(coopmat_k_splits(a, kF16XWideTile), 2u);
+                                           dispatch_matmul_coopmat(rec, k, a, wide, kF16XWideTile);
+                                         }),
+                             2e-3);
+  }
+}
+
 // Split-K (MatmulArgs::split_scratch): long rows over few tiles split k among work groups whose partial
 // tiles reduce_splits sums in split order. Every split count (an uneven last split included) and the
 // automatic choice match the reference, through matmul() on the 32-token tile and through
@@ -402,6 +444,40 @@ TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
   if (!cm2) {
     EXPECT_THROW(resolve_matmul_path(device, MatmulPath::CoopMat2, ffn), Error);
   }
+}
+
+// How the x-as-f16 build runs a product (f16x_plan): the wide tile with kWideTileMinGroups of its tiles or
+// more, or half as many split in two where rows are long and the scratch holds two planes; never with more
+// than an eighth of its tokens idle. llama3-8b at 512 tokens: Q/K/V and gate/up wide, down wide and split,
+// o not; llama3-1b's Q/K/V not.
+TEST_F(MatmulPathTest, TheWideTileGoesToLargeProductsOfWholeTokenTiles) {
+  vk::Buffer scratch(context().device(), split_scratch_floats(512, 4096, 2) * 4, vk::MemoryKind::DeviceLocal);
+  const auto plan = [&](uint32_t rows, uint32_t cols, uint32_t tokens, uint32_t k_splits = 0) {
+    MatmulArgs a{{{}, TensorType::Q4_0x8, rows, cols}, {}, {}, tokens};
+    a.split_scratch = scratch.view();
+    a.k_splits = k_splits;
+    const F16XPlan p = f16x_plan(a);
+    return std::pair{p.tile == &kF16XWideTile ? "wide" : "default", p.k_splits};
+  };
+  using P = std::pair<const char*, uint32_t>;
+  const auto expect = [](std::pair<const char*, uint32_t> got, P want) {
+    EXPECT_STREQ(got.first, want.first);
+    EXPECT_EQ(got.second, want.second);
+  };
+  expect(plan(6144, 4096, 512), P{"wide", 1});   // 8B Q/K/V: 48 x 2 tiles
+  expect(plan(28672, 4096, 512), P{"wide", 1});  // 8B gate/up
+  expect(plan(28672, 4096, 256), P{"wide", 1});
+  expect(plan(4096, 14336, 512), P{"wide", 2});        // 8B down: 32 x 2, long rows
+  expect(plan(4096, 14336, 512, 1), P{"default", 1});  // splitting turned off
+  expect(plan(4096, 4096, 512), P{"default", 1});      // 8B o: rows too short to split
+  expect(plan(3072, 2048, 512), P{"default", 1});      // 1B Q/K/V: 24 x 2
+  expect(plan(16384, 2048, 512), P{"wide", 1});        // 1B gate/up
+  expect(plan(28672, 4096, 480), P{"wide", 1});        // 32 of 512 tokens idle: a sixteenth
+  expect(plan(28672, 4096, 300), P{"default", 1});     // 212 of 512 idle
+  expect(plan(28672, 4096, 200), P{"default", 1});     // 56 of 256 idle
+  expect(plan(8192, 14336, 512), P{"wide", 1});        // 64 x 2 tiles need no split
+  MatmulArgs no_scratch{{{}, TensorType::Q4_0x8, 4096, 14336}, {}, {}, 512};
+  EXPECT_EQ(f16x_plan(no_scratch).tile, &kF16XTile) << "no room for two planes";
 }
 
 // How many ways coopmat_k_splits splits a product: not at all without scratch or with k_splits 1;

@@ -5,7 +5,9 @@
 
 #include <cmath>
 
+#include "base/error.h"
 #include "kernels/ops/ops.h"
+#include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {
@@ -105,6 +107,57 @@ TEST_F(RmsNorm, AddThenNormInOneDispatchEqualsAddFollowedByNorm) {
   const std::vector<float> want = reference(sum, &w, rows, n, 1, n, n, 1e-5f, std::vector<float>(x.size()));
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_NEAR(fused_y[i], want[i], 2e-5f * std::max(1.0f, std::fabs(want[i]))) << "index " << i;
+}
+
+// The f16 output (a tensor-core product's x), plain and after the residual add: the host's
+// round-to-nearest-even of the f32 output, bit for bit; the residual sum in x is the same either way.
+TEST_F(RmsNorm, HalfOutputIsTheF16OfTheOutput) {
+  const uint32_t rows = 3, n = 524;
+  const std::vector<float> x = random_floats(size_t{rows} * n, -3.0f, 3.0f);
+  const std::vector<float> r = random_floats(size_t{rows} * n, -3.0f, 3.0f);
+  const std::vector<float> w = random_floats(n, 0.5f, 1.5f);
+  Kernels k(context(), Prewarm::No);
+  vk::Buffer bw = device_buffer(w), br = device_buffer(r);
+  for (const bool add_first : {false, true}) {
+    SCOPED_TRACE(add_first ? "add_rms_norm" : "rms_norm");
+    vk::Buffer fx = device_buffer(x), hx = device_buffer(x);
+    vk::Buffer fy(context().device(), x.size() * 4, vk::MemoryKind::DeviceLocal);
+    vk::Buffer hy(context().device(), x.size() * 2, vk::MemoryKind::DeviceLocal);
+    auto args = [&](const vk::Buffer& bx, const vk::Buffer& by, bool half) {
+      RmsNormArgs a;
+      a.x = bx.view(0, x.size() * 4);
+      a.weight = bw.view(0, w.size() * 4);
+      a.y = by.view();
+      a.rows = rows;
+      a.n = n;
+      a.half_out = half;
+      return a;
+    };
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    if (add_first) {
+      add_rms_norm(rec, k, args(fx, fy, false), br.view(0, r.size() * 4));
+      add_rms_norm(rec, k, args(hx, hy, true), br.view(0, r.size() * 4));
+    } else {
+      rms_norm(rec, k, args(fx, fy, false));
+      rms_norm(rec, k, args(hx, hy, true));
+    }
+    rec.end();
+    rec.submit_and_wait();
+    const std::vector<float> want = read_back<float>(fy, x.size());
+    const std::vector<uint16_t> got = read_back<uint16_t>(hy, x.size());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], fp32_to_fp16(want[i])) << i;
+    EXPECT_EQ(read_back<float>(fx, x.size()), read_back<float>(hx, x.size()));
+  }
+  RmsNormArgs odd;
+  odd.x = odd.y = br.view();
+  odd.rows = 1;
+  odd.n = 523;
+  odd.half_out = true;
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  EXPECT_THROW(rms_norm(rec, k, odd), Error);
+  rec.end();
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
+#include "base/error.h"
 #include "kernels/ops/ops.h"
+#include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {
@@ -51,6 +54,34 @@ TEST_F(Swiglu, JoinedRowsMatchSiluOfTheFirstHalfTimesTheSecond) {
       ASSERT_NEAR(got[t * n + c], want, 1e-5 * std::max(1.0, std::fabs(want))) << t << " " << c;
     }
   EXPECT_EQ(got[tokens * n], 7.0f) << "wrote past tokens * n";
+}
+
+// The f16 output (a tensor-core product's x): the host's round-to-nearest-even of the f32 output, bit for
+// bit, plain and joined.
+TEST_F(Swiglu, HalfOutputIsTheF16OfTheOutput) {
+  const uint32_t tokens = 3, n = 1000;
+  const std::vector<float> gate_up = random_floats(2 * tokens * n, -8.0f, 8.0f);
+  const uint32_t count = tokens * n;
+  vk::Buffer bi = device_buffer(gate_up), bf(context().device(), count * 4, vk::MemoryKind::DeviceLocal);
+  vk::Buffer bh(context().device(), count * 2, vk::MemoryKind::DeviceLocal);
+  vk::Buffer jf(context().device(), count * 4, vk::MemoryKind::DeviceLocal);
+  vk::Buffer jh(context().device(), count * 2, vk::MemoryKind::DeviceLocal);
+  Kernels k(context(), Prewarm::No);
+  vk::CommandRecorder rec(context());
+  rec.begin();
+  const vk::BufferView gate = bi.view(0, count * 4), up = bi.view(count * 4, count * 4);
+  swiglu(rec, k, gate, up, bf.view(), count);
+  swiglu(rec, k, gate, up, bh.view(), count, true);
+  swiglu_joined(rec, k, bi.view(), jf.view(), tokens, n);
+  swiglu_joined(rec, k, bi.view(), jh.view(), tokens, n, true);
+  EXPECT_THROW(swiglu(rec, k, gate, up, bh.view(), count - 1, true), Error);
+  rec.end();
+  rec.submit_and_wait();
+  for (const auto& [f32, f16] : {std::pair{&bf, &bh}, std::pair{&jf, &jh}}) {
+    const std::vector<float> want = read_back<float>(*f32, count);
+    const std::vector<uint16_t> got = read_back<uint16_t>(*f16, count);
+    for (uint32_t i = 0; i < count; ++i) ASSERT_EQ(got[i], fp32_to_fp16(want[i])) << i;
+  }
 }
 
 }  // namespace
