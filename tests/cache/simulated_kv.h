@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "cache/host_page_memory.h"
@@ -64,8 +65,13 @@ class SimulatedCopier final : public PageCopier, public HostPageMemory {
     return std::as_bytes(std::span(host_.at(page)));
   }
   std::span<std::byte> write_host_page(PageId page) override {
+    if (host_writes_left_ == 0) throw std::runtime_error("simulated: a host chunk could not be committed");
+    if (host_writes_left_ > 0) --host_writes_left_;
     return std::as_writable_bytes(std::span(host_.at(page)));
   }
+  // write_host_page() succeeds `calls` more times, then throws (as committing a host chunk that the system
+  // refuses does); -1: always succeeds.
+  void fail_host_writes_after(int calls) { host_writes_left_ = calls; }
   void host_page_written(PageId) override {}
 
   // The model "computes" positions [from, to) of a sequence: writes their KV values into its pages.
@@ -107,6 +113,7 @@ class SimulatedCopier final : public PageCopier, public HostPageMemory {
   std::vector<PageCopy> log_;
   CopyTicket queued_ = 0;
   int waits_ = 0;
+  int host_writes_left_ = -1;  // fail_host_writes_after()
 };
 
 }  // namespace kvtrie::test

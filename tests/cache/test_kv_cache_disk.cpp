@@ -188,6 +188,23 @@ TEST_F(KvCacheDiskTest, ABackgroundReadOfPagesCachedMeanwhileIsGivenBack) {
   EXPECT_EQ(cache_->stats().disk_loaded_pages, 7u);
 }
 
+// Committing a host chunk fails while a background read maps its pages (write_host_page throws): the error
+// reaches the caller, the read's host pages and its pin on the prefix are given back (the audit and TearDown
+// count them), nothing is left in flight, and the prompt is read from disk once the host memory is back.
+TEST_F(KvCacheDiskTest, AHostPageThatCannotBeWrittenGivesTheReadsPagesBack) {
+  const auto prompt = range(7, 30);
+  persist_and_restart(prompt, 8, std::chrono::milliseconds(0));
+  const std::uint64_t used = cache_->stats().host_pages_used;
+  copier_->fail_host_writes_after(3);  // the fourth of the seven pages
+  EXPECT_ANY_THROW(cache_->start_disk_load(1, prompt));
+  cache_->check_invariants();
+  EXPECT_EQ(cache_->stats().host_pages_used, used);
+  EXPECT_EQ(cache_->disk_loads_in_flight(), 0u);
+  EXPECT_EQ(cache_->leases_outstanding(), 0u) << "the prefix stayed pinned";
+  copier_->fail_host_writes_after(-1);
+  EXPECT_EQ(request(1, prompt).disk_hit_tokens, 28u);
+}
+
 // Destroying the cache waits for a read in flight (its pages are the host memory's owner's to free after);
 // the next cache over the directory finds every page.
 TEST_F(KvCacheDiskTest, ACacheDestroyedWithABackgroundReadInFlightWaitsForIt) {
