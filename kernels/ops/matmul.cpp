@@ -71,12 +71,15 @@ F16XPlan f16x_plan(const MatmulArgs& args) {
   const CoopmatTile& wide = kF16XWideTile;
   const uint32_t token_tiles = div_up(args.tokens, wide.tokens());
   const uint64_t groups = uint64_t{div_up(args.w.rows, wide.rows())} * token_tiles;
-  if (uint64_t{args.tokens} * 8 < uint64_t{token_tiles} * wide.tokens() * 7) return {&kF16XTile, 1};
-  if (groups >= kWideTileMinGroups) return {&wide, 1};
-  const bool split = groups * 2 >= kWideTileMinGroups && args.w.cols >= kWideSplitMinCols &&
-                     args.k_splits != 1 &&
-                     args.split_scratch.range / 4 >= split_scratch_floats(args.tokens, args.w.rows, 2);
-  return split ? F16XPlan{&wide, 2} : F16XPlan{&kF16XTile, 1};
+  if (uint64_t{args.tokens} * 8 >= uint64_t{token_tiles} * wide.tokens() * 7) {  // whole token tiles
+    if (groups >= kWideTileMinGroups) return {&wide, 1};
+    if (groups * 2 >= kWideTileMinGroups && args.w.cols >= kWideSplitMinCols && args.k_splits != 1 &&
+        args.split_scratch.range / 4 >= split_scratch_floats(args.tokens, args.w.rows, 2))
+      return {&wide, 2};
+  }
+  const uint64_t square =
+      uint64_t{div_up(args.w.rows, kF16XTile.rows())} * div_up(args.tokens, kF16XTile.tokens());
+  return {square < kWideTileMinGroups ? &kF16XNarrowTile : &kF16XTile, 1};
 }
 
 bool coopmat2_wanted(const vk::Device& device, MatmulPath requested, const MatmulArgs& args) {
@@ -142,11 +145,10 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
         const F16XPlan plan = f16x_plan(args);
         f16.k_splits = plan.k_splits;
         if (plan.k_splits == 1) f16.split_scratch = {};
-        const bool wide = plan.tile == &kF16XWideTile;
-        dispatch_matmul_coopmat(rec, k, f16,
-                                k.pipeline(wide ? "matmul_coopmat_khr_xh_wide" : "matmul_coopmat_khr_xh",
-                                           type_variant(args.w.type)),
-                                *plan.tile);
+        const char* op = plan.tile == &kF16XWideTile     ? "matmul_coopmat_khr_xh_wide"
+                         : plan.tile == &kF16XNarrowTile ? "matmul_coopmat_khr_xh_narrow"
+                                                         : "matmul_coopmat_khr_xh";
+        dispatch_matmul_coopmat(rec, k, f16, k.pipeline(op, type_variant(args.w.type)), *plan.tile);
         return;
       }
       const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")

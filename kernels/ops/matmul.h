@@ -81,11 +81,17 @@ inline constexpr CoopmatTile kF16XTile{4, 2, 2, 4, 64, 1};
 // 9,166 tok/s, Q4_K 8,019 -> 8,818, Q8_0 7,759 -> 8,718; unsplit on o and down (64 of its tiles) it was
 // slower, split in two on down faster (sweep-matmul: Q4_0 417 -> 337 us, Q8_0 456 -> 353).
 inline constexpr CoopmatTile kF16XWideTile{2, 4, 4, 4, 32, 1};
+// ... and its narrow tile, 128 rows x 64 tokens (4x2 subgroups of 32x32, k steps of 64), for products too
+// small to make kWideTileMinGroups work groups of kF16XTile: twice as many groups. On an H100, llama3-1b
+// prefill of 512 tokens with it on down (2,048 x 8,192: 64 tiles of kF16XTile) 44,048 -> 46,918 tok/s, on o
+// +1%; on llama3-8b's o (128 tiles) it was 2% slower.
+inline constexpr CoopmatTile kF16XNarrowTile{4, 2, 2, 2, 64, 1};
 inline constexpr uint32_t kWideTileMinGroups = 96, kWideSplitMinCols = 8192;
 // How matmul() runs a product on the x-as-f16 build: kF16XWideTile where its tokens fill at least seven
 // eighths of its token tiles and it makes kWideTileMinGroups work groups, or half that many with rows of
 // at least kWideSplitMinCols values split in two (when args.split_scratch holds two planes and
-// args.k_splits is not 1); else kF16XTile, unsplit.
+// args.k_splits is not 1); else kF16XTile, unsplit, or kF16XNarrowTile where kF16XTile makes fewer than
+// kWideTileMinGroups work groups.
 struct F16XPlan {
   const CoopmatTile* tile;
   uint32_t k_splits;

@@ -85,6 +85,9 @@ vk::SpecConstants spec_coopmat_f16_x(const vk::Device&) {
 vk::SpecConstants spec_coopmat_f16_x_wide(const vk::Device&) {
   return kF16XWideTile.spec();
 }
+vk::SpecConstants spec_coopmat_f16_x_narrow(const vk::Device&) {
+  return kF16XNarrowTile.spec();
+}
 vk::SpecConstants spec_coopmat_small(const vk::Device&) {
   return kSmallTile.spec();
 }
@@ -166,6 +169,8 @@ const OpRegistration kOps[] = {
     {"matmul_coopmat_khr_xh", kAllTypes, spec_coopmat_f16_x, khr_coopmat_path},  // x as f16 (X_F16)
     {"matmul_coopmat_khr_xh_wide", kAllTypes, spec_coopmat_f16_x_wide, khr_coopmat_path,
      "matmul_coopmat_khr_xh"},  // ... its wide tile
+    {"matmul_coopmat_khr_xh_narrow", kAllTypes, spec_coopmat_f16_x_narrow, khr_coopmat_path,
+     "matmul_coopmat_khr_xh"},  // ... and its narrow one
     {"matmul_coopmat_t32", kAllTypes, spec_coopmat_small, nv_coopmat_path, "matmul_coopmat"},
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
     {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},

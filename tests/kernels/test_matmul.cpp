@@ -269,22 +269,25 @@ TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
   }
 }
 
-// The wide tile (kF16XWideTile: 128 rows x 256 tokens) through matmul() where f16x_plan gives it: enough
-// row tiles, 492 tokens (the second token tile partial), rows that end inside a tile; and split in two (the
-// plan for o and down of long rows, here through dispatch_matmul_coopmat on shorter rows).
-TEST_P(MatmulTest, CoopMatWideTileMatchesReference) {
+// The x-as-f16 build's other tiles against the reference: the wide one (kF16XWideTile: 128 rows x 256 tokens)
+// unsplit and split in two, through dispatch_matmul_coopmat on a small product (f16x_plan gives it only to
+// large ones: TheWideTileGoesToLargeProductsOfWholeTokenTiles; GpuModelTest runs it through matmul() in an
+// llama3-8b-sized layer), 492 tokens (the second token tile partial), rows ending inside a tile; and the
+// narrow one (128 x 64) through matmul().
+TEST_P(MatmulTest, CoopMatWideAndNarrowTilesMatchReference) {
   const vk::Device& device = context().device();
   if (!coopmat_supported(device) || !coopmat_uses_khr(device))
     GTEST_SKIP() << "device " << device.info().name << " has no KHR cooperative matrices (the f16-x build)";
   const TensorType type = GetParam();
-  const uint32_t tokens = 2 * kF16XWideTile.tokens() - 20;
   const vk::ComputePipeline& wide = context().pipelines().get(
       "matmul_coopmat_khr_xh_" + std::string(type_variant(type)), kF16XWideTile.spec());
-  for (const uint32_t splits : {1u, 2u}) {
-    SCOPED_TRACE(std::to_string(splits) + " k splits");
+  // 0: wide; 1: wide split in two; 2: narrow through matmul() (3 x 2 tiles of 128 x 64).
+  for (const uint32_t form : {0u, 1u, 2u}) {
+    SCOPED_TRACE(form == 0 ? "wide" : form == 1 ? "wide, 2 k splits" : "narrow");
     const bool float_type = tensor_type_info(type).block_elements == 1;
-    const uint32_t cols = (float_type ? 104 : coopmat_cols(type)) * splits;
-    const uint32_t rows = (splits == 1 ? kWideTileMinGroups / 2 : 2) * kF16XWideTile.rows() + 3;
+    const uint32_t cols = (float_type ? 104 : coopmat_cols(type)) * (form == 1 ? 2 : 1);
+    const uint32_t rows = 2 * kF16XWideTile.rows() + 3;
+    const uint32_t tokens = form == 2 ? kF16XNarrowTile.tokens() + 7 : 2 * kF16XWideTile.tokens() - 20;
     const HostMatrix m = random_matrix(type, rows, cols, random_floats(uint64_t{rows} * cols));
     vk::Buffer w = device_buffer(m.bytes);
     const std::vector<float> x = random_floats(uint64_t{tokens} * cols);
@@ -296,15 +299,15 @@ TEST_P(MatmulTest, CoopMatWideTileMatchesReference) {
                                            convert_f16(rec, k, a.x, x16.view(), tokens * cols);
                                            a.x_f16 = x16.view();
                                            ASSERT_TRUE(coopmat_takes_f16_x(device, a));
-                                           if (splits == 1) {
-                                             ASSERT_EQ(f16x_plan(a).tile, &kF16XWideTile);
+                                           if (form == 2) {
+                                             ASSERT_EQ(f16x_plan(a).tile, &kF16XNarrowTile);
                                              matmul(rec, k, a, MatmulPath::CoopMat);
                                              return;
                                            }
                                            a.x = a.x_f16;
                                            a.split_scratch = scratch.view();
-                                           a.k_splits = 2;
-                                           ASSERT_EQ(coopmat_k_splits(a, kF16XWideTile), 2u);
+                                           a.k_splits = form == 1 ? 2 : 1;
+                                           ASSERT_EQ(coopmat_k_splits(a, kF16XWideTile), form == 1 ? 2u : 1u);
                                            dispatch_matmul_coopmat(rec, k, a, wide, kF16XWideTile);
                                          }),
                              2e-3);
@@ -448,8 +451,9 @@ TEST_F(MatmulPathTest, AutoResolvesByTokenCountAndAlignment) {
 
 // How the x-as-f16 build runs a product (f16x_plan): the wide tile with kWideTileMinGroups of its tiles or
 // more, or half as many split in two where rows are long and the scratch holds two planes; never with more
-// than an eighth of its tokens idle. llama3-8b at 512 tokens: Q/K/V and gate/up wide, down wide and split,
-// o not; llama3-1b's Q/K/V not.
+// than an eighth of its tokens idle; else the default tile, or the narrow one where the default makes fewer
+// than kWideTileMinGroups groups. llama3-8b at 512 tokens: Q/K/V and gate/up wide, down wide and split, o
+// default; llama3-1b: gate/up wide, Q/K/V default, o and down narrow.
 TEST_F(MatmulPathTest, TheWideTileGoesToLargeProductsOfWholeTokenTiles) {
   vk::Buffer scratch(context().device(), split_scratch_floats(512, 4096, 2) * 4, vk::MemoryKind::DeviceLocal);
   const auto plan = [&](uint32_t rows, uint32_t cols, uint32_t tokens, uint32_t k_splits = 0) {
@@ -457,7 +461,10 @@ TEST_F(MatmulPathTest, TheWideTileGoesToLargeProductsOfWholeTokenTiles) {
     a.split_scratch = scratch.view();
     a.k_splits = k_splits;
     const F16XPlan p = f16x_plan(a);
-    return std::pair{p.tile == &kF16XWideTile ? "wide" : "default", p.k_splits};
+    return std::pair{p.tile == &kF16XWideTile     ? "wide"
+                     : p.tile == &kF16XNarrowTile ? "narrow"
+                                                  : "default",
+                     p.k_splits};
   };
   using P = std::pair<const char*, uint32_t>;
   const auto expect = [](std::pair<const char*, uint32_t> got, P want) {
@@ -469,8 +476,11 @@ TEST_F(MatmulPathTest, TheWideTileGoesToLargeProductsOfWholeTokenTiles) {
   expect(plan(28672, 4096, 256), P{"wide", 1});
   expect(plan(4096, 14336, 512), P{"wide", 2});        // 8B down: 32 x 2, long rows
   expect(plan(4096, 14336, 512, 1), P{"default", 1});  // splitting turned off
-  expect(plan(4096, 4096, 512), P{"default", 1});      // 8B o: rows too short to split
-  expect(plan(3072, 2048, 512), P{"default", 1});      // 1B Q/K/V: 24 x 2
+  expect(plan(4096, 4096, 512), P{"default", 1});      // 8B o: rows too short to split, 128 default tiles
+  expect(plan(3072, 2048, 512), P{"default", 1});      // 1B Q/K/V: 24 x 2 wide tiles, 96 default ones
+  expect(plan(2048, 8192, 512), P{"narrow", 1});       // 1B down: 64 default tiles
+  expect(plan(2048, 2048, 512), P{"narrow", 1});       // 1B o
+  expect(plan(4096, 4096, 100), P{"narrow", 1});       // a short chunk: 32 default tiles
   expect(plan(16384, 2048, 512), P{"wide", 1});        // 1B gate/up
   expect(plan(28672, 4096, 480), P{"wide", 1});        // 32 of 512 tokens idle: a sixteenth
   expect(plan(28672, 4096, 300), P{"default", 1});     // 212 of 512 idle
@@ -478,6 +488,8 @@ TEST_F(MatmulPathTest, TheWideTileGoesToLargeProductsOfWholeTokenTiles) {
   expect(plan(8192, 14336, 512), P{"wide", 1});        // 64 x 2 tiles need no split
   MatmulArgs no_scratch{{{}, TensorType::Q4_0x8, 4096, 14336}, {}, {}, 512};
   EXPECT_EQ(f16x_plan(no_scratch).tile, &kF16XTile) << "no room for two planes";
+  EXPECT_LE(kF16XNarrowTile.shared_bytes(), 48u * 1024) << "every tile fits 48 KiB of shared memory";
+  EXPECT_LE(kF16XWideTile.shared_bytes(), 48u * 1024);
 }
 
 // How many ways coopmat_k_splits splits a product: not at all without scratch or with k_splits 1;
