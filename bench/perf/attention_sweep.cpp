@@ -127,7 +127,8 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         for (uint32_t l = 0; l < shape.layers; ++l) {
           if (evict) kernels::read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
           a.layer = l;
-          kernels::attention(rec, k, a, k.pipeline("attention", variant));
+          kernels::attention(rec, k, a,
+                             k.pipeline(variant == "paged" ? "attention" : "attention_probe", variant));
         }
         rec.end();
         std::vector<double> split_us, combine_us;

@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -234,10 +233,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
 namespace {
 // Whether `name` is an item of the comma-separated `list`.
 bool listed(const std::string& list, const std::string& name) {
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');)
-    if (item == name) return true;
-  return false;
+  return std::ranges::count(split_list(list), name) != 0;
 }
 }  // namespace
 
@@ -247,34 +243,25 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
   const vk::Device& dev = ctx.device();
   KVTRIE_CHECK(kernels::coopmat_supported(dev), "sweep-matmul: the device has no cooperative matrices");
   std::vector<kernels::CoopmatTile> tiles;
-  {
-    std::stringstream in(options.tiles);
-    for (std::string item; std::getline(in, item, ',');) {
-      const kernels::CoopmatTile t = parse_coopmat_tile(item);
-      if (t.shared_bytes() > dev.info().max_shared_memory) {  // left out, so one tile does not end the sweep
-        std::cerr << "sweep-matmul: tile " << item << " needs " << t.shared_bytes()
-                  << " bytes of shared memory, " << dev.info().max_shared_memory << " available: left out\n";
-        continue;
-      }
-      tiles.push_back(t);
+  for (const std::string& item : split_list(options.tiles)) {
+    const kernels::CoopmatTile t = parse_coopmat_tile(item);
+    if (t.shared_bytes() > dev.info().max_shared_memory) {  // left out, so one tile does not end the sweep
+      std::cerr << "sweep-matmul: tile " << item << " needs " << t.shared_bytes()
+                << " bytes of shared memory, " << dev.info().max_shared_memory << " available: left out\n";
+      continue;
     }
+    tiles.push_back(t);
   }
-  std::vector<uint32_t> split_counts;  // k splits per tile (1: none; 0: coopmat_k_splits' own choice)
-  {
-    std::stringstream in(options.k_splits);
-    for (std::string item; std::getline(in, item, ',');) split_counts.push_back(std::stoul(item));
-    KVTRIE_CHECK(!split_counts.empty(), "sweep-matmul: --k-splits lists at least one count");
-  }
+  // k splits per tile (1: none; 0: coopmat_k_splits' own choice)
+  const std::vector<uint32_t> split_counts = parse_numbers(options.k_splits);
+  KVTRIE_CHECK(!split_counts.empty(), "sweep-matmul: --k-splits lists at least one count");
   std::vector<kernels::Cm2Tile> cm2_tiles;
-  {
-    std::stringstream in(options.cm2_tiles);
-    for (std::string item; std::getline(in, item, ',');) {
-      kernels::Cm2Tile t;
-      const int n = std::sscanf(item.c_str(), "%ux%ux%uk%u", &t.threads, &t.rows, &t.tokens, &t.bk);
-      KVTRIE_CHECK(n == 4 && 256 % t.bk == 0,
-                   "sweep-matmul: a CM2 tile is THREADSxROWSxTOKENSkBK, e.g. 256x128x128k32");
-      cm2_tiles.push_back(t);
-    }
+  for (const std::string& item : split_list(options.cm2_tiles)) {
+    kernels::Cm2Tile t;
+    const int n = std::sscanf(item.c_str(), "%ux%ux%uk%u", &t.threads, &t.rows, &t.tokens, &t.bk);
+    KVTRIE_CHECK(n == 4 && 256 % t.bk == 0,
+                 "sweep-matmul: a CM2 tile is THREADSxROWSxTOKENSkBK, e.g. 256x128x128k32");
+    cm2_tiles.push_back(t);
   }
   std::mt19937_64 rng(11);
   for (const uint32_t T : parse_numbers(options.tokens))

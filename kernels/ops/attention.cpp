@@ -30,6 +30,7 @@ uint32_t max_splits(const AttentionArgs& a) {
 // tile_keys * (head_dim / 2 + 1) words, ps4 tile_keys * rows_cap floats.
 constexpr uint32_t kQFloats = 2048, kTileWords = 2080, kScoreFloats = 512, kMaxRows = 32;
 constexpr uint32_t kSharedBytes = (kQFloats + kTileWords + kScoreFloats + kMaxRows * 2) * 4 + 8;
+constexpr uint32_t kFetchRegs = 2;  // attention.comp's FETCH_REGS: 16-byte pieces of a tile per thread
 
 // Query rows (token, head) per work group: a multiple of 4, with q of all rows in qs4 and a tile's scores in
 // ps4 (16 at head_dim 128: 4 tokens of llama3's 4 query heads per KV head). Shared memory is kept near
@@ -118,6 +119,9 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
   KVTRIE_CHECK(coopmat || (rows * hd <= kQFloats && keys * (hd / 2 + 1) <= kTileWords &&
                            keys * rows <= kScoreFloats && keys % 4 == 0 && keys > 0),
                "attention: tile sizes exceed attention.comp's shared arrays");
+  // attention.comp loads a tile of 16-byte row pieces (head_dim a multiple of 8) in kFetchRegs a thread.
+  KVTRIE_CHECK(coopmat || hd % 8 != 0 || keys * (hd / 8) <= kFetchRegs * 256,
+               "attention: a K/V tile exceeds attention.comp's registers per thread");
   KVTRIE_CHECK(uint64_t{args.n_kv_heads} * head_groups <= 65535, "attention: grid too large");
 
   // Pool bindings: kv_pages, then the extra chunks; unused slots repeat kv_pages (never read).

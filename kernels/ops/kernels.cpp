@@ -47,7 +47,8 @@ std::vector<vk::PipelineKey> Kernels::prewarm_keys(const vk::Device& device,
   }
   std::vector<vk::PipelineKey> keys;
   for (const OpRegistration& row : registered_ops()) {
-    if (row.available && !row.available(device)) continue;  // e.g. cooperative matrices
+    if (row.benchmark_only || (row.available && !row.available(device)))
+      continue;  // e.g. cooperative matrices
     const vk::SpecConstants spec = row.spec(device);
     for (std::string_view variant : row.variants) {
       if (weight_types && !wanted(row, variant, wanted_types)) continue;

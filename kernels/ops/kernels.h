@@ -36,6 +36,8 @@ struct OpRegistration {
   std::string_view shader = {};
   // Every variant ends in _<weight type>: a prewarm for a model keeps only its types' variants.
   bool variants_end_in_type = false;
+  // Probes and tuning builds for the benchmarks: never prewarmed (created on first use).
+  bool benchmark_only = false;
 };
 
 // The table (defined in op_registry.cpp).

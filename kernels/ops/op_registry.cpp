@@ -108,8 +108,8 @@ constexpr std::array kConvert = {"f32_f16"sv};
 constexpr std::array kRmsNorm = {"f32"sv, "add_f32"sv, "f32_f16"sv, "add_f32_f16"sv};  // _f16: f16 out
 constexpr std::array kSwiglu = {"f32"sv, "f32_f16"sv};
 constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
-constexpr std::array kAttention = {"paged"sv,  "combine"sv, "combine_qout"sv, "combine_f16"sv, "probe1"sv,
-                                   "probe2"sv, "probe3"sv,  "probe4"sv,       "probe5"sv};
+constexpr std::array kAttention = {"paged"sv, "combine"sv, "combine_qout"sv, "combine_f16"sv};
+constexpr std::array kAttentionProbes = {"probe1"sv, "probe2"sv, "probe3"sv, "probe4"sv, "probe5"sv};
 constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv};  // head_dim
 constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
                                   "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
@@ -156,8 +156,8 @@ const OpRegistration kOps[] = {
     {"add", kF32, spec_elementwise},
     {"reduce_splits", kF32, spec_elementwise},
     {"add_bias", kF32, spec_elementwise},
-    {"read_probe", kU32, spec_elementwise},
-    {"grid_sync_probe", kU32, spec_elementwise},
+    {"read_probe", kU32, spec_elementwise, nullptr, {}, false, true},
+    {"grid_sync_probe", kU32, spec_elementwise, nullptr, {}, false, true},
     {"get_rows", kAllTypes, spec_elementwise},
     {"kv_write", kKvWrite, spec_elementwise},
     {"matvec", kAllTypes, spec_matvec},
@@ -175,6 +175,8 @@ const OpRegistration kOps[] = {
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
     {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},
     {"attention", kAttention, spec_attention},
+    {"attention_probe", kAttentionProbes, spec_attention, nullptr, "attention", false,
+     true},  // attention.comp's
     {"attention_coopmat", kAttentionCoopmat, spec_none, khr_coopmat_path},
     {"repack", kDeviceFormats, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 1>, matvec_q8_portable,

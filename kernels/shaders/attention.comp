@@ -16,7 +16,7 @@
 // sees only inside a block (a tile past its own end, keys past its end in a shared tile) adds alpha = 1 and
 // p = 0 terms, which leave m, l and acc bit-identical (K/V are finite f16 values).
 // PROBE (tuning builds only, never dispatched by the engine; sweep-attention --variants): 1 leaves out the
-// scores, 2 the softmax, 3 the K/V loads from memory (the tiles are zeros), 4 the PV products, 5 all four.
+// scores, 2 the softmax, 3 fetch()'s K/V loads (the tiles are zeros), 4 the PV products, 5 all four.
 // KV page layout (kernels/ops/kv_layout.h): page p, layer L holds K [page_size][kv_dim] then V
 // [page_size][kv_dim], f16, pages of all layers contiguous; kv_dim = n_kv_heads * head_dim.
 #extension GL_EXT_control_flow_attributes : require
@@ -62,40 +62,23 @@ shared uint run_info[2];        // run length, max position of the run
 
 uint kv_load(uint loc) { return kv_load4(loc)[loc & 3u]; }
 
-// Stages keys (is_v = 0) or values (is_v = 1) [ts, ts + nk) of KV head kh into kvs; zeros up to tile_keys.
-void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
-  uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-  uint kt = pc.tile_keys;
-#if defined(PROBE) && (PROBE == 3 || PROBE == 5)
-  nk = 0u;
-#endif
-  if (pc.head_dim % 8u == 0u) {  // uniform: 16-byte loads when rows are 16-byte aligned
-    uint d8 = pc.head_dim / 8u;
-    for (uint i = tid; i < kt * d8; i += wg) {
-      uint jj = i / d8, w4 = (i % d8) * 4u;
-      uvec4 w = uvec4(0u);
-      if (jj < nk) w = kv_load4(kv_word(pt_off, ts + jj, kh, is_v) + w4);
-      uint o = jj * ks + w4;
-      kvs[o] = w.x;
-      kvs[o + 1u] = w.y;
-      kvs[o + 2u] = w.z;
-      kvs[o + 3u] = w.w;
-    }
-  } else {
-    uint d2 = pc.head_dim / 2u;
-    for (uint i = tid; i < kt * d2; i += wg) {
-      uint jj = i / d2, w = i % d2;
-      kvs[jj * ks + w] = jj < nk ? kv_load(kv_word(pt_off, ts + jj, kh, is_v) + w) : 0u;
-    }
-  }
-}
-
-// The fast path (head_dim a multiple of 8 and a tile of at most 2 words of 16 bytes per thread): a thread
-// loads its part of a K or V tile into registers (fetch) well before it is needed and stores it into kvs
-// (stage), so the next tile's loads run under this tile's arithmetic, and a tile's K and V loads together.
+// Rows of 16-byte pieces (head_dim a multiple of 8; attention.cpp checks that a tile is then at most
+// FETCH_REGS pieces per thread): a thread loads its part of a K or V tile into registers (fetch) well before
+// it is needed and stores it into kvs (stage), so the next tile's loads run under this tile's arithmetic, and
+// a tile's K and V loads together. Other rows take load_tile.
 #define FETCH_REGS 2u
 bool fetch_fast() {
-  return pc.head_dim % 8u == 0u && pc.tile_keys * (pc.head_dim / 8u) <= FETCH_REGS * gl_WorkGroupSize.x;
+  return pc.head_dim % 8u == 0u;
+}
+
+// Stages keys (is_v = 0) or values (is_v = 1) [ts, ts + nk) of KV head kh into kvs, a word at a time; zeros
+// up to tile_keys.
+void load_tile(uint is_v, uint pt_off, uint kh, uint ts, uint nk, uint ks) {
+  uint d2 = pc.head_dim / 2u;
+  for (uint i = gl_LocalInvocationID.x; i < pc.tile_keys * d2; i += gl_WorkGroupSize.x) {
+    uint jj = i / d2, w = i % d2;
+    kvs[jj * ks + w] = jj < nk ? kv_load(kv_word(pt_off, ts + jj, kh, is_v) + w) : 0u;
+  }
 }
 
 // This thread's words of the K (is_v 0) or V (1) rows [ts, ts + nk) of KV head kh; zeros past nk.

@@ -87,12 +87,10 @@ void main() {
       a += partial[b + 2u + d] * exp(partial[b] - mx);
     }
     float v = a / l;
-#ifdef HALF_OUT
-    head_out[d] = v;
-#else
+#ifndef HALF_OUT
     o[t * pc.out_stride + h * hd + d] = v;
 #endif
-#ifdef QUANT_OUT
+#if defined(QUANT_OUT) || defined(HALF_OUT)
     head_out[d] = v;
 #endif
   }

@@ -587,7 +587,7 @@ struct GpuModel::Impl {
       return;
     }
     if (w.w_gate_up.buffer.valid() && T > 1) {
-      // Batches: one product of [gate; up] (one norm, one f16 conversion of x, one dispatch), then SwiGLU.
+      // Batches: one product of [gate; up] (one norm, x converted to f16 once, one dispatch), then SwiGLU.
       normed_products(kProductGateUp, w.ffn_norm, {{&w.w_gate_up, 0}}, gate, 2 * n_ff, T);
       const bool half = half_out_for(w.w_down, up, T, kProductDown);  // the down product's x_f16 directly
       kernels::swiglu_joined(*rec, kernels, gate.view(0, uint64_t{T} * 2 * n_ff * 4),

@@ -245,7 +245,7 @@ TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne
 
   for (const OpRegistration& row : registered_ops()) {
     const std::string prefix = std::string(row.shader.empty() ? row.op : row.shader) + "_";
-    if (row.available && !row.available(dev)) {
+    if (row.benchmark_only || (row.available && !row.available(dev))) {
       for (std::string_view v : row.variants) EXPECT_FALSE(has(all, prefix + std::string(v)));
       continue;
     }
@@ -272,6 +272,8 @@ TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne
   EXPECT_FALSE(has(some, "matvec_q8_0"));
   EXPECT_FALSE(has(some, "get_rows_f16"));
   EXPECT_TRUE(has(some, "kv_write_f16")) << "a single-variant row is always prewarmed";
+  EXPECT_FALSE(has(all, "read_probe_u32")) << "benchmark-only rows are never prewarmed";
+  EXPECT_FALSE(has(all, "attention_probe1"));
 }
 
 TEST_F(KernelsPrewarm, APrewarmForTypesCreatesExactlyItsKeys) {

@@ -30,6 +30,18 @@ std::vector<float> reference(const std::vector<float>& x, const std::vector<floa
 
 class RmsNorm : public test::VulkanTest {
  protected:
+  // Plain rows: `rows` of n values, weighted, contiguous in x and y (the whole views).
+  static RmsNormArgs plain_rows(vk::BufferView x, vk::BufferView weight, vk::BufferView y, uint32_t rows,
+                                uint32_t n, bool half_out = false) {
+    RmsNormArgs a;
+    a.x = x;
+    a.weight = weight;
+    a.y = y;
+    a.rows = rows;
+    a.n = n;
+    a.half_out = half_out;
+    return a;
+  }
   void check(uint32_t rows, uint32_t n, uint32_t heads, uint32_t x_stride, uint32_t y_stride, bool weight) {
     const uint32_t groups = (rows + heads - 1) / heads;
     const std::vector<float> x = random_floats(size_t{groups} * x_stride, -3.0f, 3.0f);
@@ -81,13 +93,7 @@ TEST_F(RmsNorm, AddThenNormInOneDispatchEqualsAddFollowedByNorm) {
   const std::vector<float> w = random_floats(n, 0.5f, 1.5f);
   Kernels k(context(), Prewarm::No);
   auto args = [&](const vk::Buffer& bx, const vk::Buffer& bw, const vk::Buffer& by) {
-    RmsNormArgs a;
-    a.x = bx.view(0, x.size() * 4);
-    a.weight = bw.view(0, w.size() * 4);
-    a.y = by.view(0, x.size() * 4);
-    a.rows = rows;
-    a.n = n;
-    return a;
+    return plain_rows(bx.view(0, x.size() * 4), bw.view(0, w.size() * 4), by.view(0, x.size() * 4), rows, n);
   };
   vk::Buffer fx = device_buffer(x), fr = device_buffer(r), fw = device_buffer(w), fy = device_buffer(x);
   vk::Buffer sx = device_buffer(x), sr = device_buffer(r), sw = device_buffer(w), sy = device_buffer(x);
@@ -124,14 +130,7 @@ TEST_F(RmsNorm, HalfOutputIsTheF16OfTheOutput) {
     vk::Buffer fy(context().device(), x.size() * 4, vk::MemoryKind::DeviceLocal);
     vk::Buffer hy(context().device(), x.size() * 2, vk::MemoryKind::DeviceLocal);
     auto args = [&](const vk::Buffer& bx, const vk::Buffer& by, bool half) {
-      RmsNormArgs a;
-      a.x = bx.view(0, x.size() * 4);
-      a.weight = bw.view(0, w.size() * 4);
-      a.y = by.view();
-      a.rows = rows;
-      a.n = n;
-      a.half_out = half;
-      return a;
+      return plain_rows(bx.view(0, x.size() * 4), bw.view(0, w.size() * 4), by.view(), rows, n, half);
     };
     vk::CommandRecorder rec(context());
     rec.begin();
