@@ -18,6 +18,12 @@ struct PagedPush {
   float scale;
   uint32_t pages_per_binding, heads_per_wg, block_tokens, tile_keys, row_stride4;
 };
+// attention_coopmat's: the split pass's, then where a single split writes the output.
+struct CoopmatPush {
+  PagedPush paged;
+  uint32_t out_stride;
+  uint32_t out_mode;  // 0: partials; one split: the output, 1 f32, 2 f16
+};
 struct CombinePush {
   uint32_t n_heads, head_dim, chunk, max_splits, out_stride, q_stride;
 };
@@ -150,22 +156,27 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
                         block_tokens,
                         keys,
                         rows / 4};
-  rec.dispatch(
-      split_pass ? *split_pass
-      : coopmat  ? k.pipeline("attention_coopmat", coopmat->variant)
-                 : k.pipeline("attention", "paged"),
-      {vk::read(args.q), vk::read(pools[0]), vk::read(pools[1]), vk::read(pools[2]), vk::read(pools[3]),
-       vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch)},
-      paged, splits, args.n_kv_heads * head_groups, args.tokens);
-
-  const CombinePush combine{args.n_heads,
-                            hd,
-                            args.split_size,
-                            splits,
-                            args.out_stride ? args.out_stride : width,
-                            args.quantized_out ? args.quantized_out->stride : 0};
-  KVTRIE_CHECK(!args.half_out || (!args.quantized_out && hd % 2 == 0 && combine.out_stride % 2 == 0),
+  const vk::Binding split_bindings[] = {vk::read(args.q),          vk::read(pools[0]),        vk::read(pools[1]),
+                                        vk::read(pools[2]),        vk::read(pools[3]),        vk::read(args.page_table),
+                                        vk::read(args.token_info), vk::write(args.scratch), vk::write(args.out)};
+  const uint32_t out_stride = args.out_stride ? args.out_stride : width;
+  KVTRIE_CHECK(!args.half_out || (!args.quantized_out && hd % 2 == 0 && out_stride % 2 == 0),
                "attention: an f16 output takes pairs of values and no quantized output");
+  if (coopmat) {
+    // One split: attention_coopmat writes the output itself (f32 or f16), and no combine pass runs.
+    const bool whole = splits == 1 && !args.quantized_out;
+    rec.dispatch(k.pipeline("attention_coopmat", coopmat->variant), std::span<const vk::Binding>(split_bindings),
+                 CoopmatPush{paged, out_stride, whole ? (args.half_out ? 2u : 1u) : 0u}, splits,
+                 args.n_kv_heads * head_groups, args.tokens);
+    if (whole) return;
+  } else {
+    rec.dispatch(split_pass ? *split_pass : k.pipeline("attention", "paged"),
+                 std::span<const vk::Binding>(split_bindings, 8), paged, splits, args.n_kv_heads * head_groups,
+                 args.tokens);
+  }
+
+  const CombinePush combine{args.n_heads, hd, args.split_size, splits, out_stride,
+                            args.quantized_out ? args.quantized_out->stride : 0};
   if (const std::optional<QuantizedX>& q = args.quantized_out) {
     KVTRIE_CHECK(hd % 16 == 0 && q->stride % 16 == 0 && q->stride >= width,
                  "attention: a quantized output needs head_dim a multiple of 16 and a stride of whole rows");

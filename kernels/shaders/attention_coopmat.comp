@@ -7,7 +7,8 @@
 // softmax on them (two lanes a row), and adds P V to its output accumulators after scaling them by each
 // row's alpha (a broadcast matrix of alphas multiplied element by element: two accumulators of one type
 // hold the same elements in each invocation). At the end it writes the unnormalised partials (m, l, acc)
-// that attention_combine.comp merges. Each thread loads its part of the next K/V tile into registers while
+// that attention_combine.comp merges, or, when the whole context is one split (out_mode), the normalised
+// output itself (f32, or f16 for a tensor-core o product), and no combine pass runs. Each thread loads its part of the next K/V tile into registers while
 // the current one is multiplied. Q and P are rounded to f16; not batch-invariant (a token alone takes
 // attention.comp).
 #extension GL_KHR_cooperative_matrix : require
@@ -28,6 +29,12 @@
 #define DB (HD / 16u)           // 16-value blocks of a row
 #define STRIDE (HD / 8u + 1u)   // uvec4s (8 halves) per staged K/V/q row: HD halves padded by 8
 #define PSTRIDE (BC / 8u + 1u)  // uvec4s per row of P
+// Scores: BC / 4 + 1 vec4s a row, so that a quarter subgroup's 16-byte reads of its softmax rows (two lanes a
+// row, 16 keys each) fall in 8 different bank groups; with rows of exactly BC floats the two lanes' reads
+// of key k of all 16 rows hit 2 banks (16-way conflicts on every score). The alpha broadcast and the
+// output blocks are 16 x 16 with rows of 5 vec4s.
+#define SSTRIDE4 (BC / 4u + 1u)
+#define ASTRIDE4 5u
 #define NEG_BIG -3.0e38
 #define THREADS (32u * SG)
 #define KV_SPLIT (THREADS / (2u * BC))  // threads per staged K/V row
@@ -39,6 +46,8 @@ layout(set = 0, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 7) writeonly buffer Partial { float partial[]; };
+// One split (out_mode 1 or 2): the output itself, f32 or f16 pairs, instead of partials.
+layout(set = 0, binding = 8) writeonly buffer Out { uint out_words[]; };
 
 layout(push_constant) uniform Push {  // attention.comp's; tile_keys and row_stride4 are unused here
   uint n_heads;
@@ -56,15 +65,18 @@ layout(push_constant) uniform Push {  // attention.comp's; tile_keys and row_str
   uint block_tokens;  // heads_per_wg * block_tokens <= ROWS
   uint tile_keys;
   uint row_stride4;
+  uint out_stride;  // values between tokens in out
+  uint out_mode;    // 0: partials; the output itself (one split): 1 f32, 2 f16 (out_stride and head_dim even)
 } pc;
 
-// 34 KiB at HD 128 and SG 4, 43 at SG 8: the K and V tile (64 q rows at a time at the start), each
-// subgroup's P, and its scores (whose first 256 floats then hold the alpha broadcast, and at the end each
-// 16x16 output block on its way out).
+// 35 KiB at HD 128 and SG 4, 45 at SG 8: the K and V tile (64 q rows at a time at the start), each
+// subgroup's P, and its scores (whose first 16 rows of ASTRIDE4 then hold the alpha broadcast, and at the end
+// each 16x16 output block on its way out).
 shared uvec4 kv_tile[2u * BC * STRIDE];
 shared uvec4 p_tile[SG * 16u * PSTRIDE];
-shared float s_tile[SG * 16u * BC];
+shared vec4 s_tile[SG * 16u * SSTRIDE4];
 shared uint run_info[2];
+shared float row_sum[SG * 16u];  // one split: each row's l, for the normalised output
 
 #include "kv_pool.glsl"
 
@@ -160,7 +172,7 @@ void main() {
   MAT_C o[DB];
   [[unroll]] for (uint d = 0u; d < DB; ++d) o[d] = MAT_C(0.0);
 
-  uint s_base = sg * 16u * BC;
+  uint s_base = sg * 16u * SSTRIDE4;
   for (uint ts = start; ts < wg_end; ts += BC) {
     [[unroll]] for (uint i = 0u; i < KV_PIECES; ++i)
       kv_tile[kv_row * STRIDE + KV_PIECES * kv_piece + i] = kv_regs[i];
@@ -175,7 +187,7 @@ void main() {
         coopMatLoad(kb, kv_tile, (16u * j) * STRIDE + 2u * d, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
         s = coopMatMulAdd(qa[d], kb, s);
       }
-      coopMatStore(s, s_tile, s_base + 16u * j, BC, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatStore(s, s_tile, s_base + 4u * j, SSTRIDE4, gl_CooperativeMatrixLayoutRowMajor);
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -183,10 +195,13 @@ void main() {
     // Online softmax of this lane's 16 keys; the pair's max and sum meet through a shuffle.
     float sv[16];
     float mt = NEG_BIG;
-    [[unroll]] for (uint k = 0u; k < 16u; ++k) {
-      uint key = 16u * half_ + k;
-      sv[k] = ts + key < my_end ? s_tile[s_base + (lane / 2u) * BC + key] : NEG_BIG;
-      mt = max(mt, sv[k]);
+    [[unroll]] for (uint k4 = 0u; k4 < 4u; ++k4) {
+      vec4 v = s_tile[s_base + (lane / 2u) * SSTRIDE4 + 4u * half_ + k4];
+      [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+        uint k = 4u * k4 + c;
+        sv[k] = ts + 16u * half_ + k < my_end ? v[c] : NEG_BIG;
+        mt = max(mt, sv[k]);
+      }
     }
     mt = max(mt, subgroupShuffleXor(mt, 1u));
     float m_new = max(m, mt);
@@ -205,13 +220,14 @@ void main() {
     l = l * alpha + sum;
     m = m_new;
     subgroupBarrier();  // every lane has read its scores: the alphas overwrite the first 256
-    [[unroll]] for (uint k = 0u; k < 8u; ++k) s_tile[s_base + (lane / 2u) * 16u + 8u * half_ + k] = alpha;
+    s_tile[s_base + (lane / 2u) * ASTRIDE4 + 2u * half_] = vec4(alpha);
+    s_tile[s_base + (lane / 2u) * ASTRIDE4 + 2u * half_ + 1u] = vec4(alpha);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 
     // o = o * alpha (per row) + P V.
     MAT_C al;
-    coopMatLoad(al, s_tile, s_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(al, s_tile, s_base, ASTRIDE4, gl_CooperativeMatrixLayoutRowMajor);
     [[unroll]] for (uint d = 0u; d < DB; ++d)
       [[unroll]] for (int e = 0; e < o[d].length(); ++e) o[d][e] *= al[e];
     [[unroll]] for (uint j = 0u; j < BC / 16u; ++j) {
@@ -226,19 +242,43 @@ void main() {
     barrier();  // kv_tile is refilled, and this subgroup's scores rewritten, by the next tile
   }
 
+  if (pc.out_mode != 0u) {  // the whole context in one split (the host checks): no combine pass
+    if (half_ == 0u) row_sum[my_row] = l;
+    [[unroll]] for (uint d = 0u; d < DB; ++d) {
+      coopMatStore(o[d], s_tile, s_base, ASTRIDE4, gl_CooperativeMatrixLayoutRowMajor);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = lane; e < 128u; e += 32u) {  // column pairs of the 16 x 16 block
+        uint r = 16u * sg + e / 8u, col = 2u * (e % 8u);
+        if (r >= rows) continue;
+        vec4 blk = s_tile[s_base + (e / 8u) * ASTRIDE4 + col / 4u];
+        vec2 v = ((col & 2u) == 0u ? blk.xy : blk.zw) / row_sum[r];
+        uint at = (t0 + r / hn) * pc.out_stride + (h0 + r % hn) * HD + 16u * d + col;
+        if (pc.out_mode == 2u) {
+          out_words[at / 2u] = packFloat2x16(f16vec2(v));
+        } else {
+          out_words[at] = floatBitsToUint(v.x);
+          out_words[at + 1u] = floatBitsToUint(v.y);
+        }
+      }
+      subgroupBarrier();  // every lane has read the block before the next store
+    }
+    return;
+  }
   if (half_ == 0u && my_end > 0u) {
     uint base = partial_base(my_row, t0, hn, h0, c);
     partial[base] = m;
     partial[base + 1u] = l;
   }
   [[unroll]] for (uint d = 0u; d < DB; ++d) {
-    coopMatStore(o[d], s_tile, s_base, 16u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatStore(o[d], s_tile, s_base, ASTRIDE4, gl_CooperativeMatrixLayoutRowMajor);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     for (uint e = lane; e < 256u; e += 32u) {
       uint r = 16u * sg + e / 16u;
       if (row_end(r, rows, t0, hn, start) > 0u)
-        partial[partial_base(r, t0, hn, h0, c) + 2u + 16u * d + e % 16u] = s_tile[s_base + e];
+        partial[partial_base(r, t0, hn, h0, c) + 2u + 16u * d + e % 16u] =
+            s_tile[s_base + (e / 16u) * ASTRIDE4 + (e % 16u) / 4u][e % 4u];
     }
     subgroupBarrier();  // every lane has read the block before the next store
   }
