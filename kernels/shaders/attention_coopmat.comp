@@ -16,6 +16,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_control_flow_attributes : require
 
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -219,17 +220,22 @@ void main() {
     sum += subgroupShuffleXor(sum, 1u);
     l = l * alpha + sum;
     m = m_new;
-    subgroupBarrier();  // every lane has read its scores: the alphas overwrite the first 256
-    s_tile[s_base + (lane / 2u) * ASTRIDE4 + 2u * half_] = vec4(alpha);
-    s_tile[s_base + (lane / 2u) * ASTRIDE4 + 2u * half_ + 1u] = vec4(alpha);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-
-    // o = o * alpha (per row) + P V.
-    MAT_C al;
-    coopMatLoad(al, s_tile, s_base, ASTRIDE4, gl_CooperativeMatrixLayoutRowMajor);
-    [[unroll]] for (uint d = 0u; d < DB; ++d)
-      [[unroll]] for (int e = 0; e < o[d].length(); ++e) o[d][e] *= al[e];
+    // o = o * alpha (per row) + P V. A row whose max did not move has alpha exactly 1: when no row of the
+    // subgroup moved (most tiles after the first few) the broadcast and the products are skipped.
+    if (subgroupAny(alpha != 1.0)) {
+      subgroupBarrier();  // every lane has read its scores: the alphas overwrite the first rows
+      s_tile[s_base + (lane / 2u) * ASTRIDE4 + 2u * half_] = vec4(alpha);
+      s_tile[s_base + (lane / 2u) * ASTRIDE4 + 2u * half_ + 1u] = vec4(alpha);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      MAT_C al;
+      coopMatLoad(al, s_tile, s_base, ASTRIDE4, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint d = 0u; d < DB; ++d)
+        [[unroll]] for (int e = 0; e < o[d].length(); ++e) o[d][e] *= al[e];
+    } else {
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();  // P is read by the whole subgroup
+    }
     [[unroll]] for (uint j = 0u; j < BC / 16u; ++j) {
       MAT_A pa;
       coopMatLoad(pa, p_tile, (16u * sg) * PSTRIDE + 2u * j, PSTRIDE, gl_CooperativeMatrixLayoutRowMajor);
