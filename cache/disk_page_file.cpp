@@ -226,6 +226,9 @@ PageFileResult read_page_file(const std::filesystem::path& path, const PageFileI
   if (h.version != kVersion)
     return failure(PageFileStatus::Corrupt,
                    path.string() + ": page file version " + std::to_string(h.version));
+  // write_page_file writes them as zero and a use of them would come with a new version: set bytes here,
+  // under a good checksum, are a forged or foreign-written file (found by fuzz/fuzz_disk_page.cpp).
+  if (h.reserved != 0) return failure(PageFileStatus::Corrupt, path.string() + ": reserved header bytes set");
   if (h.fingerprint != id.fingerprint || h.hash != id.hash || h.page_tokens != id.tokens.size() ||
       h.page_bytes != id.page_bytes)
     return failure(PageFileStatus::Foreign, path.string() + ": a page of another model, layout or prefix");

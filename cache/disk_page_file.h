@@ -5,7 +5,8 @@
 // over the final name, so a reader sees a whole file or none; a crash leaves at most a stray temporary file,
 // which DiskPageStore removes. No fsync: after a power loss a renamed file may be short or zeroed, and the
 // size and checksums refuse it like any other damage. read_page_file() refuses anything that is not exactly
-// the expected page (wrong size, magic, version, fingerprint, hash, tokens or checksum) and says why.
+// the expected page (wrong size, magic, version, reserved bytes, fingerprint, hash, tokens or checksum)
+// and says why: an Ok file is byte for byte what write_page_file() writes for that page.
 // Pure functions of their arguments and the file system; any thread (two threads must not write one name).
 #pragma once
 #include <cstddef>

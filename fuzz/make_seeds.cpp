@@ -5,14 +5,22 @@
 //   OUT/request_json/   request bodies of every API
 //   OUT/tokenizer/      a mode byte (vocabulary and encode options, see fuzz_tokenizer.cpp) and a text
 //   OUT/chat_template/  a few byte strings (FuzzedDataProvider reads any bytes)
+//   OUT/disk_page/      page files written by write_page_file, of several shapes, in each mode of the target
+//                       (fuzz/disk_page_input.h), a truncated and a foreign one, and page file names
 // Usage: kvtrie-fuzz-seeds OUT
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/synthetic/synthetic_model.h"
+#include "cache/disk_page_file.h"
+#include "fuzz/disk_page_input.h"
 #include "fuzz/fuzz_support.h"
 
 namespace {
@@ -54,6 +62,61 @@ kvtrie::GgufWriter every_value_type() {
   return w;
 }
 
+// The page file write_page_file writes (in scratch, then removed) for a page of `tokens` and KV bytes made
+// from its size.
+std::string page_file(const fs::path& scratch, std::uint64_t fingerprint, kvtrie::PageHash hash,
+                      const std::vector<kvtrie::TokenId>& tokens, std::size_t page_bytes) {
+  std::vector<std::byte> kv(page_bytes);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<std::byte>(i * 31 + page_bytes);
+  fs::create_directories(scratch);
+  if (!kvtrie::write_page_file(scratch, {fingerprint, hash, tokens, page_bytes}, kv).ok()) std::abort();
+  const fs::path path = scratch / kvtrie::page_file_name(fingerprint, hash);
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  fs::remove(path);
+  return bytes;
+}
+
+void write_disk_page_seeds(const fs::path& dir) {
+  namespace kf = kvtrie::fuzz;
+  const fs::path scratch = dir / "scratch";
+  // Valid pages of the fixed identity: empty, tiny, typical and the largest shape, read directly.
+  for (const auto& [n, bytes] : std::vector<std::pair<std::uint32_t, std::size_t>>{
+           {0, 0}, {1, 1}, {4, 100}, {15, kf::kDiskMaxPageBytes}}) {
+    const std::string file =
+        page_file(scratch, kf::kDiskFingerprint, kf::kDiskHash, kf::disk_fixed_tokens(n), bytes);
+    write_text(dir / ("page-" + std::to_string(n) + "-" + std::to_string(bytes)),
+               kf::disk_input_prefix(0, n, bytes) + file);
+  }
+  const std::vector<kvtrie::TokenId> tokens = kf::disk_fixed_tokens(4);
+  const std::string page = page_file(scratch, kf::kDiskFingerprint, kf::kDiskHash, tokens, 100);
+  write_text(dir / "page-store", kf::disk_input_prefix(kf::kDiskThroughStore, 4, 100) + page);
+  write_text(dir / "page-fix-checksums", kf::disk_input_prefix(kf::kDiskFixChecksums, 4, 100) + page);
+  write_text(dir / "page-truncated", kf::disk_input_prefix(0, 4, 100) + page.substr(0, page.size() - 10));
+  write_text(dir / "page-store-truncated",
+             kf::disk_input_prefix(kf::kDiskThroughStore, 4, 100) + page.substr(0, page.size() - 10));
+  // Another model's page of the same shape, under this one's identity: Foreign.
+  write_text(dir / "page-foreign",
+             kf::disk_input_prefix(0, 4, 100) +
+                 page_file(scratch, kf::kDiskFingerprint + 1, kf::kDiskHash, tokens, 100));
+  // A page of its own identity (other fingerprint, hash and tokens), read as that identity.
+  write_text(dir / "page-own-identity",
+             kf::disk_input_prefix(kf::kDiskIdentityFromFile, 3, 64) +
+                 page_file(scratch, 0xfeedface, 0xdeadbeef, {-1, 0, 2147483647}, 64));
+  fs::remove_all(scratch);
+
+  const std::string name = kvtrie::page_file_name(kf::kDiskFingerprint, kf::kDiskHash);
+  std::string upper = name;
+  upper[3] = 'A';
+  for (const auto& [file, text] : std::vector<std::pair<std::string, std::string>>{
+           {"name", name},
+           {"name-temporary", name + kvtrie::kPageFileTempSuffix},
+           {"name-upper", upper},
+           {"name-zero", kvtrie::page_file_name(0, 0)},
+           {"name-short", name.substr(1)}})
+    write_text(dir / file, text);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +126,7 @@ int main(int argc, char** argv) {
   }
   kvtrie::fuzz::quiet_logs();
   const fs::path out = argv[1];
-  for (const char* dir : {"gguf", "request_json", "tokenizer", "chat_template"})
+  for (const char* dir : {"gguf", "request_json", "tokenizer", "chat_template", "disk_page"})
     fs::create_directories(out / dir);
 
   using kvtrie::TensorType;
@@ -108,5 +171,6 @@ int main(int argc, char** argv) {
     write_text(out / "chat_template" / ("bytes-" + std::to_string(i)),
                std::string(1, static_cast<char>(i)) + texts[i]);
   write_text(out / "chat_template" / "jinja", "\x01\x00\x01\x01{% for message in messages %}<|im_start|>");
+  write_disk_page_seeds(out / "disk_page");
   return 0;
 }

@@ -9,13 +9,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <system_error>
@@ -99,6 +102,33 @@ TEST(DiskPageFile, NamesRoundTripAndOthersAreNotOurs) {
   EXPECT_FALSE(parse_page_file_name(page_file_name(1, 2) + ".tmp", fingerprint, hash));
   EXPECT_FALSE(parse_page_file_name(".lock", fingerprint, hash));
   EXPECT_FALSE(parse_page_file_name("000000000000000G-0000000000000000.kvpage", fingerprint, hash));
+}
+
+// Regression (found by fuzz/fuzz_disk_page.cpp): read_page_file never looked at the header's 8 reserved
+// bytes, so a file with them set and its header checksum recomputed read as Ok, though write_page_file never
+// writes such a file.
+TEST(DiskPageFile, ReservedHeaderBytesAreRefusedEvenUnderAGoodChecksum) {
+  const fs::path dir = fresh_dir();
+  fs::create_directories(dir);
+  const std::vector<TokenId> tokens = tokens_of(1);
+  const PageFileIdentity id{kModelA, hash_of(1), tokens, kPageBytes};
+  ASSERT_TRUE(write_page_file(dir, id, bytes_of(1)).ok());
+  const fs::path path = file_of(dir, kModelA, 1);
+  std::vector<std::byte> out(kPageBytes);
+  ASSERT_TRUE(read_page_file(path, id, out).ok());
+
+  std::vector<char> file;
+  {
+    std::ifstream in(path, std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_EQ(file.size(), kFileBytes);
+  file[48] = 1;  // the reserved field: bytes 48 to 55 of the header, then its checksum at 56
+  const std::uint64_t checksum = XXH3_64bits(file.data(), 56);
+  std::memcpy(file.data() + 56, &checksum, sizeof checksum);
+  std::ofstream(path, std::ios::binary).write(file.data(), static_cast<std::streamsize>(file.size()));
+  const PageFileResult result = read_page_file(path, id, out);
+  EXPECT_EQ(result.status, PageFileStatus::Corrupt) << result.message;
 }
 
 TEST(DiskPageStore, PagesSurviveAReopenInAPrivateDirectory) {
