@@ -16,8 +16,9 @@
 // path; K/V must hold finite values).
 // Tensor cores (args.tensor_cores, where attention_uses_tensor_cores): the split pass of a prefill block runs
 // attention_coopmat instead, the same grid and partials with both products on VK_KHR_cooperative_matrix (q
-// and the probabilities rounded to f16; 64 or 128 rows = heads x tokens a work group). Faster for long
-// prompts, and not batch-invariant: a caller under --deterministic leaves it off.
+// and the probabilities rounded to f16; 64 or 128 rows = heads x tokens a work group); when the context is
+// one split and there is no quantized output it writes the normalised output itself and no combine pass
+// runs. Faster for long prompts, and not batch-invariant: a caller under --deterministic leaves it off.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <array>
