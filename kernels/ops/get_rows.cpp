@@ -5,37 +5,7 @@
 namespace kvtrie::kernels {
 
 const char* type_variant(TensorType type) {
-  switch (type) {
-    case TensorType::F32:
-      return "f32";
-    case TensorType::F16:
-      return "f16";
-    case TensorType::BF16:
-      return "bf16";
-    case TensorType::Q8_0:
-      return "q8_0";
-    case TensorType::Q4_0:
-      return "q4_0";
-    case TensorType::Q4_1:
-      return "q4_1";
-    case TensorType::Q5_0:
-      return "q5_0";
-    case TensorType::Q5_1:
-      return "q5_1";
-    case TensorType::Q4_K:
-      return "q4_k";
-    case TensorType::Q5_K:
-      return "q5_k";
-    case TensorType::Q6_K:
-      return "q6_k";
-    case TensorType::Q4_0x8:
-      return "q4_0x8";
-    case TensorType::Q8_0x8:
-      return "q8_0x8";
-    case TensorType::Q6_Kx8:
-      return "q6_kx8";
-  }
-  throw Error("unknown tensor type");
+  return tensor_type_info(type).variant.data();  // a literal of the manifest: null-terminated
 }
 
 void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a) {

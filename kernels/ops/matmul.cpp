@@ -34,16 +34,8 @@ bool coopmat_supported(const vk::Device& device) {
 }
 
 bool coopmat2_takes(const vk::Device& device, TensorType type) {
-  switch (type) {
-    case TensorType::Q4_0x8:
-    case TensorType::Q8_0x8:
-    case TensorType::Q6_Kx8:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-      return device.nv_coopmat2_enabled();  // enabled only where the shaders were built
-    default:
-      return false;
-  }
+  // The tiled types; enabled only where the shaders were built.
+  return tensor_type_info(type).tiled && device.nv_coopmat2_enabled();
 }
 
 namespace {

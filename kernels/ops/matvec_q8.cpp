@@ -36,9 +36,8 @@ bool matvec_q8_uses_int_dot(const vk::Device& device) {
 }
 
 bool matvec_q8_supported(TensorType type, uint64_t cols) {
-  const bool format = type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 ||
-                      type == TensorType::Q6_Kx8 || type == TensorType::Q4_K || type == TensorType::Q5_K;
-  return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
+  return tensor_type_info(type).tiled && cols % tensor_type_info(type).block_elements == 0 &&
+         row_bytes(type, cols) % 16 == 0;
 }
 
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group, bool swiglu,

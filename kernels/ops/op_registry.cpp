@@ -5,6 +5,7 @@
 #include <array>
 #include <deque>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,19 +112,36 @@ constexpr std::array kKvWrite = {"f16"sv, "rope_f16"sv, "rope_qkv_f16"sv};
 constexpr std::array kAttention = {"paged"sv, "combine"sv, "combine_qout"sv, "combine_f16"sv};
 constexpr std::array kAttentionProbes = {"probe1"sv, "probe2"sv, "probe3"sv, "probe4"sv, "probe5"sv};
 constexpr std::array kAttentionCoopmat = {"d64"sv, "d128"sv};  // head_dim
-constexpr std::array kAllTypes = {"f32"sv,  "f16"sv,  "bf16"sv, "q8_0"sv, "q4_0"sv,   "q4_1"sv,   "q5_0"sv,
-                                  "q5_1"sv, "q4_k"sv, "q5_k"sv, "q6_k"sv, "q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
-
-constexpr std::array kCm2Types = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv, "q4_k"sv, "q5_k"sv};
-constexpr std::array kDeviceFormats = {"q4_0x8"sv, "q8_0x8"sv, "q6_kx8"sv};
+// The variant names of the manifest's types (base/tensor_types.def) that Pick keeps, in its order.
+template <bool (*Pick)(const TensorTypeInfo&)>
+constexpr auto type_variants() {
+  constexpr size_t n = std::count_if(std::begin(kAllTensorTypes), std::end(kAllTensorTypes), Pick);
+  std::array<std::string_view, n> names{};
+  size_t i = 0;
+  for (const TensorTypeInfo& t : kAllTensorTypes)
+    if (Pick(t)) names[i++] = t.variant;
+  return names;
+}
+constexpr bool every_type(const TensorTypeInfo&) {
+  return true;
+}
+constexpr bool tiled_type(const TensorTypeInfo& t) {
+  return t.tiled;
+}
+constexpr bool device_format(const TensorTypeInfo& t) {
+  return t.file_type != t.type;
+}
+constexpr auto kAllTypes = type_variants<every_type>();
+constexpr auto kTiledTypes = type_variants<tiled_type>();  // the tensor-core matmul's and matvec_q8's
+constexpr auto kDeviceFormatTypes = type_variants<device_format>();
 // matvec_q8 builds: <mode>_<type> (matvec_q8.h) for the given folds, every format it takes. The names live
 // as long as the process (the registry keeps views of them).
 std::vector<std::string_view> matvec_q8_builds(std::initializer_list<const char*> modes) {
   static std::deque<std::string> names;  // only filled during static initialization (kOps)
   std::vector<std::string_view> views;
   for (const char* mode : modes)
-    for (const char* type : {"q4_0x8", "q8_0x8", "q6_kx8", "q4_k", "q5_k"})
-      views.push_back(names.emplace_back(std::string(mode) + "_" + type));
+    for (std::string_view type : kTiledTypes)
+      views.push_back(names.emplace_back(std::string(mode) + "_" + std::string(type)));
   return views;
 }
 // Every fold (the single-token builds and the batched build of 4 rows a lane, which quantized_out needs);
@@ -173,12 +191,12 @@ const OpRegistration kOps[] = {
      "matmul_coopmat_khr_xh"},  // ... and its narrow one
     {"matmul_coopmat_t32", kAllTypes, spec_coopmat_small, nv_coopmat_path, "matmul_coopmat"},
     {"matmul_coopmat_khr_t32", kAllTypes, spec_coopmat_small, khr_coopmat_path, "matmul_coopmat_khr"},
-    {"matmul_cm2", kCm2Types, spec_cm2, coopmat2_path, {}, true},
+    {"matmul_cm2", kTiledTypes, spec_cm2, coopmat2_path, {}, true},
     {"attention", kAttention, spec_attention},
     {"attention_probe", kAttentionProbes, spec_attention, nullptr, "attention", false,
      true},  // attention.comp's
     {"attention_coopmat", kAttentionCoopmat, spec_none, khr_coopmat_path},
-    {"repack", kDeviceFormats, spec_none},
+    {"repack", kDeviceFormatTypes, spec_none},
     {"matvec_q8_t1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8Rows, 1>, matvec_q8_portable,
      "matvec_q8", true},
     {"matvec_q8_t1r1", matvec_q8_variants(), spec_matvec_q8_build<kMatvecQ8RowsOne, 1>, matvec_q8_portable,

@@ -14,28 +14,17 @@ uint32_t groups_per_workgroup(TensorType format) {
 }  // namespace
 
 TensorType device_format(TensorType file_type, uint64_t cols) {
-  TensorType format = file_type;
-  if (file_type == TensorType::Q4_0) format = TensorType::Q4_0x8;
-  if (file_type == TensorType::Q8_0) format = TensorType::Q8_0x8;
-  if (file_type == TensorType::Q6_K) format = TensorType::Q6_Kx8;
-  return cols % tensor_type_info(format).block_elements == 0 ? format : file_type;
+  for (const TensorTypeInfo& format : kDeviceFormats)
+    if (format.file_type == file_type && cols % format.block_elements == 0) return format.type;
+  return file_type;
 }
 
 bool is_device_format(TensorType type) {
-  return type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 || type == TensorType::Q6_Kx8;
+  return tensor_type_info(type).file_type != type;
 }
 
 TensorType file_type_of(TensorType type) {
-  switch (type) {
-    case TensorType::Q4_0x8:
-      return TensorType::Q4_0;
-    case TensorType::Q8_0x8:
-      return TensorType::Q8_0;
-    case TensorType::Q6_Kx8:
-      return TensorType::Q6_K;
-    default:
-      return type;
-  }
+  return tensor_type_info(type).file_type;
 }
 
 void repack_to_device_format(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView data,
