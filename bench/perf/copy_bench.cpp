@@ -7,7 +7,7 @@
 #include "bench/perf/benches.h"
 #include "cache/vk_page_store.h"
 #include "kernels/ops/kernels.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/read_probe.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"

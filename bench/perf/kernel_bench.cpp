@@ -14,9 +14,10 @@
 
 #include "base/error.h"
 #include "bench/perf/benches.h"
+#include "kernels/ops/add.h"
+#include "kernels/ops/grid_sync_probe.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"

@@ -30,7 +30,6 @@
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"
 #include "kernels/ops/matvec_q8.h"
-#include "kernels/ops/ops.h"
 #include "kernels/ops/weight_format.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"

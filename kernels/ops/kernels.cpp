@@ -6,7 +6,6 @@
 #include <string>
 
 #include "base/error.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 

@@ -40,6 +40,9 @@ struct OpRegistration {
   bool benchmark_only = false;
 };
 
+// The shader variant suffix of a tensor type ("q4_k"), shared with the matrix ops.
+const char* type_variant(TensorType type);
+
 // The table (defined in op_registry.cpp).
 std::span<const OpRegistration> registered_ops();
 

@@ -1,8 +1,9 @@
+#include "kernels/ops/kv_write.h"
+
 #include <algorithm>
 
 #include "base/error.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 

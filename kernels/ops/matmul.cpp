@@ -4,8 +4,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/context.h"
 
 namespace kvtrie::kernels {

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 

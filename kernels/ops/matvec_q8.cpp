@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/rope.h"
 
 namespace kvtrie::kernels {
 

@@ -1,6 +1,7 @@
+#include "kernels/ops/rope.h"
+
 #include "base/error.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 

@@ -1,8 +1,8 @@
 #include "kernels/ops/weight_format.h"
 
 #include "base/error.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 

@@ -17,7 +17,6 @@
 #include "base/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matvec_q8.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/pipeline.h"
 #include "kernels/vk/pipeline_cache_file.h"
 #include "tests/support/paths.h"

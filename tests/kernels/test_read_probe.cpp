@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/ops/kernels.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/read_probe.h"
 #include "kernels/vk/command_recorder.h"
 #include "tests/support/vk_fixture.h"
 

@@ -1,0 +1,18 @@
+// Contract: read_probe, a read-bandwidth probe for benchmarks (read_probe.comp).
+// Records into a CommandRecorder (barriers are the recorder's job) from the thread that owns the
+// Context; every view must outlive the recording's execution. Throws kvtrie::Error on bad arguments.
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops/kernels.h"
+#include "kernels/vk/buffer.h"
+#include "kernels/vk/command_recorder.h"
+
+namespace kvtrie::kernels {
+
+// Reads src (a multiple of 16 bytes) once with `threads` invocations (rounded up to whole work groups),
+// writing one word per invocation to sink: a read-bandwidth probe for benchmarks.
+void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, vk::BufferView sink,
+                uint32_t threads);
+
+}  // namespace kvtrie::kernels
