@@ -5,9 +5,10 @@
 
 namespace kvtrie::kernels {
 
-const char* type_variant(TensorType type) {
-  return tensor_type_info(type).variant.data();  // a literal of the manifest: null-terminated
-}
+namespace {
+// One variant per tensor type (the table's).
+constexpr OpRegistration kGetRows{.op = "get_rows", .spec = spec_elementwise, .types = TypeSet::All};
+}  // namespace
 
 void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a) {
   KVTRIE_CHECK(a.n % tensor_type_info(a.type).block_elements == 0,
@@ -21,9 +22,11 @@ void get_rows(vk::CommandRecorder& rec, const Kernels& k, const GetRowsArgs& a) 
   } push{a.n_tokens,  a.n,         static_cast<uint32_t>(row_bytes), table.byte_offset,
          a.row_begin, a.row_count, a.out_stride ? a.out_stride : a.n};
   // One invocation per 8 values of a row (get_rows.comp).
-  const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * div_up(a.n, 8u), k.workgroup_size("get_rows")));
-  rec.dispatch(k.pipeline("get_rows", type_variant(a.type)),
-               {vk::read(table.view), vk::read(a.ids), vk::write(a.out)}, push, grid.x, grid.y);
+  const Grid grid = grid_1d(div_up(uint64_t{a.n_tokens} * div_up(a.n, 8u), k.workgroup_size(kGetRows)));
+  rec.dispatch(k.pipeline(kGetRows, a.type), {vk::read(table.view), vk::read(a.ids), vk::write(a.out)}, push,
+               grid.x, grid.y);
 }
+
+KVTRIE_REGISTER_OPS(get_rows, &kGetRows);
 
 }  // namespace kvtrie::kernels

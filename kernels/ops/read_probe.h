@@ -14,5 +14,7 @@ namespace kvtrie::kernels {
 // writing one word per invocation to sink: a read-bandwidth probe for benchmarks.
 void read_probe(vk::CommandRecorder& rec, const Kernels& k, vk::BufferView src, vk::BufferView sink,
                 uint32_t threads);
+// The invocations read_probe runs for `threads` (whole work groups): sink holds a word for each.
+uint32_t read_probe_invocations(const Kernels& k, uint32_t threads);
 
 }  // namespace kvtrie::kernels

@@ -1,5 +1,8 @@
 #include "kernels/ops/weight_format.h"
 
+#include <array>
+#include <string_view>
+
 #include "base/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/op_util.h"
@@ -7,6 +10,21 @@
 namespace kvtrie::kernels {
 
 namespace {
+// repack.comp: one variant per device format (the index of kDeviceFormats), all of them prewarmed (the load
+// repacks whatever formats its weights take).
+constexpr auto kFormatVariants = [] {
+  std::array<std::string_view, kDeviceFormats.size()> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = kDeviceFormats[i].variant;
+  return names;
+}();
+constexpr OpRegistration kRepack{.op = "repack", .variants = kFormatVariants, .spec = spec_none};
+
+uint32_t format_index(TensorType format) {
+  for (size_t i = 0; i < kDeviceFormats.size(); ++i)
+    if (kDeviceFormats[i].type == format) return static_cast<uint32_t>(i);
+  throw Error("repack: not a device format");
+}
+
 // Groups each repack work group handles (GROUPS_PER_WG in repack.comp).
 uint32_t groups_per_workgroup(TensorType format) {
   return format == TensorType::Q4_0x8 ? 16 : format == TensorType::Q8_0x8 ? 8 : 1;
@@ -41,7 +59,9 @@ void repack_to_device_format(vk::CommandRecorder& rec, const Kernels& k, vk::Buf
     uint32_t groups, word_offset;
   } push{static_cast<uint32_t>(groups), b.byte_offset / 4};
   const Grid grid = grid_1d(div_up(groups, groups_per_workgroup(format)));
-  rec.dispatch(k.pipeline("repack", type_variant(format)), {vk::read_write(b.view)}, push, grid.x, grid.y);
+  rec.dispatch(k.pipeline(kRepack, format_index(format)), {vk::read_write(b.view)}, push, grid.x, grid.y);
 }
+
+KVTRIE_REGISTER_OPS(weight_format, &kRepack);
 
 }  // namespace kvtrie::kernels

@@ -28,8 +28,7 @@ TEST_F(ReadProbeTest, ReadsEveryElementOnce) {
     }
     vk::Buffer src = device_buffer(words);
     const uint32_t threads = 300;  // not a multiple of the work-group size
-    const uint32_t wg = k.workgroup_size("read_probe");
-    const uint32_t invocations = (threads + wg - 1) / wg * wg;
+    const uint32_t invocations = read_probe_invocations(k, threads);
     vk::Buffer sink(context().device(), uint64_t{invocations} * 4, vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(context());
     rec.begin();
