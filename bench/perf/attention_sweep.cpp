@@ -20,10 +20,11 @@
 
 #include "base/error.h"
 #include "bench/perf/benches.h"
+#include "bench/probes/bench_shaders.h"
+#include "bench/probes/read_probe.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/quantized_x.h"
-#include "kernels/ops/read_probe.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
@@ -45,14 +46,17 @@ AttentionShape attention_shape_of(const std::string& model) {
   throw InputError("sweep-attention: --model is llama3-8b or llama3-1b");
 }
 
-// attention.comp's tuning builds (variants.cmake: attention_probe1..5), a registration row of the sweep's
-// own: Kernels never prewarms it.
+// attention.comp's tuning builds (bench/CMakeLists.txt: attention_probe1..5), a registration row of the
+// sweep's own: Kernels never prewarms it.
 constexpr std::string_view kProbes[] = {"probe1", "probe2", "probe3", "probe4", "probe5"};
 vk::SpecConstants spec_probe(const vk::Device& d) {
   return {kernels::attention_workgroup_size(d)};
 }
-constexpr kernels::OpRegistration kAttentionProbe{
-    .op = "attention_probe", .variants = kProbes, .spec = spec_probe, .shader = "attention"};
+constexpr kernels::OpRegistration kAttentionProbe{.op = "attention_probe",
+                                                  .variants = kProbes,
+                                                  .spec = spec_probe,
+                                                  .shader = "attention",
+                                                  .spirv = find_bench_spirv};
 
 // The split pass of a --variants name: nullptr for the engine's (paged).
 const vk::ComputePipeline* split_pass(const kernels::Kernels& k, const std::string& variant) {
@@ -144,7 +148,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         rec.set_profiling(&queries);
         rec.begin();
         for (uint32_t l = 0; l < shape.layers; ++l) {
-          if (evict) kernels::read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
+          if (evict) read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
           a.layer = l;
           if (const vk::ComputePipeline* probe = split_pass(k, variant))
             kernels::attention(rec, k, a, *probe);

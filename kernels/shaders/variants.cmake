@@ -1,4 +1,6 @@
-# One line per shader variant: kvtrie_shader(<op>_<variant> <source>.comp [DEFINE=VALUE...]).
+# One line per shader variant: kvtrie_shader(<op>_<variant> <source>.comp [DEFINE=VALUE...]): the variants of
+# the ops' registration rows (kernels/ops/op_registry.h) and the kernels tests' shaders; the benchmarks'
+# probes are built by bench/CMakeLists.txt.
 kvtrie_shader(fill_f32 fill.comp)
 kvtrie_shader(rms_norm_f32 rms_norm.comp)
 kvtrie_shader(rms_norm_add_f32 rms_norm.comp ADD_RESIDUAL=1)
@@ -11,8 +13,6 @@ kvtrie_shader(convert_f32_f16 convert.comp)
 kvtrie_shader(add_f32 add.comp)
 kvtrie_shader(reduce_splits_f32 reduce_splits.comp)
 kvtrie_shader(add_bias_f32 add_bias.comp)
-kvtrie_shader(read_probe_u32 read_probe.comp)
-kvtrie_shader(grid_sync_probe_u32 grid_sync_probe.comp)
 kvtrie_shader(kv_write_f16 kv_write.comp)
 kvtrie_shader(kv_write_rope_f16 kv_write.comp ROPE=1)
 kvtrie_shader(kv_write_rope_qkv_f16 kv_write.comp ROPE=1 QKV=1)
@@ -41,9 +41,6 @@ endif()
 # paged attention: split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
-foreach(_probe 1 2 3 4 5)  # tuning builds of the split pass (sweep-attention --variants probe1..probe5)
-  kvtrie_shader(attention_probe${_probe} attention.comp PROBE=${_probe})
-endforeach()
 kvtrie_shader(attention_combine_qout attention_combine.comp QUANT_OUT=1)
 kvtrie_shader(attention_combine_f16 attention_combine.comp HALF_OUT=1)
 # ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the
@@ -51,11 +48,6 @@ kvtrie_shader(attention_combine_f16 attention_combine.comp HALF_OUT=1)
 if(KVTRIE_GLSL_KHR_COOPMAT)
   kvtrie_shader(attention_coopmat_d64 attention_coopmat.comp HD=64u SG=4u)
   kvtrie_shader(attention_coopmat_d128 attention_coopmat.comp HD=128u SG=8u)
-endif()
-# Tuning probes of the tensor-core matmul (bench sweep-matmul only): without the loads, without the multiplies.
-if(KVTRIE_GLSL_KHR_COOPMAT)
-  kvtrie_shader(matmul_coopmat_khr_noload_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_LOADS=1)
-  kvtrie_shader(matmul_coopmat_khr_nomul_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_MULTIPLY=1)
 endif()
 # The tensor-core matmul's 16-value loader on its own (tests only: checkable without cooperative matrices).
 foreach(_name ${KVTRIE_TILED_TYPES})

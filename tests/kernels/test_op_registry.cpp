@@ -45,13 +45,10 @@ TEST_F(OpRegistry, EveryEmbeddedShaderHasARow) {
   for (const OpRegistration* row : registered_ops())
     for (uint32_t i = 0; i < variant_count(*row); ++i)
       if (registers(*row, i)) registered.insert(shader_variant(*row, i));
-  // Shaders that are no op: the fast paths' self-tests and the tensor-core loader on its own (tests only),
-  // and the benchmarks' probes (never prewarmed).
+  // Shaders that are no op: the fast paths' self-tests and the tensor-core loader on its own (tests only).
+  // (The benchmarks' probes are bench/'s.)
   auto test_only = [](std::string_view name) {
-    return name.starts_with("selftest_") || name.starts_with("tile_decode_") ||
-           name.starts_with("read_probe_") || name.starts_with("grid_sync_probe_") ||
-           name.starts_with("attention_probe") || name.starts_with("matmul_coopmat_khr_noload_") ||
-           name.starts_with("matmul_coopmat_khr_nomul_");
+    return name.starts_with("selftest_") || name.starts_with("tile_decode_");
   };
   for (const vk::SpirvBlob* blob : vk::all_spirv_blobs()) {
     if (test_only(blob->name)) continue;
