@@ -65,58 +65,38 @@ bool coopmat2_path(const vk::Device& d) {
   return d.nv_coopmat2_enabled();
 }
 // Matrix tiles have a fixed size: the spec constants are the tile's.
-vk::SpecConstants spec_coopmat(const vk::Device&) {
-  return CoopmatTile{}.spec();
+template <const auto& Tile>
+vk::SpecConstants spec_of_tile(const vk::Device&) {
+  return Tile.spec();
 }
-vk::SpecConstants spec_coopmat_small(const vk::Device&) {
-  return kSmallTile.spec();
-}
-vk::SpecConstants spec_coopmat_f16_x(const vk::Device&) {
-  return kF16XTile.spec();
-}
-vk::SpecConstants spec_coopmat_f16_x_wide(const vk::Device&) {
-  return kF16XWideTile.spec();
-}
-vk::SpecConstants spec_coopmat_f16_x_narrow(const vk::Device&) {
-  return kF16XNarrowTile.spec();
-}
-vk::SpecConstants spec_cm2(const vk::Device&) {
-  return Cm2Tile{}.spec();
-}
+constexpr CoopmatTile kDefaultTile{};
+constexpr Cm2Tile kCm2Tile{};
 
 // Every row has one variant per weight type. matmul_coopmat.comp's builds: NV and KHR with the default and
-// the 32-token tile, x as f16 (X_F16) with its three tiles.
-constexpr TypeSet kAll = TypeSet::All;
-constexpr OpRegistration kMatmul{.op = "matmul", .spec = spec_none, .types = kAll};
-constexpr OpRegistration kCoopmat{
-    .op = "matmul_coopmat", .spec = spec_coopmat, .available = nv_coopmat_path, .types = kAll};
-constexpr OpRegistration kCoopmatKhr{
-    .op = "matmul_coopmat_khr", .spec = spec_coopmat, .available = khr_coopmat_path, .types = kAll};
-constexpr OpRegistration kCoopmatKhrXh{
-    .op = "matmul_coopmat_khr_xh", .spec = spec_coopmat_f16_x, .available = khr_coopmat_path, .types = kAll};
-constexpr OpRegistration kCoopmatKhrXhWide{.op = "matmul_coopmat_khr_xh_wide",
-                                           .spec = spec_coopmat_f16_x_wide,
-                                           .available = khr_coopmat_path,
-                                           .shader = "matmul_coopmat_khr_xh",
-                                           .types = kAll};
-constexpr OpRegistration kCoopmatKhrXhNarrow{.op = "matmul_coopmat_khr_xh_narrow",
-                                             .spec = spec_coopmat_f16_x_narrow,
-                                             .available = khr_coopmat_path,
-                                             .shader = "matmul_coopmat_khr_xh",
-                                             .types = kAll};
-constexpr OpRegistration kCoopmatT32{.op = "matmul_coopmat_t32",
-                                     .spec = spec_coopmat_small,
-                                     .available = nv_coopmat_path,
-                                     .shader = "matmul_coopmat",
-                                     .types = kAll};
-constexpr OpRegistration kCoopmatKhrT32{.op = "matmul_coopmat_khr_t32",
-                                        .spec = spec_coopmat_small,
-                                        .available = khr_coopmat_path,
-                                        .shader = "matmul_coopmat_khr",
-                                        .types = kAll};
+// the 32-token tile, x as f16 (X_F16) with its three tiles; `shader`: the build whose variants a row
+// specializes with another tile.
+constexpr OpRegistration coopmat_row(std::string_view op, vk::SpecConstants (*spec)(const vk::Device&),
+                                     bool (*available)(const vk::Device&), std::string_view shader = {}) {
+  return {.op = op, .spec = spec, .available = available, .shader = shader, .types = TypeSet::All};
+}
+constexpr OpRegistration kMatmul{.op = "matmul", .spec = spec_none, .types = TypeSet::All};
+constexpr OpRegistration kCoopmat =
+    coopmat_row("matmul_coopmat", spec_of_tile<kDefaultTile>, nv_coopmat_path);
+constexpr OpRegistration kCoopmatKhr =
+    coopmat_row("matmul_coopmat_khr", spec_of_tile<kDefaultTile>, khr_coopmat_path);
+constexpr OpRegistration kCoopmatKhrXh =
+    coopmat_row("matmul_coopmat_khr_xh", spec_of_tile<kF16XTile>, khr_coopmat_path);
+constexpr OpRegistration kCoopmatKhrXhWide = coopmat_row(
+    "matmul_coopmat_khr_xh_wide", spec_of_tile<kF16XWideTile>, khr_coopmat_path, "matmul_coopmat_khr_xh");
+constexpr OpRegistration kCoopmatKhrXhNarrow = coopmat_row(
+    "matmul_coopmat_khr_xh_narrow", spec_of_tile<kF16XNarrowTile>, khr_coopmat_path, "matmul_coopmat_khr_xh");
+constexpr OpRegistration kCoopmatT32 =
+    coopmat_row("matmul_coopmat_t32", spec_of_tile<kSmallTile>, nv_coopmat_path, "matmul_coopmat");
+constexpr OpRegistration kCoopmatKhrT32 =
+    coopmat_row("matmul_coopmat_khr_t32", spec_of_tile<kSmallTile>, khr_coopmat_path, "matmul_coopmat_khr");
 // The VK_NV_cooperative_matrix2 build, for the tiled types.
 constexpr OpRegistration kCm2{
-    .op = "matmul_cm2", .spec = spec_cm2, .available = coopmat2_path, .types = TypeSet::Tiled};
+    .op = "matmul_cm2", .spec = spec_of_tile<kCm2Tile>, .available = coopmat2_path, .types = TypeSet::Tiled};
 // The sum of split-K partials.
 constexpr std::string_view kF32[] = {"f32"};
 constexpr OpRegistration kReduceSplits{.op = "reduce_splits", .variants = kF32, .spec = spec_elementwise};

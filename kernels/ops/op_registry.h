@@ -4,7 +4,7 @@
 // KVTRIE_REGISTER_OPS(<file name>, &row, ...). The build collects those lines (cmake/op_list.cmake) into
 // registered_ops(): no table lists every op, and the engine's prewarm covers every row listed. Dispatch code
 // passes the row itself and a variant index (an enum of the op, or a tensor type) to Kernels::pipeline():
-// no names are built or compared when a step is recorded.
+// a pipeline's name is built once per Kernels, at its first use, and never compared at a dispatch.
 // Rows outside that list work the same way and are never prewarmed: bench/ describes its probe shaders so,
 // with `spirv` naming where their SPIR-V is embedded. Everything here is immutable data and pure functions,
 // usable from any thread; rows live as long as the program (static storage).
