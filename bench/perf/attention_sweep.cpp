@@ -11,16 +11,19 @@
 // of --repeats replays. One row per (context, sequences, variant, split): microseconds per layer and K/V
 // GB/s.
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "bench/perf/benches.h"
+#include "bench/probes/bench_shaders.h"
+#include "bench/probes/read_probe.h"
 #include "kernels/ops/attention.h"
 #include "kernels/ops/kernels.h"
-#include "kernels/ops/ops.h"
 #include "kernels/ops/quantized_x.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
@@ -41,6 +44,26 @@ AttentionShape attention_shape_of(const std::string& model) {
   if (model == "llama3-8b") return {32, 8, 128, 32};
   if (model == "llama3-1b") return {32, 8, 64, 16};
   throw InputError("sweep-attention: --model is llama3-8b or llama3-1b");
+}
+
+// attention.comp's tuning builds (bench/CMakeLists.txt: attention_probe1..5), a registration row of the
+// sweep's own: Kernels never prewarms it.
+constexpr std::string_view kProbes[] = {"probe1", "probe2", "probe3", "probe4", "probe5"};
+vk::SpecConstants spec_probe(const vk::Device& d) {
+  return {kernels::attention_workgroup_size(d)};
+}
+constexpr kernels::OpRegistration kAttentionProbe{.op = "attention_probe",
+                                                  .variants = kProbes,
+                                                  .spec = spec_probe,
+                                                  .shader = "attention",
+                                                  .spirv = find_bench_spirv};
+
+// The split pass of a --variants name: nullptr for the engine's (paged).
+const vk::ComputePipeline* split_pass(const kernels::Kernels& k, const std::string& variant) {
+  if (variant == "paged") return nullptr;
+  const auto it = std::find(std::begin(kProbes), std::end(kProbes), variant);
+  if (it == std::end(kProbes)) throw InputError("sweep-attention: unknown --variants entry " + variant);
+  return &k.pipeline(kAttentionProbe, static_cast<uint32_t>(it - std::begin(kProbes)));
 }
 
 constexpr uint32_t kPageTokens = 16;
@@ -125,10 +148,12 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         rec.set_profiling(&queries);
         rec.begin();
         for (uint32_t l = 0; l < shape.layers; ++l) {
-          if (evict) kernels::read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
+          if (evict) read_probe(rec, k, evict->view(), sink.view(), kProbeThreads);
           a.layer = l;
-          kernels::attention(rec, k, a,
-                             k.pipeline(variant == "paged" ? "attention" : "attention_probe", variant));
+          if (const vk::ComputePipeline* probe = split_pass(k, variant))
+            kernels::attention(rec, k, a, *probe);
+          else
+            kernels::attention(rec, k, a);
         }
         rec.end();
         std::vector<double> split_us, combine_us;

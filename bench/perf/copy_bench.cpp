@@ -5,9 +5,9 @@
 
 #include "base/error.h"
 #include "bench/perf/benches.h"
+#include "bench/probes/read_probe.h"
 #include "cache/vk_page_store.h"
 #include "kernels/ops/kernels.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
@@ -85,7 +85,7 @@ void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options)
     vk::Buffer sink(ctx.device(), uint64_t{threads} * 4 + 4096, vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(ctx);
     rec.begin();
-    kernels::read_probe(rec, k, a.view(0, bytes / 16 * 16), sink.view(), threads);
+    read_probe(rec, k, a.view(0, bytes / 16 * 16), sink.view(), threads);
     rec.end();
     const double r = median_seconds(common, [&] { rec.submit_and_wait(); });
     if (static_cast<double>(bytes) / r > best_read) {

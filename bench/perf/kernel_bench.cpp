@@ -14,9 +14,10 @@
 
 #include "base/error.h"
 #include "bench/perf/benches.h"
+#include "bench/probes/grid_sync_probe.h"
+#include "kernels/ops/add.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
@@ -101,11 +102,11 @@ void run_kernel(const CommonOptions& common, const KernelOptions& options) {
     vk::Buffer data(ctx.device(), uint64_t{groups} * 4, vk::MemoryKind::DeviceLocal);
     const double dispatch_level = per_dispatch_us([&](vk::CommandRecorder& rec) {
       for (uint32_t i = 0; i < options.dispatches; ++i)
-        kernels::grid_sync_probe(rec, k, sync.view(), data.view(), groups, 1, false);
+        grid_sync_probe(rec, k, sync.view(), data.view(), groups, 1, false);
     });
     const double grid_level = per_dispatch_us([&](vk::CommandRecorder& rec) {
       rec.fill(sync.view(), 0);
-      kernels::grid_sync_probe(rec, k, sync.view(), data.view(), groups, options.dispatches, true);
+      grid_sync_probe(rec, k, sync.view(), data.view(), groups, options.dispatches, true);
     });
     const std::vector<uint32_t> words = vk::download<uint32_t>(ctx, sync, 2);
     Row("grid_sync_probe")

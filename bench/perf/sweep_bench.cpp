@@ -26,11 +26,11 @@
 
 #include "base/error.h"
 #include "bench/perf/benches.h"
+#include "bench/probes/bench_shaders.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"
 #include "kernels/ops/matvec_q8.h"
-#include "kernels/ops/ops.h"
 #include "kernels/ops/weight_format.h"
 #include "kernels/vk/buffer.h"
 #include "kernels/vk/command_recorder.h"
@@ -43,6 +43,13 @@
 namespace kvtrie::bench {
 
 namespace {
+
+// A pipeline of kernels' SPIR-V or, for the tuning probes (noload, nomul), bench's own.
+const vk::ComputePipeline& pipeline_of(vk::Context& ctx, const std::string& variant,
+                                       const vk::SpecConstants& spec) {
+  if (const vk::SpirvBlob* probe = find_bench_spirv(variant)) return ctx.pipelines().get(*probe, spec);
+  return ctx.pipelines().get(variant, spec);
+}
 
 struct Shape {
   const char* name;
@@ -331,12 +338,13 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
                                                            : "";
           const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + variant +
                                      kernels::type_variant(format);
-          if (khr && (!dev.khr_coopmat_enabled() || vk::find_spirv(shader) == nullptr)) continue;
+          const bool embedded = vk::find_spirv(shader) != nullptr || find_bench_spirv(shader) != nullptr;
+          if (khr && (!dev.khr_coopmat_enabled() || !embedded)) continue;
           kernels::MatmulArgs a = args;
           if (ext == "KHR-xh") a.x = x16.view();
           a.split_scratch = split_scratch.view();
           for (const kernels::CoopmatTile& t : tiles) {
-            const vk::ComputePipeline& p = ctx.pipelines().get(shader, t.spec());
+            const vk::ComputePipeline& p = pipeline_of(ctx, shader, t.spec());
             for (const uint32_t splits : split_counts) {
               a.k_splits = splits;
               const uint32_t made = kernels::coopmat_k_splits(a, t);

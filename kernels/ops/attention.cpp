@@ -1,9 +1,11 @@
 #include "kernels/ops/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "base/error.h"
@@ -69,6 +71,28 @@ const CoopmatBuild* coopmat_build(uint32_t head_dim) {
   return nullptr;
 }
 
+// Both passes' work-group size.
+vk::SpecConstants spec_attention(const vk::Device& d) {
+  return {attention_workgroup_size(d)};
+}
+// attention.comp (the split pass) and attention_combine.comp's builds, indices of kVariants.
+enum Variant : uint32_t { kPaged, kCombine, kCombineQout, kCombineF16 };
+constexpr std::string_view kVariants[] = {"paged", "combine", "combine_qout", "combine_f16"};
+constexpr OpRegistration kAttention{.op = "attention", .variants = kVariants, .spec = spec_attention};
+// The tensor-core split pass: one variant per build of kCoopmatBuilds (their index), on the KHR path.
+constexpr auto kCoopmatVariants = [] {
+  std::array<std::string_view, std::size(kCoopmatBuilds)> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = kCoopmatBuilds[i].variant;
+  return names;
+}();
+bool khr_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && coopmat_uses_khr(d);
+}
+constexpr OpRegistration kAttentionCoopmat{.op = "attention_coopmat",
+                                           .variants = kCoopmatVariants,
+                                           .spec = spec_none,
+                                           .available = khr_coopmat_path};
+
 }  // namespace
 
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
@@ -109,7 +133,7 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
   KVTRIE_CHECK(k.device().info().max_shared_memory >= kSharedBytes,
                "attention: the device has too little shared memory");
-  KVTRIE_CHECK(k.workgroup_size("attention") == 256 && k.device().info().max_workgroup_invocations >= 256 &&
+  KVTRIE_CHECK(k.workgroup_size(kAttention) == 256 && k.device().info().max_workgroup_invocations >= 256 &&
                    k.device().info().max_workgroup_size_x >= 256,
                "attention: attention.comp needs 256 threads per work group");
 
@@ -165,12 +189,13 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
   if (coopmat) {
     // One split: attention_coopmat writes the output itself (f32 or f16), and no combine pass runs.
     const bool whole = splits == 1 && !args.quantized_out;
-    rec.dispatch(k.pipeline("attention_coopmat", coopmat->variant), std::span<const vk::Binding>(split_bindings),
+    rec.dispatch(k.pipeline(kAttentionCoopmat, static_cast<uint32_t>(coopmat - std::begin(kCoopmatBuilds))),
+                 std::span<const vk::Binding>(split_bindings),
                  CoopmatPush{paged, out_stride, whole ? (args.half_out ? 2u : 1u) : 0u}, splits,
                  args.n_kv_heads * head_groups, args.tokens);
     if (whole) return;
   } else {
-    rec.dispatch(split_pass ? *split_pass : k.pipeline("attention", "paged"),
+    rec.dispatch(split_pass ? *split_pass : k.pipeline(kAttention, kPaged),
                  std::span<const vk::Binding>(split_bindings, 8), paged, splits, args.n_kv_heads * head_groups,
                  args.tokens);
   }
@@ -180,12 +205,12 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
   if (const std::optional<QuantizedX>& q = args.quantized_out) {
     KVTRIE_CHECK(hd % 16 == 0 && q->stride % 16 == 0 && q->stride >= width,
                  "attention: a quantized output needs head_dim a multiple of 16 and a stride of whole rows");
-    rec.dispatch(k.pipeline("attention", "combine_qout"),
+    rec.dispatch(k.pipeline(kAttention, kCombineQout),
                  {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out), vk::write(q->bytes),
                   vk::write(q->scales)},
                  combine, args.n_heads, args.tokens);
   } else {
-    rec.dispatch(k.pipeline("attention", args.half_out ? "combine_f16" : "combine"),
+    rec.dispatch(k.pipeline(kAttention, args.half_out ? kCombineF16 : kCombine),
                  {vk::read(args.scratch), vk::read(args.token_info), vk::write(args.out)}, combine,
                  args.n_heads, args.tokens);
   }
@@ -203,5 +228,7 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
                "attention: a split-pass build is scalar only");
   record_attention(rec, k, args, &split_pass);
 }
+
+KVTRIE_REGISTER_OPS(attention, &kAttention, &kAttentionCoopmat);
 
 }  // namespace kvtrie::kernels

@@ -6,53 +6,28 @@
 #include <string>
 
 #include "base/error.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 
-namespace {
-
-// A row indexed by weight type lists a variant for every type kvtrie supports (new fused ops over weights
-// do too); rows listing fewer variants are prewarmed whole, so a new row is never left out.
-bool indexed_by_weight_type(const OpRegistration& row) {
-  for (const TensorTypeInfo& info : kTensorTypes)
-    if (std::find(row.variants.begin(), row.variants.end(), type_variant(info.type)) == row.variants.end())
-      return false;
-  return true;
-}
-
-// The shader variant a row's variant names.
-std::string shader_variant(const OpRegistration& row, std::string_view variant) {
-  return std::string(row.shader.empty() ? row.op : row.shader) + "_" + std::string(variant);
-}
-
-// Whether a prewarm for these weight types wants this variant of the row.
-bool wanted(const OpRegistration& row, std::string_view variant, std::span<const std::string_view> types) {
-  if (indexed_by_weight_type(row)) return std::find(types.begin(), types.end(), variant) != types.end();
-  if (!row.variants_end_in_type) return true;
-  return std::any_of(types.begin(), types.end(), [&](std::string_view t) {
-    return variant == t || (variant.size() > t.size() && variant.ends_with(t) &&
-                            variant[variant.size() - t.size() - 1] == '_');
-  });
-}
-
-}  // namespace
-
 std::vector<vk::PipelineKey> Kernels::prewarm_keys(const vk::Device& device,
                                                    std::optional<std::span<const TensorType>> weight_types) {
-  std::vector<std::string_view> wanted_types;
+  std::vector<TensorType> wanted_types;
   if (weight_types) {
-    wanted_types.push_back(type_variant(TensorType::F32));  // activations (e.g. gathering rows of x)
-    for (TensorType t : *weight_types) wanted_types.push_back(type_variant(t));
+    wanted_types.push_back(TensorType::F32);  // activations (e.g. gathering rows of x)
+    wanted_types.insert(wanted_types.end(), weight_types->begin(), weight_types->end());
   }
   std::vector<vk::PipelineKey> keys;
-  for (const OpRegistration& row : registered_ops()) {
-    if (row.benchmark_only || (row.available && !row.available(device)))
-      continue;  // e.g. cooperative matrices
-    const vk::SpecConstants spec = row.spec(device);
-    for (std::string_view variant : row.variants) {
-      if (weight_types && !wanted(row, variant, wanted_types)) continue;
-      keys.push_back({shader_variant(row, variant), spec});
+  for (const OpRegistration* row : registered_ops()) {
+    if (row->available && !row->available(device)) continue;  // e.g. cooperative matrices
+    const vk::SpecConstants spec = row->spec(device);
+    for (uint32_t i = 0; i < variant_count(*row); ++i) {
+      if (!registers(*row, i)) continue;
+      // A typed row's variants of other types than the model's are left out; untyped rows are whole.
+      const std::optional<TensorType> type = variant_type(*row, i);
+      if (weight_types && type &&
+          std::find(wanted_types.begin(), wanted_types.end(), *type) == wanted_types.end())
+        continue;
+      keys.push_back({shader_variant(*row, i), spec});
     }
   }
   return keys;
@@ -73,19 +48,17 @@ void Kernels::finish_prewarm() const {
   context_->pipelines().finish_background();
 }
 
-const OpRegistration& Kernels::find(std::string_view op) const {
-  for (const OpRegistration& row : registered_ops())
-    if (row.op == op) return row;
-  throw Error("op '" + std::string(op) + "' is not in the registration table (kernels/ops/op_registry.cpp)");
+Kernels::Resolved& Kernels::resolved(const OpRegistration& row) const {
+  for (Resolved& r : resolved_)
+    if (r.row == &row) return r;
+  return resolved_.emplace_back(Resolved{&row, std::vector<const vk::ComputePipeline*>(variant_count(row))});
 }
 
-const Kernels::Entry& Kernels::resolve(std::string_view op, std::string_view variant) const {
-  for (const Entry& e : entries_)
-    if (e.op == op && e.variant == variant) return e;
-  const OpRegistration& row = find(op);
-  auto it = std::find(row.variants.begin(), row.variants.end(), variant);
-  KVTRIE_CHECK(it != row.variants.end(),
-               "op " + std::string(op) + " has no registered variant " + std::string(variant));
+const vk::ComputePipeline& Kernels::pipeline(const OpRegistration& row, uint32_t variant) const {
+  Resolved& r = resolved(row);
+  if (variant < r.pipelines.size() && r.pipelines[variant] != nullptr) return *r.pipelines[variant];
+  KVTRIE_CHECK(registers(row, variant),
+               "op " + std::string(row.op) + " has no registered variant " + std::to_string(variant));
   const std::string name = shader_variant(row, variant);
   const vk::SpecConstants spec = row.spec(context_->device());
   vk::PipelineCache& cache = context_->pipelines();
@@ -96,20 +69,23 @@ const Kernels::Entry& Kernels::resolve(std::string_view op, std::string_view var
       spdlog::warn("kernels: pipeline {} was not prewarmed; created on first use", name);
     }
   }
-  const vk::ComputePipeline& p = cache.get(name, spec);
-  entries_.push_back({row.op, *it, &p});
-  return entries_.back();
+  if (row.spirv != nullptr) {
+    const vk::SpirvBlob* blob = row.spirv(name);
+    KVTRIE_CHECK(blob != nullptr, "op " + std::string(row.op) + ": no embedded shader variant " + name);
+    r.pipelines[variant] = &cache.get(*blob, spec);
+  } else {
+    r.pipelines[variant] = &cache.get(name, spec);
+  }
+  return *r.pipelines[variant];
 }
 
-const vk::ComputePipeline& Kernels::pipeline(std::string_view op, std::string_view variant) const {
-  return *resolve(op, variant).pipeline;
-}
-
-uint32_t Kernels::workgroup_size(std::string_view op) const {
-  for (const Entry& e : entries_)
-    if (e.op == op && !e.pipeline->spec().empty()) return e.pipeline->spec()[0];
-  const vk::SpecConstants spec = find(op).spec(context_->device());
-  KVTRIE_CHECK(!spec.empty(), "op " + std::string(op) + " has no work-group size constant");
+uint32_t Kernels::workgroup_size(const OpRegistration& row) const {
+  for (const Resolved& r : resolved_)
+    if (r.row == &row)
+      for (const vk::ComputePipeline* p : r.pipelines)
+        if (p != nullptr && !p->spec().empty()) return p->spec()[0];
+  const vk::SpecConstants spec = row.spec(context_->device());
+  KVTRIE_CHECK(!spec.empty(), "op " + std::string(row.op) + " has no work-group size constant");
   return spec[0];
 }
 

@@ -1,12 +1,17 @@
+#include "kernels/ops/kv_write.h"
+
 #include <algorithm>
 
 #include "base/error.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 
 namespace {
+
+enum Variant : uint32_t { kF16, kRopeF16, kRopeQkvF16 };
+constexpr std::string_view kVariants[] = {"f16", "rope_f16", "rope_qkv_f16"};
+constexpr OpRegistration kKvWrite{.op = "kv_write", .variants = kVariants, .spec = spec_elementwise};
 
 struct KvWritePush {
   uint32_t n_tokens, kv_dim, k_stride, v_stride, page_tokens, n_layers, layer, page_begin, page_count;
@@ -29,7 +34,7 @@ KvWritePush push_of(const KvWriteArgs& a) {
 }
 
 Grid grid_of(const Kernels& k, const KvWriteArgs& a) {
-  return grid_1d(div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2), k.workgroup_size("kv_write")));
+  return grid_1d(div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2), k.workgroup_size(kKvWrite)));
 }
 
 }  // namespace
@@ -38,7 +43,7 @@ void kv_write(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs& a) 
   const KvWritePush push = push_of(a);
   if (a.n_tokens == 0 || a.page_count == 0) return;
   const Grid grid = grid_of(k, a);
-  rec.dispatch(k.pipeline("kv_write", "f16"),
+  rec.dispatch(k.pipeline(kKvWrite, kF16),
                {vk::read(a.k), vk::read(a.v), vk::read(a.slots), vk::read_write(a.pages)}, push, grid.x,
                grid.y);
 }
@@ -64,7 +69,7 @@ void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs
       RopePush rope;
     } push{base, r};
     const Grid grid = grid_of(k, a);
-    rec.dispatch(k.pipeline("kv_write", "rope_f16"),
+    rec.dispatch(k.pipeline(kKvWrite, kRopeF16),
                  {vk::read(a.k), vk::read(a.v), vk::read(a.slots), vk::read_write(a.pages),
                   vk::read(rope.positions), vk::read(factors)},
                  push, grid.x, grid.y);
@@ -100,11 +105,13 @@ void kv_write_rope(vk::CommandRecorder& rec, const Kernels& k, const KvWriteArgs
          q_rope->token_stride ? q_rope->token_stride : q_rope->n_heads * q_rope->head_dim,
          q_rope->n_heads * q_rope->head_dim / 2};
   const Grid grid = grid_1d(
-      div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2 + push.q_pairs), k.workgroup_size("kv_write")));
-  rec.dispatch(k.pipeline("kv_write", "rope_qkv_f16"),
+      div_up(uint64_t{a.n_tokens} * (a.layout.kv_dim / 2 + push.q_pairs), k.workgroup_size(kKvWrite)));
+  rec.dispatch(k.pipeline(kKvWrite, kRopeQkvF16),
                {vk::read_write(rows.view), vk::read(a.slots), vk::read_write(a.pages),
                 vk::read(rope.positions), vk::read(factors)},
                push, grid.x, grid.y);
 }
+
+KVTRIE_REGISTER_OPS(kv_write, &kKvWrite);
 
 }  // namespace kvtrie::kernels

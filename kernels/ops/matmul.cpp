@@ -4,8 +4,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/context.h"
 
 namespace kvtrie::kernels {
@@ -34,16 +34,8 @@ bool coopmat_supported(const vk::Device& device) {
 }
 
 bool coopmat2_takes(const vk::Device& device, TensorType type) {
-  switch (type) {
-    case TensorType::Q4_0x8:
-    case TensorType::Q8_0x8:
-    case TensorType::Q6_Kx8:
-    case TensorType::Q4_K:
-    case TensorType::Q5_K:
-      return device.nv_coopmat2_enabled();  // enabled only where the shaders were built
-    default:
-      return false;
-  }
+  // The tiled types; enabled only where the shaders were built.
+  return tensor_type_info(type).tiled && device.nv_coopmat2_enabled();
 }
 
 namespace {
@@ -59,6 +51,55 @@ void check_coopmat2(const vk::Device& device, const MatmulArgs& args) {
                "matmul: VK_NV_cooperative_matrix2 is not available on this device for these weights");
   KVTRIE_CHECK(!args.x_f16.empty(), "matmul: the CoopMat2 path reads x as f16 (MatmulArgs::x_f16)");
 }
+}  // namespace
+
+namespace {
+// Which build of the cooperative-matrix matmul a device runs (NV or KHR).
+bool nv_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && !coopmat_uses_khr(d);
+}
+bool khr_coopmat_path(const vk::Device& d) {
+  return coopmat_supported(d) && coopmat_uses_khr(d);
+}
+bool coopmat2_path(const vk::Device& d) {
+  return d.nv_coopmat2_enabled();
+}
+// Matrix tiles have a fixed size: the spec constants are the tile's.
+template <const auto& Tile>
+vk::SpecConstants spec_of_tile(const vk::Device&) {
+  return Tile.spec();
+}
+constexpr CoopmatTile kDefaultTile{};
+constexpr Cm2Tile kCm2Tile{};
+
+// Every row has one variant per weight type. matmul_coopmat.comp's builds: NV and KHR with the default and
+// the 32-token tile, x as f16 (X_F16) with its three tiles; `shader`: the build whose variants a row
+// specializes with another tile.
+constexpr OpRegistration coopmat_row(std::string_view op, vk::SpecConstants (*spec)(const vk::Device&),
+                                     bool (*available)(const vk::Device&), std::string_view shader = {}) {
+  return {.op = op, .spec = spec, .available = available, .shader = shader, .types = TypeSet::All};
+}
+constexpr OpRegistration kMatmul{.op = "matmul", .spec = spec_none, .types = TypeSet::All};
+constexpr OpRegistration kCoopmat =
+    coopmat_row("matmul_coopmat", spec_of_tile<kDefaultTile>, nv_coopmat_path);
+constexpr OpRegistration kCoopmatKhr =
+    coopmat_row("matmul_coopmat_khr", spec_of_tile<kDefaultTile>, khr_coopmat_path);
+constexpr OpRegistration kCoopmatKhrXh =
+    coopmat_row("matmul_coopmat_khr_xh", spec_of_tile<kF16XTile>, khr_coopmat_path);
+constexpr OpRegistration kCoopmatKhrXhWide = coopmat_row(
+    "matmul_coopmat_khr_xh_wide", spec_of_tile<kF16XWideTile>, khr_coopmat_path, "matmul_coopmat_khr_xh");
+constexpr OpRegistration kCoopmatKhrXhNarrow = coopmat_row(
+    "matmul_coopmat_khr_xh_narrow", spec_of_tile<kF16XNarrowTile>, khr_coopmat_path, "matmul_coopmat_khr_xh");
+constexpr OpRegistration kCoopmatT32 =
+    coopmat_row("matmul_coopmat_t32", spec_of_tile<kSmallTile>, nv_coopmat_path, "matmul_coopmat");
+constexpr OpRegistration kCoopmatKhrT32 =
+    coopmat_row("matmul_coopmat_khr_t32", spec_of_tile<kSmallTile>, khr_coopmat_path, "matmul_coopmat_khr");
+// The VK_NV_cooperative_matrix2 build, for the tiled types.
+constexpr OpRegistration kCm2{
+    .op = "matmul_cm2", .spec = spec_of_tile<kCm2Tile>, .available = coopmat2_path, .types = TypeSet::Tiled};
+// The sum of split-K partials.
+constexpr std::string_view kF32[] = {"f32"};
+constexpr OpRegistration kReduceSplits{.op = "reduce_splits", .variants = kF32, .spec = spec_elementwise};
 }  // namespace
 
 bool coopmat_takes_f16_x(const vk::Device& device, const MatmulArgs& args) {
@@ -138,33 +179,31 @@ void matmul(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args, 
           KVTRIE_CHECK(tile.shared_bytes() <= k.device().info().max_shared_memory,
                        "matmul: the tile needs more shared memory than the device has");
           f16.split_scratch = {};
-          const std::string shader = "matmul_coopmat_khr_xh_" + std::string(type_variant(args.w.type));
+          const std::string shader = shader_variant(kCoopmatKhrXh, typed_variant(kCoopmatKhrXh, args.w.type));
           dispatch_matmul_coopmat(rec, k, f16, k.context().pipelines().get(shader, tile.spec()), tile);
           return;
         }
         const F16XPlan plan = f16x_plan(args);
         f16.k_splits = plan.k_splits;
         if (plan.k_splits == 1) f16.split_scratch = {};
-        const char* op = plan.tile == &kF16XWideTile     ? "matmul_coopmat_khr_xh_wide"
-                         : plan.tile == &kF16XNarrowTile ? "matmul_coopmat_khr_xh_narrow"
-                                                         : "matmul_coopmat_khr_xh";
-        dispatch_matmul_coopmat(rec, k, f16, k.pipeline(op, type_variant(args.w.type)), *plan.tile);
+        const OpRegistration& op = plan.tile == &kF16XWideTile     ? kCoopmatKhrXhWide
+                                   : plan.tile == &kF16XNarrowTile ? kCoopmatKhrXhNarrow
+                                                                   : kCoopmatKhrXh;
+        dispatch_matmul_coopmat(rec, k, f16, k.pipeline(op, args.w.type), *plan.tile);
         return;
       }
-      const char* op = khr ? (few ? "matmul_coopmat_khr_t32" : "matmul_coopmat_khr")
-                           : (few ? "matmul_coopmat_t32" : "matmul_coopmat");
-      dispatch_matmul_coopmat(rec, k, a, k.pipeline(op, type_variant(args.w.type)),
-                              few ? kSmallTile : CoopmatTile{});
+      const OpRegistration& op = khr ? (few ? kCoopmatKhrT32 : kCoopmatKhr) : (few ? kCoopmatT32 : kCoopmat);
+      dispatch_matmul_coopmat(rec, k, a, k.pipeline(op, args.w.type), few ? kSmallTile : CoopmatTile{});
       return;
     }
     case MatmulPath::CoopMat2:
-      dispatch_matmul_cm2(rec, k, args, k.pipeline("matmul_cm2", type_variant(args.w.type)), Cm2Tile{});
+      dispatch_matmul_cm2(rec, k, args, k.pipeline(kCm2, args.w.type), Cm2Tile{});
       return;
     case MatmulPath::Tiled:
     case MatmulPath::Auto:
       break;
   }
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matmul", type_variant(args.w.type)), kTile, kTile);
+  dispatch_matmul_variant(rec, k, args, k.pipeline(kMatmul, args.w.type), kTile, kTile);
 }
 
 uint64_t split_scratch_floats(uint32_t tokens, uint32_t rows, uint32_t splits) {
@@ -224,9 +263,9 @@ void dispatch_matmul_coopmat(vk::CommandRecorder& rec, const Kernels& k, const M
   const struct {
     uint32_t rows, ntok, splits, plane, y_stride;
   } sum{w.rows, args.tokens, splits, plane, y_stride};
-  const Grid grid = grid_1d(div_up(uint64_t{w.rows} * args.tokens, k.workgroup_size("reduce_splits")));
-  rec.dispatch(k.pipeline("reduce_splits", "f32"), {vk::read(args.split_scratch), vk::write(args.y)}, sum,
-               grid.x, grid.y);
+  const Grid grid = grid_1d(div_up(uint64_t{w.rows} * args.tokens, k.workgroup_size(kReduceSplits)));
+  rec.dispatch(k.pipeline(kReduceSplits), {vk::read(args.split_scratch), vk::write(args.y)}, sum, grid.x,
+               grid.y);
 }
 
 void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
@@ -238,5 +277,8 @@ void dispatch_matmul_cm2(vk::CommandRecorder& rec, const Kernels& k, const Matmu
   f16.x = args.x_f16;
   dispatch_matmul_variant(rec, k, f16, pipeline, tile.rows, tile.tokens);
 }
+
+KVTRIE_REGISTER_OPS(matmul, &kMatmul, &kCoopmat, &kCoopmatKhr, &kCoopmatKhrXh, &kCoopmatKhrXhWide,
+                    &kCoopmatKhrXhNarrow, &kCoopmatT32, &kCoopmatKhrT32, &kCm2, &kReduceSplits);
 
 }  // namespace kvtrie::kernels

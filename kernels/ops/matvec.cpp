@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
 
 namespace kvtrie::kernels {
 
@@ -12,6 +12,15 @@ namespace {
 constexpr uint32_t kMaxCols = 8;  // tokens per work group, MAX_COLS in matvec.comp
 constexpr uint32_t kRows = 4;     // rows per work group, NUM_ROWS in matvec.comp
 constexpr uint32_t kRows1 = 8;    // NUM_ROWS of the single-token build
+
+// The reduction order follows the work-group size, fixed per device.
+vk::SpecConstants spec_matvec(const vk::Device& d) {
+  return {matvec_workgroup_size(d)};
+}
+// matvec.comp: the batched build, the single-token build, and that build with x = silu(gate) * up.
+constexpr OpRegistration kMatvec{.op = "matvec", .spec = spec_matvec, .types = TypeSet::All};
+constexpr OpRegistration kMatvec1{.op = "matvec1", .spec = spec_matvec, .types = TypeSet::All};
+constexpr OpRegistration kMatvec1Swiglu{.op = "matvec1_swiglu", .spec = spec_matvec, .types = TypeSet::All};
 }  // namespace
 
 uint32_t matvec_workgroup_size(const vk::Device& device) {
@@ -79,23 +88,24 @@ void matvec(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) 
   // One token takes the single-token build (same per-token arithmetic, fewer registers), except Q4_0 whose
   // single-token build sums in another order: it would not be bit-identical to the batched build.
   if (args.tokens == 1 && args.w.type != TensorType::Q4_0)
-    dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows1, 1);
+    dispatch_matmul_variant(rec, k, args, k.pipeline(kMatvec1, args.w.type), kRows1, 1);
   else
-    dispatch_matmul_variant(rec, k, args, k.pipeline("matvec", type_variant(args.w.type)), kRows, kMaxCols);
+    dispatch_matmul_variant(rec, k, args, k.pipeline(kMatvec, args.w.type), kRows, kMaxCols);
 }
 
 void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args) {
   KVTRIE_CHECK(args.tokens == 1, "matvec_single_token: one token");
   check_x_stride(args);
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1", type_variant(args.w.type)), kRows1, 1);
+  dispatch_matmul_variant(rec, k, args, k.pipeline(kMatvec1, args.w.type), kRows1, 1);
 }
 
 void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                                 vk::BufferView up) {
   KVTRIE_CHECK(args.tokens == 1, "matvec_single_token_swiglu: one token");
   check_x_stride(args);
-  dispatch_matmul_variant(rec, k, args, k.pipeline("matvec1_swiglu", type_variant(args.w.type)), kRows1, 1,
-                          up);
+  dispatch_matmul_variant(rec, k, args, k.pipeline(kMatvec1Swiglu, args.w.type), kRows1, 1, up);
 }
+
+KVTRIE_REGISTER_OPS(matvec, &kMatvec, &kMatvec1, &kMatvec1Swiglu);
 
 }  // namespace kvtrie::kernels

@@ -45,7 +45,7 @@ struct MatmulArgs {
 };
 
 // The work-group size matvec uses on a device: 4 subgroups, 32..256 threads. Fixed per device, so its
-// reduction order is fixed (registered as matvec's spec constant 0 in op_registry.cpp).
+// reduction order is fixed (spec constant 0 of matvec's registration rows, matvec.cpp).
 uint32_t matvec_workgroup_size(const vk::Device& device);
 
 // A block of consecutive weight rows bound as one view: rows [first_row, first_row + rows).

@@ -1,14 +1,16 @@
 #include "kernels/ops/matvec_q8.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
-#include <cstdio>
+#include <iterator>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/error.h"
 #include "kernels/ops/op_util.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/rope.h"
 
 namespace kvtrie::kernels {
 
@@ -21,14 +23,106 @@ constexpr uint32_t kBatchTokens = 8, kSmallBatchTokens = 4;
 // gate/up 32 against 37 us, Q/K/V 9 against 11 us with 4 rows; docs/BENCHMARKS.md).
 constexpr uint64_t kManyRows = 16384;
 
-// The shader variant's mode: which folds it was built with (matvec_q8.comp's defines).
-std::string_view mode(const MatvecQ8Args& a) {
-  if (a.swiglu) return a.quantized_out ? "norm_swiglu_qout" : "norm_swiglu";
-  if (a.qkv_pages) return "norm_qkv";
-  if (a.norm) return "norm";
-  if (a.accumulate) return a.quantized_out ? "acc_qnorm" : "acc";
-  return "store";
+// The shader variant's mode: which folds it was built with (matvec_q8.comp's defines), indices of kModes.
+// Variants are <mode>_<type>, for the tiled types.
+enum Mode : uint32_t { kStore, kNorm, kAcc, kAccQnorm, kNormSwiglu, kNormSwigluQout, kNormQkv };
+constexpr std::string_view kModes[] = {
+    "store", "norm", "acc", "acc_qnorm", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"};
+Mode mode(const MatvecQ8Args& a) {
+  if (a.swiglu) return a.quantized_out ? kNormSwigluQout : kNormSwiglu;
+  if (a.qkv_pages) return kNormQkv;
+  if (a.norm) return kNorm;
+  if (a.accumulate) return a.quantized_out ? kAccQnorm : kAcc;
+  return kStore;
 }
+
+// Which build of matvec_q8 a device runs.
+bool matvec_q8_int_dot(const vk::Device& d) {
+  return matvec_q8_uses_int_dot(d);
+}
+bool matvec_q8_portable(const vk::Device& d) {
+  return !matvec_q8_uses_int_dot(d);
+}
+// {work-group size, rows per lane, tokens per work group, subgroups per work group}; threads per row are a
+// push constant.
+vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
+  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / std::max(d.subgroup_size(), 1u)};
+}
+template <uint32_t Rows, uint32_t Tokens>
+vk::SpecConstants spec_build(const vk::Device& d) {
+  return spec_of(d, {matvec_workgroup_size(d), 0, Rows}, Tokens);
+}
+// The decode step's residual product with its output normed for the next product (acc_qnorm): 16 lanes of
+// one row, so that a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8.h).
+vk::SpecConstants spec_lanes16(const vk::Device& d) {
+  return spec_of(d, matvec_q8_residual_out_shape(d), 1);
+}
+
+// The registered builds of each matvec_q8 shader: tokens per work group (t1, t4, t8) and rows per lane (r1,
+// r2, l16: 16 lanes of one row; none: kMatvecQ8Rows), each with the modes it runs: every fold for one token
+// and for the batched build of 4 rows a lane (which quantized_out needs), SwiGLU alone with 1 row a lane,
+// the other products with 2.
+struct Build {
+  uint32_t tokens, rows;
+  bool lanes16;
+  vk::SpecConstants (*spec)(const vk::Device&);
+  uint32_t modes;  // OpRegistration::variant_mask
+};
+constexpr uint32_t kEveryMode = ~0u, kSwigluMode = 1u << kNormSwiglu;
+constexpr uint32_t kPairModes = 1u << kStore | 1u << kNorm | 1u << kAcc | 1u << kNormQkv;
+constexpr Build kBuilds[] = {
+    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},          // t1
+    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},    // t1r1
+    {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm},                   // t1l16
+    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},          // t8
+    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},   // t4r1
+    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},  // t4r2
+    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},   // t8r1
+    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},  // t8r2
+};
+constexpr size_t kBuildCount = std::size(kBuilds);
+using BuildNames = std::array<std::string_view, kBuildCount>;
+constexpr BuildNames kPortableNames = {"matvec_q8_t1",   "matvec_q8_t1r1", "matvec_q8_t1l16",
+                                       "matvec_q8_t8",   "matvec_q8_t4r1", "matvec_q8_t4r2",
+                                       "matvec_q8_t8r1", "matvec_q8_t8r2"};
+constexpr BuildNames kIntDotNames = {"matvec_q8i_t1",   "matvec_q8i_t1r1", "matvec_q8i_t1l16",
+                                     "matvec_q8i_t8",   "matvec_q8i_t4r1", "matvec_q8i_t4r2",
+                                     "matvec_q8i_t8r1", "matvec_q8i_t8r2"};
+constexpr std::array<OpRegistration, kBuildCount> rows_of(std::string_view shader, const BuildNames& names,
+                                                          bool (*available)(const vk::Device&)) {
+  std::array<OpRegistration, kBuildCount> rows{};
+  for (size_t i = 0; i < kBuildCount; ++i)
+    rows[i] = {.op = names[i],
+               .variants = kModes,
+               .spec = kBuilds[i].spec,
+               .available = available,
+               .shader = shader,
+               .types = TypeSet::Tiled,
+               .variant_mask = kBuilds[i].modes};
+  return rows;
+}
+constexpr auto kPortable = rows_of("matvec_q8", kPortableNames, matvec_q8_portable);
+constexpr auto kIntDot = rows_of("matvec_q8i", kIntDotNames, matvec_q8_int_dot);
+
+// The row of a device's build for that token group and launch shape.
+const OpRegistration& build_row(const vk::Device& device, uint32_t tokens, uint32_t rows, bool lanes16) {
+  for (size_t i = 0; i < kBuildCount; ++i)
+    if (kBuilds[i].tokens == tokens && kBuilds[i].lanes16 == lanes16 && (lanes16 || kBuilds[i].rows == rows))
+      return (matvec_q8_uses_int_dot(device) ? kIntDot : kPortable)[i];
+  throw Error("matvec_q8: no build of " + std::to_string(tokens) + " tokens and " + std::to_string(rows) +
+              " rows a lane");
+}
+
+// quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
+// holds 64 subgroups), so that the decode step's single token is quantized in few rounds of loads.
+vk::SpecConstants spec_quantize_q8(const vk::Device& d) {
+  const uint32_t sg = std::max(d.subgroup_size(), 1u);
+  return {std::min({512u, 64 * sg, d.info().max_workgroup_size_x, d.info().max_workgroup_invocations})};
+}
+enum QuantizeVariant : uint32_t { kQuantizeF32, kQuantizeNormF32 };
+constexpr std::string_view kQuantizeVariants[] = {"f32", "norm_f32"};
+constexpr OpRegistration kQuantizeQ8{
+    .op = "quantize_q8", .variants = kQuantizeVariants, .spec = spec_quantize_q8};
 }  // namespace
 
 bool matvec_q8_uses_int_dot(const vk::Device& device) {
@@ -36,9 +130,8 @@ bool matvec_q8_uses_int_dot(const vk::Device& device) {
 }
 
 bool matvec_q8_supported(TensorType type, uint64_t cols) {
-  const bool format = type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8 ||
-                      type == TensorType::Q6_Kx8 || type == TensorType::Q4_K || type == TensorType::Q5_K;
-  return format && cols % tensor_type_info(type).block_elements == 0 && row_bytes(type, cols) % 16 == 0;
+  return tensor_type_info(type).tiled && cols % tensor_type_info(type).block_elements == 0 &&
+         row_bytes(type, cols) % 16 == 0;
 }
 
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group, bool swiglu,
@@ -178,10 +271,6 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
 
 void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args) {
   const bool one = args.product.tokens == 1;
-  char variant[48];  // "<mode>_<type>", built without allocating
-  const int n = std::snprintf(variant, sizeof variant, "%.*s_%s", static_cast<int>(mode(args).size()),
-                              mode(args).data(), type_variant(args.product.w.type));
-  const bool int_dot = matvec_q8_uses_int_dot(k.device());
   const WeightMatrix& w = args.product.w;
   const bool qout = args.quantized_out.has_value();
   // Token groups: 1, 4 for batches of up to 4 (the 8-token build would compute every token twice over),
@@ -197,17 +286,8 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const MatvecQ8Shape shape = lanes16 ? matvec_q8_residual_out_shape(k.device())
                                       : matvec_q8_shape(k.device(), w.rows, group, args.swiglu, qout);
   // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none).
-  const uint32_t rows = shape.rows_per_lane;
-  const char* rows_suffix = lanes16                     ? "l16"
-                            : rows == kMatvecQ8RowsOne  ? "r1"
-                            : rows == kMatvecQ8RowsPair ? "r2"
-                                                        : "";
-  char op[32];
-  const int op_len =
-      std::snprintf(op, sizeof op, "%s_t%u%s", int_dot ? "matvec_q8i" : "matvec_q8", group, rows_suffix);
-  const vk::ComputePipeline& pipeline = k.pipeline(std::string_view(op, static_cast<size_t>(op_len)),
-                                                   std::string_view(variant, static_cast<size_t>(n)));
-  dispatch_matvec_q8(rec, k, args, pipeline, shape, group);
+  const OpRegistration& row = build_row(k.device(), group, shape.rows_per_lane, lanes16);
+  dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
 }
 
 void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& a) {
@@ -222,13 +302,17 @@ void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Arg
     uint32_t k, x_stride, out_stride;
   } push{a.cols, x_stride, a.out.stride};
   if (a.norm_weight.empty())
-    rec.dispatch(k.pipeline("quantize_q8", "f32"),
+    rec.dispatch(k.pipeline(kQuantizeQ8, kQuantizeF32),
                  {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales)}, push, a.tokens);
   else
-    rec.dispatch(k.pipeline("quantize_q8", "norm_f32"),
+    rec.dispatch(k.pipeline(kQuantizeQ8, kQuantizeNormF32),
                  {vk::read(a.x), vk::write(a.out.bytes), vk::write(a.out.scales), vk::read(a.norm_weight),
                   vk::write(a.out.sum_squares)},
                  push, a.tokens);
 }
+
+KVTRIE_REGISTER_OPS(matvec_q8, &kPortable[0], &kPortable[1], &kPortable[2], &kPortable[3], &kPortable[4],
+                    &kPortable[5], &kPortable[6], &kPortable[7], &kIntDot[0], &kIntDot[1], &kIntDot[2],
+                    &kIntDot[3], &kIntDot[4], &kIntDot[5], &kIntDot[6], &kIntDot[7], &kQuantizeQ8);
 
 }  // namespace kvtrie::kernels

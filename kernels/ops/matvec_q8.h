@@ -12,7 +12,7 @@
 //                  with that norm would write it: the next normed product needs no quantize dispatch;
 //   qkv_pages:     (with norm; the joined Q/K/V product) Q is stored rotated by normal-mode rope, and K
 //                  rotated and V go as f16 into the KV pages, as kv_write_rope with Q's rope would leave
-//                  them (ops.h), in the product's own dispatch.
+//                  them (kv_write.h), in the product's own dispatch.
 // Against an f32 product the error is that of rounding x to 8 bits per 16 values (about 0.4% of the
 // group's largest |x| per value); the integer sums themselves are exact.
 // Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size
@@ -27,8 +27,8 @@
 
 #include "kernels/ops/kv_layout.h"
 #include "kernels/ops/matvec.h"
-#include "kernels/ops/ops.h"
 #include "kernels/ops/quantized_x.h"
+#include "kernels/ops/rope.h"
 
 namespace kvtrie::kernels {
 

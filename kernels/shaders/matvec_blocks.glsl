@@ -3,21 +3,9 @@
 // a GGML type id. Rows and blocks are only 2-byte aligned (Q4_0 blocks are 18 bytes), so every read goes
 // through 32-bit words with shifts: portable, needs no 8/16-bit storage feature.
 
-#define T_F32 0
-#define T_F16 1
-#define T_Q4_0 2
-#define T_Q4_1 3
-#define T_Q5_0 6
-#define T_Q5_1 7
-#define T_Q8_0 8
-#define T_Q4_K 12
-#define T_Q5_K 13
-#define T_Q6_K 14
-#define T_BF16 30
-// Device formats (kernels/ops/weight_format.h): groups of 8 blocks with the quants first, then the scales.
-#define T_Q4_0X8 102
-#define T_Q8_0X8 108
-#define T_Q6_KX8 114
+// T_<type>: the type ids (T_Q4_K 12; device formats, kernels/ops/weight_format.h, past GGML's: T_Q4_0X8 102,
+// groups of 8 blocks with the quants first, then the scales), generated from base/tensor_types.def.
+#include "tensor_types.glsl"
 
 uint w_u8(uint o) { return (wq[o >> 2] >> ((o & 3u) << 3)) & 0xFFu; }
 uint w_u16(uint o) { return (wq[o >> 2] >> ((o & 2u) << 3)) & 0xFFFFu; }

@@ -6,11 +6,7 @@
 // The includer declares `readonly buffer { uvec4 w4[]; }` (rows of the device format, kernels/ops/
 // weight_format.h, 16-byte aligned), defines WTYPE and includes q8_activations.glsl first.
 
-#define T_Q4_K 12
-#define T_Q5_K 13
-#define T_Q4_0X8 102
-#define T_Q8_0X8 108
-#define T_Q6_KX8 114
+#include "tensor_types.glsl"  // T_<type> ids, generated from base/tensor_types.def
 
 struct WUnit {
   uvec4 a, b;  // the 16 + 16 integer weights, one byte each (0..63 except Q8_0's signed bytes)

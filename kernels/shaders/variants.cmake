@@ -1,4 +1,6 @@
-# One line per shader variant: kvtrie_shader(<op>_<variant> <source>.comp [DEFINE=VALUE...]).
+# One line per shader variant: kvtrie_shader(<op>_<variant> <source>.comp [DEFINE=VALUE...]): the variants of
+# the ops' registration rows (kernels/ops/op_registry.h) and the kernels tests' shaders; the benchmarks'
+# probes are built by bench/CMakeLists.txt.
 kvtrie_shader(fill_f32 fill.comp)
 kvtrie_shader(rms_norm_f32 rms_norm.comp)
 kvtrie_shader(rms_norm_add_f32 rms_norm.comp ADD_RESIDUAL=1)
@@ -11,18 +13,13 @@ kvtrie_shader(convert_f32_f16 convert.comp)
 kvtrie_shader(add_f32 add.comp)
 kvtrie_shader(reduce_splits_f32 reduce_splits.comp)
 kvtrie_shader(add_bias_f32 add_bias.comp)
-kvtrie_shader(read_probe_u32 read_probe.comp)
-kvtrie_shader(grid_sync_probe_u32 grid_sync_probe.comp)
 kvtrie_shader(kv_write_f16 kv_write.comp)
 kvtrie_shader(kv_write_rope_f16 kv_write.comp ROPE=1)
 kvtrie_shader(kv_write_rope_qkv_f16 kv_write.comp ROPE=1 QKV=1)
 # get_rows, matvec, matmul: one variant per weight type; WTYPE is the GGML type id, or a device format's id
-# (base/tensor_type.h, matvec_blocks.glsl).
-foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:13 q6_k:14 q4_0x8:102 q8_0x8:108
-           q6_kx8:114)
-  string(REPLACE ":" ";" _p ${_t})
-  list(GET _p 0 _name)
-  list(GET _p 1 _id)
+# (the lists come from base/tensor_types.def, read by cmake/tensor_types.cmake).
+foreach(_name ${KVTRIE_TENSOR_TYPES})
+  set(_id ${KVTRIE_TYPE_ID_${_name}})
   kvtrie_shader(get_rows_${_name} get_rows.comp WTYPE=${_id})
   kvtrie_shader(matvec_${_name} matvec.comp WTYPE=${_id})
   kvtrie_shader(matvec1_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1)
@@ -36,19 +33,14 @@ foreach(_t f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 q4_k:12 q5_k:1
 endforeach()
 # The tensor-core matmul through VK_NV_cooperative_matrix2 (SPIR-V 1.6), for the 16-byte aligned formats.
 if(KVTRIE_GLSL_NV_COOPMAT2)
-  foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
-    string(REPLACE ":" ";" _p ${_t})
-    list(GET _p 0 _name)
-    list(GET _p 1 _id)
+  foreach(_name ${KVTRIE_TILED_TYPES})
+    set(_id ${KVTRIE_TYPE_ID_${_name}})
     kvtrie_shader(matmul_cm2_${_name} matmul_cm2.comp TARGET_ENV vulkan1.3 WTYPE=${_id})
   endforeach()
 endif()
 # paged attention: split pass + combine pass.
 kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
-foreach(_probe 1 2 3 4 5)  # tuning builds of the split pass (sweep-attention --variants probe1..probe5)
-  kvtrie_shader(attention_probe${_probe} attention.comp PROBE=${_probe})
-endforeach()
 kvtrie_shader(attention_combine_qout attention_combine.comp QUANT_OUT=1)
 kvtrie_shader(attention_combine_f16 attention_combine.comp HALF_OUT=1)
 # ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the
@@ -57,31 +49,20 @@ if(KVTRIE_GLSL_KHR_COOPMAT)
   kvtrie_shader(attention_coopmat_d64 attention_coopmat.comp HD=64u SG=4u)
   kvtrie_shader(attention_coopmat_d128 attention_coopmat.comp HD=128u SG=8u)
 endif()
-# Tuning probes of the tensor-core matmul (bench sweep-matmul only): without the loads, without the multiplies.
-if(KVTRIE_GLSL_KHR_COOPMAT)
-  kvtrie_shader(matmul_coopmat_khr_noload_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_LOADS=1)
-  kvtrie_shader(matmul_coopmat_khr_nomul_q4_0x8 matmul_coopmat.comp WTYPE=102 KHR_COOPMAT=1 PROBE_NO_MULTIPLY=1)
-endif()
 # The tensor-core matmul's 16-value loader on its own (tests only: checkable without cooperative matrices).
-foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
-  string(REPLACE ":" ";" _p ${_t})
-  list(GET _p 0 _name)
-  list(GET _p 1 _id)
+foreach(_name ${KVTRIE_TILED_TYPES})
+  set(_id ${KVTRIE_TYPE_ID_${_name}})
   kvtrie_shader(tile_decode_${_name} tile_decode.comp WTYPE=${_id})
 endforeach()
 # Device formats: the in-place conversion from file blocks at load (weight_format.h).
-foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114)
-  string(REPLACE ":" ";" _p ${_t})
-  list(GET _p 0 _name)
-  list(GET _p 1 _id)
+foreach(_name ${KVTRIE_DEVICE_FORMATS})
+  set(_id ${KVTRIE_TYPE_ID_${_name}})
   kvtrie_shader(repack_${_name} repack.comp FORMAT=${_id})
 endforeach()
 # matvec_q8 (8-bit activations, integer dot products): <mode>_<type>, one shader per fold of the layer it
 # carries (matvec_q8.h); token count and rows per lane are specialization constants.
-foreach(_t q4_0x8:102 q8_0x8:108 q6_kx8:114 q4_k:12 q5_k:13)
-  string(REPLACE ":" ";" _p ${_t})
-  list(GET _p 0 _name)
-  list(GET _p 1 _id)
+foreach(_name ${KVTRIE_TILED_TYPES})
+  set(_id ${KVTRIE_TYPE_ID_${_name}})
   foreach(_build matvec_q8 matvec_q8i)
     set(_dot "")
     if(_build STREQUAL "matvec_q8i")

@@ -16,12 +16,24 @@ namespace kvtrie::vk {
 
 using Clock = std::chrono::steady_clock;
 
-ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, std::string_view variant,
-                                 const SpecConstants& spec)
-    : name_(variant), spec_(spec) {
+namespace {
+const SpirvBlob& embedded(std::string_view variant) {
   const SpirvBlob* blob = find_spirv(variant);
   if (blob == nullptr)
-    throw Error("no embedded shader variant '" + name_ + "' (see kernels/shaders/variants.cmake)");
+    throw Error("no embedded shader variant '" + std::string(variant) +
+                "' (see kernels/shaders/variants.cmake)");
+  return *blob;
+}
+}  // namespace
+
+ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, std::string_view variant,
+                                 const SpecConstants& spec)
+    : ComputePipeline(device, cache, embedded(variant), spec) {}
+
+ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, const SpirvBlob& spirv,
+                                 const SpecConstants& spec)
+    : name_(spirv.name), spec_(spec) {
+  const SpirvBlob* blob = &spirv;
   layout_ = reflect_spirv({blob->words, blob->word_count});
   KVTRIE_CHECK(layout_.push_constant_size <= device.info().max_push_constants,
                name_ + ": push constants exceed the device limit");
@@ -136,13 +148,18 @@ bool PipelineCache::contains(std::string_view variant, const SpecConstants& spec
 
 const ComputePipeline& PipelineCache::get(std::string_view variant, const SpecConstants& spec) {
   if (background_pending()) finish_background();
-  auto key = std::make_pair(std::string(variant), spec);
+  auto it = pipelines_.find(std::make_pair(std::string(variant), spec));
+  return it != pipelines_.end() ? *it->second : get(embedded(variant), spec);
+}
+
+const ComputePipeline& PipelineCache::get(const SpirvBlob& blob, const SpecConstants& spec) {
+  if (background_pending()) finish_background();
+  auto key = std::make_pair(std::string(blob.name), spec);
   auto it = pipelines_.find(key);
   if (it == pipelines_.end()) {
-    it =
-        pipelines_
-            .emplace(std::move(key), std::make_unique<ComputePipeline>(*device_, cache_.get(), variant, spec))
-            .first;
+    it = pipelines_
+             .emplace(std::move(key), std::make_unique<ComputePipeline>(*device_, cache_.get(), blob, spec))
+             .first;
     ++stats_.created;
   }
   return *it->second;

@@ -33,6 +33,7 @@
 namespace kvtrie::vk {
 
 class Device;
+struct SpirvBlob;
 
 // Specialization constants by constant_id 0, 1, 2, ...; each is 32 bits (floats via std::bit_cast).
 // By convention constant 0 is the work-group size in x (`layout(local_size_x_id = 0) in;`).
@@ -41,6 +42,9 @@ using SpecConstants = std::vector<uint32_t>;
 class ComputePipeline {
  public:
   ComputePipeline(const Device& device, VkPipelineCache cache, std::string_view variant,
+                  const SpecConstants& spec);
+  // From a blob embedded elsewhere than kernels/ (bench/'s probes).
+  ComputePipeline(const Device& device, VkPipelineCache cache, const SpirvBlob& blob,
                   const SpecConstants& spec);
 
   const std::string& name() const { return name_; }
@@ -88,6 +92,8 @@ class PipelineCache {
   // The pipeline for that variant and constants, created on first use. Throws kvtrie::Error when the
   // variant is not embedded. Waits for a background batch first.
   const ComputePipeline& get(std::string_view variant, const SpecConstants& spec = {});
+  // The same for a variant embedded elsewhere (keyed by its name: names must not repeat kernels/' own).
+  const ComputePipeline& get(const SpirvBlob& blob, const SpecConstants& spec = {});
   size_t size() const { return pipelines_.size(); }
   bool contains(std::string_view variant, const SpecConstants& spec) const;
 

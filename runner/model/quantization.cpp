@@ -104,13 +104,12 @@ void quantize_bf16(const float* src, uint8_t* dst) {
 
 const BlockCodec& codec_for(TensorType type, uint64_t n) {
   using namespace quant_detail;
+  // Every file type of the manifest: dequantize_<variant> and quantize_<variant> (device formats are the
+  // GPU's own: tests/support/device_format.h writes them).
   static constexpr BlockCodec kCodecs[] = {
-      {TensorType::F32, dequantize_f32, quantize_f32},    {TensorType::F16, dequantize_f16, quantize_f16},
-      {TensorType::BF16, dequantize_bf16, quantize_bf16}, {TensorType::Q8_0, dequantize_q8_0, quantize_q8_0},
-      {TensorType::Q4_0, dequantize_q4_0, quantize_q4_0}, {TensorType::Q4_1, dequantize_q4_1, quantize_q4_1},
-      {TensorType::Q5_0, dequantize_q5_0, quantize_q5_0}, {TensorType::Q5_1, dequantize_q5_1, quantize_q5_1},
-      {TensorType::Q4_K, dequantize_q4_k, quantize_q4_k}, {TensorType::Q5_K, dequantize_q5_k, quantize_q5_k},
-      {TensorType::Q6_K, dequantize_q6_k, quantize_q6_k},
+#define KVTRIE_FILE_TYPE(name, variant, ...) {TensorType::name, dequantize_##variant, quantize_##variant},
+#define KVTRIE_DEVICE_FORMAT(...)
+#include "base/tensor_types.def"
   };
   const TensorTypeInfo& info = tensor_type_info(type);
   KVTRIE_CHECK(n % info.block_elements == 0,

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/add.h"
+#include "kernels/ops/add_bias.h"
+#include "kernels/ops/convert.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/ops/ops.h"
+#include "kernels/ops/get_rows.h"
 #include "runner/model/quantization.h"
 #include "tests/support/device_format.h"
 #include "tests/support/vk_fixture.h"

@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/ops/ops.h"
+#include "kernels/ops/kv_write.h"
+#include "kernels/ops/rope.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 

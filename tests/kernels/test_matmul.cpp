@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/ops/convert.h"
 #include "kernels/ops/matmul.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/shader_registry.h"
 #include "runner/model/quantization.h"

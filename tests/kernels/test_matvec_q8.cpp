@@ -19,8 +19,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/ops/kv_write.h"
 #include "kernels/ops/matvec_q8.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/rope.h"
 #include "kernels/ops/weight_format.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/staging.h"

@@ -17,7 +17,6 @@
 #include "base/error.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matvec_q8.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/pipeline.h"
 #include "kernels/vk/pipeline_cache_file.h"
 #include "tests/support/paths.h"
@@ -233,6 +232,13 @@ bool has(const std::vector<std::string>& v, const std::string& name) {
   return std::find(v.begin(), v.end(), name) != v.end();
 }
 
+// A registered row by its op's name.
+const OpRegistration& row(std::string_view op) {
+  for (const OpRegistration* r : registered_ops())
+    if (r->op == op) return *r;
+  throw Error("no registered op " + std::string(op));
+}
+
 class KernelsPrewarm : public test::VulkanTest {};
 
 TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne) {
@@ -243,22 +249,20 @@ TEST_F(KernelsPrewarm, AModelsTypesSelectTheirVariantsAndEveryTypeIndependentOne
   EXPECT_LT(some.size(), all.size());
   for (const std::string& n : some) EXPECT_TRUE(has(all, n)) << n;
 
-  for (const OpRegistration& row : registered_ops()) {
-    const std::string prefix = std::string(row.shader.empty() ? row.op : row.shader) + "_";
-    if (row.benchmark_only || (row.available && !row.available(dev))) {
-      for (std::string_view v : row.variants) EXPECT_FALSE(has(all, prefix + std::string(v)));
-      continue;
-    }
-    // Rows indexed by weight type list every type.
-    bool indexed = true;
-    for (const TensorTypeInfo& info : kTensorTypes)
-      indexed = indexed && std::find(row.variants.begin(), row.variants.end(), type_variant(info.type)) !=
-                               row.variants.end();
-    for (std::string_view v : row.variants) {
-      const std::string name = prefix + std::string(v);
+  for (const OpRegistration* row : registered_ops()) {
+    const bool runs = !row->available || row->available(dev);
+    for (uint32_t i = 0; i < variant_count(*row); ++i) {
+      if (!registers(*row, i)) continue;
+      const std::string name = shader_variant(*row, i);
+      if (!runs) {
+        EXPECT_FALSE(has(all, name)) << name;
+        continue;
+      }
       EXPECT_TRUE(has(all, name)) << name;
-      bool wanted = !indexed || v == "f32" || v == "q4_0x8" || v == "q6_k";
-      if (row.variants_end_in_type) wanted = v.ends_with("_q4_0x8") || v.ends_with("_q6_k");
+      // Typed rows: the model's types and f32 only; untyped rows whole.
+      const std::optional<TensorType> type = variant_type(*row, i);
+      const bool wanted =
+          !type || *type == TensorType::F32 || *type == TensorType::Q4_0x8 || *type == TensorType::Q6_K;
       EXPECT_EQ(has(some, name), wanted) << name;
     }
   }
@@ -287,15 +291,17 @@ TEST_F(KernelsPrewarm, APrewarmForTypesCreatesExactlyItsKeys) {
   for (const vk::PipelineKey& key : Kernels::prewarm_keys(context().device(), types))
     EXPECT_TRUE(context().pipelines().contains(key.variant, key.spec)) << key.variant;
   const size_t after = context().pipelines().size();
-  k.pipeline("matvec", "f16");  // prewarmed: no new pipeline
-  k.pipeline("rms_norm", "f32");
+  k.pipeline(row("matvec"), TensorType::F16);  // prewarmed: no new pipeline
+  k.pipeline(row("rms_norm"), 0);
   EXPECT_EQ(context().pipelines().size(), after);
   EXPECT_EQ(k.created_after_prewarm(), 0u);
   // A variant outside the selection is still served, and counted as a miss of the prewarm.
-  k.pipeline("get_rows", "q5_1");
+  const vk::ComputePipeline& q5_1 = k.pipeline(row("get_rows"), TensorType::Q5_1);
+  EXPECT_EQ(q5_1.name(), "get_rows_q5_1");
   EXPECT_EQ(k.created_after_prewarm(), 1u);
-  k.pipeline("get_rows", "q5_1");  // resolved once
+  k.pipeline(row("get_rows"), TensorType::Q5_1);  // resolved once
   EXPECT_EQ(k.created_after_prewarm(), 1u);
+  EXPECT_THROW(k.pipeline(row("rms_norm"), 4), Error) << "rms_norm has 4 variants";
 }
 
 }  // namespace

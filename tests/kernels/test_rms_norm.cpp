@@ -6,7 +6,8 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/add.h"
+#include "kernels/ops/rms_norm.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "kernels/ops/ops.h"
+#include "kernels/ops/rope.h"
 #include "tests/support/vk_fixture.h"
 
 namespace kvtrie::kernels {

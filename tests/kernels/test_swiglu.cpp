@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "base/error.h"
-#include "kernels/ops/ops.h"
+#include "kernels/ops/swiglu.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
 

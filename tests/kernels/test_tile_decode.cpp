@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops/ops.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/weight_format.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"

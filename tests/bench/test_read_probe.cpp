@@ -1,23 +1,35 @@
-// read_probe (the read-bandwidth probe of kvtrie-bench bandwidth): every 16-byte element is read exactly
-// once, so the XOR of all sink words equals the XOR of every 32-bit word of the source, for element counts
-// that do not divide evenly among the invocations.
+// bench's probe shaders. read_probe (the read-bandwidth probe of kvtrie-bench bandwidth): every 16-byte
+// element is read exactly once, so the XOR of all sink words equals the XOR of every 32-bit word of the
+// source, for element counts that do not divide evenly among the invocations.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
+#include "bench/probes/bench_shaders.h"
+#include "bench/probes/read_probe.h"
 #include "kernels/ops/kernels.h"
-#include "kernels/ops/ops.h"
 #include "kernels/vk/command_recorder.h"
+#include "kernels/vk/shader_registry.h"
 #include "tests/support/vk_fixture.h"
 
-namespace kvtrie::kernels {
+namespace kvtrie::bench {
 namespace {
+
+// The probes' SPIR-V is bench's own: kernels embeds none of it, and no name is both's.
+TEST(BenchShaders, AreNotKernels) {
+  EXPECT_NE(find_bench_spirv("read_probe_u32"), nullptr);
+  EXPECT_NE(find_bench_spirv("attention_probe1"), nullptr);
+  EXPECT_EQ(vk::find_spirv("read_probe_u32"), nullptr);
+  for (const vk::SpirvBlob* blob : bench_spirv_blobs())
+    EXPECT_EQ(vk::find_spirv(blob->name), nullptr) << blob->name;
+}
 
 class ReadProbeTest : public test::VulkanTest {};
 
 TEST_F(ReadProbeTest, ReadsEveryElementOnce) {
-  Kernels k(context(), Prewarm::No);
+  kernels::Kernels k(context(), kernels::Prewarm::No);
   for (uint32_t elements : {1u, 1000u, 70001u}) {
     SCOPED_TRACE(elements);
     std::vector<uint32_t> words(uint64_t{elements} * 4);
@@ -28,8 +40,7 @@ TEST_F(ReadProbeTest, ReadsEveryElementOnce) {
     }
     vk::Buffer src = device_buffer(words);
     const uint32_t threads = 300;  // not a multiple of the work-group size
-    const uint32_t wg = k.workgroup_size("read_probe");
-    const uint32_t invocations = (threads + wg - 1) / wg * wg;
+    const uint32_t invocations = read_probe_invocations(k, threads);
     vk::Buffer sink(context().device(), uint64_t{invocations} * 4, vk::MemoryKind::DeviceLocal);
     vk::CommandRecorder rec(context());
     rec.begin();
@@ -43,4 +54,4 @@ TEST_F(ReadProbeTest, ReadsEveryElementOnce) {
 }
 
 }  // namespace
-}  // namespace kvtrie::kernels
+}  // namespace kvtrie::bench
