@@ -180,9 +180,10 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
                         block_tokens,
                         keys,
                         rows / 4};
-  const vk::Binding split_bindings[] = {vk::read(args.q),          vk::read(pools[0]),        vk::read(pools[1]),
-                                        vk::read(pools[2]),        vk::read(pools[3]),        vk::read(args.page_table),
-                                        vk::read(args.token_info), vk::write(args.scratch), vk::write(args.out)};
+  const vk::Binding split_bindings[] = {
+      vk::read(args.q),          vk::read(pools[0]),      vk::read(pools[1]),
+      vk::read(pools[2]),        vk::read(pools[3]),      vk::read(args.page_table),
+      vk::read(args.token_info), vk::write(args.scratch), vk::write(args.out)};
   const uint32_t out_stride = args.out_stride ? args.out_stride : width;
   KVTRIE_CHECK(!args.half_out || (!args.quantized_out && hd % 2 == 0 && out_stride % 2 == 0),
                "attention: an f16 output takes pairs of values and no quantized output");
@@ -196,12 +197,12 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
     if (whole) return;
   } else {
     rec.dispatch(split_pass ? *split_pass : k.pipeline(kAttention, kPaged),
-                 std::span<const vk::Binding>(split_bindings, 8), paged, splits, args.n_kv_heads * head_groups,
-                 args.tokens);
+                 std::span<const vk::Binding>(split_bindings, 8), paged, splits,
+                 args.n_kv_heads * head_groups, args.tokens);
   }
 
-  const CombinePush combine{args.n_heads, hd, args.split_size, splits, out_stride,
-                            args.quantized_out ? args.quantized_out->stride : 0};
+  const CombinePush combine{args.n_heads, hd,         args.split_size,
+                            splits,       out_stride, args.quantized_out ? args.quantized_out->stride : 0};
   if (const std::optional<QuantizedX>& q = args.quantized_out) {
     KVTRIE_CHECK(hd % 16 == 0 && q->stride % 16 == 0 && q->stride >= width,
                  "attention: a quantized output needs head_dim a multiple of 16 and a stride of whole rows");

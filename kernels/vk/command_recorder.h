@@ -99,7 +99,8 @@ class CommandRecorder {
   template <typename Push>
   void dispatch(const ComputePipeline& pipeline, std::span<const Binding> bindings, const Push& push,
                 uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1) {
-    dispatch(pipeline, bindings, std::as_bytes(std::span<const Push>(&push, 1)), groups_x, groups_y, groups_z);
+    dispatch(pipeline, bindings, std::as_bytes(std::span<const Push>(&push, 1)), groups_x, groups_y,
+             groups_z);
   }
   // Copies src.range bytes (dst.range must be at least that).
   void copy(BufferView src, BufferView dst);
