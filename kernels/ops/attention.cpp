@@ -85,20 +85,17 @@ constexpr auto kCoopmatVariants = [] {
   for (size_t i = 0; i < names.size(); ++i) names[i] = kCoopmatBuilds[i].variant;
   return names;
 }();
-bool khr_coopmat_path(const vk::Device& d) {
-  return coopmat_supported(d) && coopmat_uses_khr(d);
-}
 constexpr OpRegistration kAttentionCoopmat{.op = "attention_coopmat",
                                            .variants = kCoopmatVariants,
                                            .spec = spec_none,
-                                           .available = khr_coopmat_path};
+                                           .available = coopmat_khr_path};
 
 }  // namespace
 
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
   const uint32_t q_stride = args.q_stride ? args.q_stride : args.n_heads * args.head_dim;
-  return args.tensor_cores && coopmat_supported(device) && coopmat_uses_khr(device) &&
-         coopmat_build(args.head_dim) != nullptr && q_stride % 4 == 0 && args.q.offset % 16 == 0;
+  return args.tensor_cores && coopmat_khr_path(device) && coopmat_build(args.head_dim) != nullptr &&
+         q_stride % 4 == 0 && args.q.offset % 16 == 0;
 }
 
 uint32_t attention_workgroup_size(const vk::Device&) {

@@ -33,6 +33,10 @@ bool coopmat_supported(const vk::Device& device) {
          device.subgroup_size() == 32 && device.info().max_shared_memory >= 48 * 1024;
 }
 
+bool coopmat_khr_path(const vk::Device& device) {
+  return coopmat_supported(device) && coopmat_uses_khr(device);
+}
+
 bool coopmat2_takes(const vk::Device& device, TensorType type) {
   // The tiled types; enabled only where the shaders were built.
   return tensor_type_info(type).tiled && device.nv_coopmat2_enabled();
@@ -58,9 +62,6 @@ namespace {
 bool nv_coopmat_path(const vk::Device& d) {
   return coopmat_supported(d) && !coopmat_uses_khr(d);
 }
-bool khr_coopmat_path(const vk::Device& d) {
-  return coopmat_supported(d) && coopmat_uses_khr(d);
-}
 bool coopmat2_path(const vk::Device& d) {
   return d.nv_coopmat2_enabled();
 }
@@ -83,17 +84,17 @@ constexpr OpRegistration kMatmul{.op = "matmul", .spec = spec_none, .types = Typ
 constexpr OpRegistration kCoopmat =
     coopmat_row("matmul_coopmat", spec_of_tile<kDefaultTile>, nv_coopmat_path);
 constexpr OpRegistration kCoopmatKhr =
-    coopmat_row("matmul_coopmat_khr", spec_of_tile<kDefaultTile>, khr_coopmat_path);
+    coopmat_row("matmul_coopmat_khr", spec_of_tile<kDefaultTile>, coopmat_khr_path);
 constexpr OpRegistration kCoopmatKhrXh =
-    coopmat_row("matmul_coopmat_khr_xh", spec_of_tile<kF16XTile>, khr_coopmat_path);
+    coopmat_row("matmul_coopmat_khr_xh", spec_of_tile<kF16XTile>, coopmat_khr_path);
 constexpr OpRegistration kCoopmatKhrXhWide = coopmat_row(
-    "matmul_coopmat_khr_xh_wide", spec_of_tile<kF16XWideTile>, khr_coopmat_path, "matmul_coopmat_khr_xh");
+    "matmul_coopmat_khr_xh_wide", spec_of_tile<kF16XWideTile>, coopmat_khr_path, "matmul_coopmat_khr_xh");
 constexpr OpRegistration kCoopmatKhrXhNarrow = coopmat_row(
-    "matmul_coopmat_khr_xh_narrow", spec_of_tile<kF16XNarrowTile>, khr_coopmat_path, "matmul_coopmat_khr_xh");
+    "matmul_coopmat_khr_xh_narrow", spec_of_tile<kF16XNarrowTile>, coopmat_khr_path, "matmul_coopmat_khr_xh");
 constexpr OpRegistration kCoopmatT32 =
     coopmat_row("matmul_coopmat_t32", spec_of_tile<kSmallTile>, nv_coopmat_path, "matmul_coopmat");
 constexpr OpRegistration kCoopmatKhrT32 =
-    coopmat_row("matmul_coopmat_khr_t32", spec_of_tile<kSmallTile>, khr_coopmat_path, "matmul_coopmat_khr");
+    coopmat_row("matmul_coopmat_khr_t32", spec_of_tile<kSmallTile>, coopmat_khr_path, "matmul_coopmat_khr");
 // The VK_NV_cooperative_matrix2 build, for the tiled types.
 constexpr OpRegistration kCm2{
     .op = "matmul_cm2", .spec = spec_of_tile<kCm2Tile>, .available = coopmat2_path, .types = TypeSet::Tiled};
@@ -104,8 +105,8 @@ constexpr OpRegistration kReduceSplits{.op = "reduce_splits", .variants = kF32, 
 
 bool coopmat_takes_f16_x(const vk::Device& device, const MatmulArgs& args) {
   const uint32_t x_stride = args.x_stride ? args.x_stride : args.w.cols;
-  return coopmat_supported(device) && coopmat_uses_khr(device) && args.tokens > kSmallTile.tokens() &&
-         args.w.cols % 8 == 0 && x_stride % 8 == 0;
+  return coopmat_khr_path(device) && args.tokens > kSmallTile.tokens() && args.w.cols % 8 == 0 &&
+         x_stride % 8 == 0;
 }
 
 F16XPlan f16x_plan(const MatmulArgs& args) {

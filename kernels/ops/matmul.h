@@ -34,6 +34,8 @@ enum class MatmulPath { Auto, Deterministic, Tiled, CoopMat, CoopMat2 };
 bool coopmat_supported(const vk::Device& device);
 // Whether the CoopMat path is the VK_KHR_cooperative_matrix build (preferred where the device has it).
 bool coopmat_uses_khr(const vk::Device& device);
+// Tensor cores through VK_KHR_cooperative_matrix: coopmat_supported and coopmat_uses_khr (the KHR builds).
+bool coopmat_khr_path(const vk::Device& device);
 
 // Whether the CoopMat2 path runs on this device (VK_NV_cooperative_matrix2 enabled, shaders built) for
 // weights of this type (Q4_0x8, Q8_0x8, Q6_Kx8, Q4_K, Q5_K).

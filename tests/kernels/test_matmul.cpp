@@ -276,7 +276,7 @@ TEST_P(MatmulTest, CoopMatReadsF16XWhereItTakesIt) {
 // narrow one (128 x 64) through matmul().
 TEST_P(MatmulTest, CoopMatWideAndNarrowTilesMatchReference) {
   const vk::Device& device = context().device();
-  if (!coopmat_supported(device) || !coopmat_uses_khr(device))
+  if (!coopmat_khr_path(device))
     GTEST_SKIP() << "device " << device.info().name << " has no KHR cooperative matrices (the f16-x build)";
   const TensorType type = GetParam();
   const vk::ComputePipeline& wide = context().pipelines().get(
