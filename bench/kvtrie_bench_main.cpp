@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
       ->add_option("--attention-split", decode.attention_split,
                    "positions per attention split (0: the model's rules)")
       ->capture_default_str();
+  decode_cmd->add_flag("--paged-decode", decode.paged_decode,
+                       "decode steps' attention through attention.comp instead of attention_decode");
   decode_cmd->add_option("--k-splits", decode.k_splits, "split-K of tensor-core products (0: auto, 1: off)")
       ->capture_default_str();
   decode_cmd

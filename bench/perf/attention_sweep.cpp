@@ -4,7 +4,8 @@
 // projection's quantized input) for every layer, chained, each layer reading its own K/V, at every --splits
 // size. K/V hold f16 1.0 (the time does not depend on the values). A split-pass kernel under trial takes its
 // place in attention() to be compared here (session 9's attention_decode: commit 0cc5eee); --variants takes
-// attention.comp's probe builds, each leaving out one part of the split pass.
+// attention.comp's probe builds, each leaving out one part of the split pass; "decode" runs the engine's
+// decode pass (attention_decode), decode_<build> its tuning builds.
 // Between layers a read of --evict-mib of device memory (read_probe) pushes the K/V out of the L2 cache, as
 // a decode step's weight reads do. Times are the GPU timestamps around each dispatch (the recorder's
 // profiling: its run plus the barrier before it), the split pass and the combine apart, per layer, the median
@@ -58,9 +59,38 @@ constexpr kernels::OpRegistration kAttentionProbe{.op = "attention_probe",
                                                   .shader = "attention",
                                                   .spirv = find_bench_spirv};
 
-// The split pass of a --variants name: nullptr for the engine's (paged).
+// attention_decode.comp's tuning builds for head_dim 128 on 32-lane subgroups (bench/CMakeLists.txt), with
+// the engine's work-group size for it (8 subgroups).
+// decode_p4: the engine's d128 build with 4 subgroups a work group instead of 8.
+constexpr std::string_view kDecodeProbes[] = {"probe1", "probe2", "probe5", "vk4"};
+vk::SpecConstants spec_decode_probe(const vk::Device& d) {
+  return {8 * d.info().subgroup_size};
+}
+vk::SpecConstants spec_decode_p4(const vk::Device& d) {
+  return {4 * d.info().subgroup_size};
+}
+constexpr kernels::OpRegistration kDecodeProbe{.op = "attention_decode_probe",
+                                               .variants = kDecodeProbes,
+                                               .spec = spec_decode_probe,
+                                               .shader = "attention_decode",
+                                               .spirv = find_bench_spirv};
+constexpr std::string_view kDecodeD128[] = {"d128"};
+constexpr kernels::OpRegistration kDecodeP4{.op = "attention_decode_p4",
+                                            .variants = kDecodeD128,
+                                            .spec = spec_decode_p4,
+                                            .shader = "attention_decode"};
+
+// The split pass of a --variants name: nullptr for the engine's (paged, decode); decode_<build> runs
+// attention_decode's build <build>.
 const vk::ComputePipeline* split_pass(const kernels::Kernels& k, const std::string& variant) {
-  if (variant == "paged") return nullptr;
+  if (variant == "paged" || variant == "decode") return nullptr;
+  if (variant == "decode_p4") return &k.pipeline(kDecodeP4, 0);
+  if (variant.starts_with("decode_")) {
+    const auto it = std::find(std::begin(kDecodeProbes), std::end(kDecodeProbes), variant.substr(7));
+    if (it == std::end(kDecodeProbes))
+      throw InputError("sweep-attention: unknown --variants entry " + variant);
+    return &k.pipeline(kDecodeProbe, static_cast<uint32_t>(it - std::begin(kDecodeProbes)));
+  }
   const auto it = std::find(std::begin(kProbes), std::end(kProbes), variant);
   if (it == std::end(kProbes)) throw InputError("sweep-attention: unknown --variants entry " + variant);
   return &k.pipeline(kAttentionProbe, static_cast<uint32_t>(it - std::begin(kProbes)));
@@ -142,6 +172,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
       // {split pass, combine} microseconds a layer: medians over rounds of the summed timestamps.
       auto time_layer_us = [&](uint32_t split, const std::string& variant) {
         kernels::AttentionArgs a = args_for(split);
+        a.decode = variant.starts_with("decode");
         vk::Buffer scratch(dev, kernels::attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
         a.scratch = scratch.view();
         vk::CommandRecorder rec(ctx);

@@ -44,6 +44,7 @@ struct DecodeOptions {
   uint32_t attention_split = 0;     // GpuModelOptions::attention_split (0: the default)
   uint32_t k_splits = 0;            // GpuModelOptions::k_splits
   uint32_t q8_max_tokens = 0;       // GpuModelOptions::q8_max_tokens
+  bool paged_decode = false;        // !GpuModelOptions::decode_attention
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);
 

@@ -244,6 +244,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.attention_split = options.attention_split;
   knobs.k_splits = options.k_splits;
   knobs.q8_max_tokens = options.q8_max_tokens;
+  knobs.decode_attention = !options.paged_decode;
   ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,
                knobs);  // +2: profile steps
   std::vector<float> logits;
@@ -286,6 +287,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("attention_split", options.attention_split)
       .integer("k_splits", options.k_splits)
       .integer("q8_tokens", options.q8_max_tokens)
+      .integer("paged_decode", options.paged_decode ? 1 : 0)
       .num("step_ms", step_med * 1e3)
       .num("tok_s", options.sequences / step_med)
       .num("tok_s_mean", static_cast<double>(options.sequences) * step_seconds.size() / total)

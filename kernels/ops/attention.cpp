@@ -90,7 +90,46 @@ constexpr OpRegistration kAttentionCoopmat{.op = "attention_coopmat",
                                            .spec = spec_none,
                                            .available = coopmat_khr_path};
 
+// attention_decode.comp: kDecodeParts subgroups of 4 to 32 lanes a work group (each walks its own key
+// blocks), up to kDecodeRows query heads of one KV head and kDecodeRowFloats rows x head_dim (its shared
+// arrays). Builds for
+// 32-lane subgroups at head_dim 64 and 128 (dimension quads a lane fixed), and one for the rest.
+constexpr uint32_t kDecodeParts = 8, kDecodeRows = 4, kDecodeRowFloats = 512, kDecodeMaxQuads = 8;
+bool decode_subgroups(const vk::Device& d) {
+  const uint32_t sg = d.info().subgroup_size;
+  return d.info().subgroup_arithmetic && d.info().subgroup_shuffle && sg >= 4 && sg <= 32;
+}
+bool decode_subgroups_32(const vk::Device& d) {
+  return decode_subgroups(d) && d.info().subgroup_size == 32;
+}
+vk::SpecConstants spec_decode(const vk::Device& d) {
+  return {kDecodeParts * d.info().subgroup_size};
+}
+constexpr std::string_view kDecode32Variants[] = {"d64", "d128"};
+constexpr std::string_view kDecodeAnyVariants[] = {"any"};
+constexpr OpRegistration kAttentionDecode32{.op = "attention_decode_sg32",
+                                            .variants = kDecode32Variants,
+                                            .spec = spec_decode,
+                                            .available = decode_subgroups_32,
+                                            .shader = "attention_decode"};
+constexpr OpRegistration kAttentionDecodeAny{.op = "attention_decode",
+                                             .variants = kDecodeAnyVariants,
+                                             .spec = spec_decode,
+                                             .available = decode_subgroups};
+
+// attention_decode's push constants: the split pass's, then the output (out_mode 0: partials; one split:
+// 1 f32, 2 f16, 3 f32 and quantized).
+struct DecodePush {
+  PagedPush paged;
+  uint32_t out_stride, out_mode, q_out_stride;
+};
+
 }  // namespace
+
+bool attention_uses_decode_pass(const vk::Device& device, const AttentionArgs& args) {
+  return args.decode && !attention_uses_tensor_cores(device, args) && decode_subgroups(device) &&
+         args.head_dim % 8 == 0 && args.head_dim / 4 <= kDecodeMaxQuads * device.info().subgroup_size;
+}
 
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
   const uint32_t q_stride = args.q_stride ? args.q_stride : args.n_heads * args.head_dim;
@@ -184,7 +223,38 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
   const uint32_t out_stride = args.out_stride ? args.out_stride : width;
   KVTRIE_CHECK(!args.half_out || (!args.quantized_out && hd % 2 == 0 && out_stride % 2 == 0),
                "attention: an f16 output takes pairs of values and no quantized output");
-  if (coopmat) {
+  if (attention_uses_decode_pass(k.device(), args)) {
+    // Up to kDecodeRows heads a work group, within the shared rows; one split writes the output itself.
+    const uint32_t decode_heads = std::min({group_heads, kDecodeRows, kDecodeRowFloats / hd});
+    const uint32_t decode_groups = (group_heads + decode_heads - 1) / decode_heads;
+    KVTRIE_CHECK(uint64_t{args.n_kv_heads} * decode_groups <= 65535, "attention: grid too large");
+    KVTRIE_CHECK(k.workgroup_size(kAttentionDecodeAny) == kDecodeParts * k.device().info().subgroup_size &&
+                     k.device().info().max_workgroup_invocations >= k.workgroup_size(kAttentionDecodeAny),
+                 "attention: attention_decode needs 8 subgroups a work group");
+    const bool whole = splits == 1;
+    DecodePush push{paged, out_stride, 0, args.quantized_out ? args.quantized_out->stride : 0};
+    push.paged.heads_per_wg = decode_heads;
+    if (whole) push.out_mode = args.quantized_out ? 3u : args.half_out ? 2u : 1u;
+    vk::BufferView qout_bytes = args.scratch, qout_scales = args.scratch;  // unused unless out_mode 3
+    if (args.quantized_out) {
+      KVTRIE_CHECK(
+          hd % 16 == 0 && args.quantized_out->stride % 16 == 0 && args.quantized_out->stride >= width,
+          "attention: a quantized output needs head_dim a multiple of 16 and a stride of whole rows");
+      qout_bytes = args.quantized_out->bytes;
+      qout_scales = args.quantized_out->scales;
+    }
+    const vk::Binding bindings[] = {
+        vk::read(args.q),    vk::read(pools[0]),        vk::read(pools[1]),        vk::read(pools[2]),
+        vk::read(pools[3]),  vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch),
+        vk::write(args.out), vk::write(qout_bytes),     vk::write(qout_scales)};
+    const bool fixed = decode_subgroups_32(k.device()) && (hd == 64 || hd == 128);
+    rec.dispatch(split_pass ? *split_pass
+                 : fixed    ? k.pipeline(kAttentionDecode32, hd == 64 ? 0 : 1)
+                            : k.pipeline(kAttentionDecodeAny, 0),
+                 std::span<const vk::Binding>(bindings), push, splits, args.n_kv_heads * decode_groups,
+                 args.tokens);
+    if (whole) return;
+  } else if (coopmat) {
     // One split: attention_coopmat writes the output itself (f32 or f16), and no combine pass runs.
     const bool whole = splits == 1 && !args.quantized_out;
     rec.dispatch(k.pipeline(kAttentionCoopmat, static_cast<uint32_t>(coopmat - std::begin(kCoopmatBuilds))),
@@ -227,6 +297,6 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   record_attention(rec, k, args, &split_pass);
 }
 
-KVTRIE_REGISTER_OPS(attention, &kAttention, &kAttentionCoopmat);
+KVTRIE_REGISTER_OPS(attention, &kAttention, &kAttentionCoopmat, &kAttentionDecode32, &kAttentionDecodeAny);
 
 }  // namespace kvtrie::kernels

@@ -19,6 +19,11 @@
 // and the probabilities rounded to f16; 64 or 128 rows = heads x tokens a work group); when the context is
 // one split and there is no quantized output it writes the normalised output itself and no combine pass
 // runs. Faster for long prompts, and not batch-invariant: a caller under --deterministic leaves it off.
+// Decode steps (args.decode, where attention_uses_decode_pass): the split pass is attention_decode instead, a
+// work group per (split, KV head, token) whose subgroups walk the keys in blocks of their own (no K/V
+// staging; subgroup reductions and shuffles), and which writes the output itself when the context is one
+// split. Faster for tokens that are each alone in their sequence; another summation order than
+// attention.comp, so not batch-invariant against it: a caller under --deterministic leaves it off.
 // Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <array>
@@ -56,6 +61,7 @@ struct AttentionArgs {
   uint32_t out_stride = 0;    // 0: n_heads * head_dim
   float scale = 0;            // 0: 1 / sqrt(head_dim)
   bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
+  bool decode = false;        // attention_decode where attention_uses_decode_pass (see the contract)
   // Set: out is also written quantized for matvec_q8 (head_dim a multiple of 16), as quantize_q8 would
   // write it, in the pass that writes out (no dispatch of its own).
   std::optional<QuantizedX> quantized_out;
@@ -74,8 +80,13 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args);
 // through VK_KHR_cooperative_matrix, head_dim 64 or 128, and q rows of whole 16-byte groups.
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args);
 
+// Whether attention() runs this call's split pass as attention_decode: args.decode and not tensor cores, a
+// device with subgroup arithmetic and shuffles, head_dim a multiple of 8 and at most 32 x the subgroup size.
+bool attention_uses_decode_pass(const vk::Device& device, const AttentionArgs& args);
+
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);
-// The same with the split pass through `split_pass`, a build of attention.comp (the tuning harness's probes).
+// The same with the split pass through `split_pass`, a build of attention.comp, or of attention_decode.comp
+// where attention_uses_decode_pass (the tuning harness's probes).
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args,
                const vk::ComputePipeline& split_pass);
 

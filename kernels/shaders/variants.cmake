@@ -43,6 +43,11 @@ kvtrie_shader(attention_paged attention.comp)
 kvtrie_shader(attention_combine attention_combine.comp)
 kvtrie_shader(attention_combine_qout attention_combine.comp QUANT_OUT=1)
 kvtrie_shader(attention_combine_f16 attention_combine.comp HALF_OUT=1)
+# ... its split pass for decode steps (attention_decode.comp): head_dim 64 and 128 on 32-lane subgroups, and
+# any head_dim and subgroup size the host allows.
+kvtrie_shader(attention_decode_d64 attention_decode.comp HD=64u SGC=32u)
+kvtrie_shader(attention_decode_d128 attention_decode.comp HD=128u SGC=32u)
+kvtrie_shader(attention_decode_any attention_decode.comp)
 # ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the
 # subgroups a work group that measured fastest for it (attention.cpp, coopmat_rows).
 if(KVTRIE_GLSL_KHR_COOPMAT)

@@ -39,6 +39,9 @@ struct GpuModelOptions {
   // Context positions per attention split of every batch; 0: the model's rules (gpu_model.cpp). A tuning
   // knob for kvtrie-bench.
   uint32_t attention_split = 0;
+  // Decode steps' attention through attention_decode (kernels::AttentionArgs::decode) where the device runs
+  // it; false: attention.comp, as batches take. A tuning knob for kvtrie-bench (--paged-decode).
+  bool decode_attention = true;
   // The large products of prefill (kernels::coopmat2_wanted) through matmul's CoopMat2 path, x converted
   // to f16 first, where the device has VK_NV_cooperative_matrix2. Off by default: on an H100 it does not yet
   // outrun the CoopMat path in the whole forward pass (docs/BENCHMARKS.md). A tuning knob for kvtrie-bench.

@@ -53,6 +53,8 @@ constexpr uint32_t kPages = 16;
 
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
+  bool decode_ = false;  // run() asks for the decode pass (AttentionArgs::decode)
+
   KvLayout layout() const { return {kLayers, kPageTokens, GetParam().n_kv_heads * GetParam().head_dim}; }
 
   // out[t][h][d] = sum_j softmax_j(q . k_j / sqrt(hd)) v_j[d] over positions j <= pos of t's sequence.
@@ -104,6 +106,7 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.max_position = b.max_position;
     a.split_size = split_size;
     a.tensor_cores = tensor_cores;
+    a.decode = decode_;
     return a;
   }
 
@@ -348,6 +351,56 @@ TEST_P(AttentionTest, HalfOutputIsTheF16OfTheOutput) {
   ASSERT_EQ(half.size(), plain.size());
   for (size_t i = 0; i < plain.size(); ++i)
     ASSERT_EQ(half[i], fp32_to_fp16(plain[i])) << i << ": " << plain[i];
+}
+
+// The decode pass (attention_decode; tokens each alone in their sequence, as in a decode step of four
+// sequences): against the reference with splits (the pass writes partials, the combine pass merges them;
+// splits that cut pages and key blocks) and with one split (the pass writes the output itself), and its
+// outputs for the o product: f16 the host's rounding of the f32 output, the quantized copy quantize_q8's of
+// it.
+TEST_P(AttentionTest, DecodePassMatchesReferenceAndWritesEveryOutput) {
+  if (GetParam().head_dim % 8 != 0)
+    GTEST_SKIP() << "head_dim " << GetParam().head_dim
+                 << " runs attention.comp (the decode pass reads K in 16 bytes)";
+  decode_ = true;
+  const Batch b = make_batch({{1, 22}, {2, 4}, {3, 99}, {0, 39}});
+  ASSERT_TRUE(attention_uses_decode_pass(context().device(), args_of(b, 48, false)))
+      << context().device().info().name << " has no subgroup arithmetic and shuffles";
+  const std::vector<uint16_t> pool_host = make_pool();
+  vk::Buffer pool = device_buffer(pool_host);
+  const std::vector<double> ref = reference(b, pool_host);
+  // 7, 48: partials and the combine pass; 256: one split, the output written by the decode pass.
+  for (uint32_t split : {7u, 48u, 256u}) {
+    SCOPED_TRACE("split_size " + std::to_string(split));
+    const std::vector<float> out = run(b, {&pool}, split);
+    expect_close(out, ref, GetParam().head_dim);
+
+    std::vector<uint16_t> half;
+    run(b, {&pool}, split, 0, false, std::nullopt, &half);
+    ASSERT_EQ(half.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(half[i], fp32_to_fp16(out[i])) << i << ": " << out[i];
+
+    if (GetParam().head_dim % 16 != 0) continue;  // a quantized output takes whole groups of 16 a head
+    const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+    const vk::Device& dev = context().device();
+    const uint64_t values = uint64_t{b.tokens} * width;
+    const QuantizedBuffers got(dev, b.tokens, width, false), want(dev, b.tokens, width, false);
+    EXPECT_EQ(run(b, {&pool}, split, 0, false, got.view()), out);
+    vk::Buffer ob = device_buffer(out);
+    Kernels k(context(), Prewarm::No);
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    QuantizeQ8Args q;
+    q.x = ob.view();
+    q.tokens = b.tokens;
+    q.cols = width;
+    q.out = want.view();
+    quantize_q8(rec, k, q);
+    rec.end();
+    rec.submit_and_wait();
+    EXPECT_EQ(read_back<uint8_t>(got.bytes, values), read_back<uint8_t>(want.bytes, values));
+    EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
+  }
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the
