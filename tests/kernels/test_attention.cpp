@@ -217,6 +217,28 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     return out;
   }
 
+  // The quantized copy `got` of `out` (tokens rows) holds what quantize_q8 makes of out, bit for bit.
+  void expect_quantized_as_quantize_q8(const std::vector<float>& out, uint32_t tokens,
+                                       const QuantizedBuffers& got) {
+    const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+    const uint64_t values = uint64_t{tokens} * width;
+    const QuantizedBuffers want(context().device(), tokens, width, false);
+    vk::Buffer ob = device_buffer(out);
+    Kernels k(context(), Prewarm::No);
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    QuantizeQ8Args q;
+    q.x = ob.view();
+    q.tokens = tokens;
+    q.cols = width;
+    q.out = want.view();
+    quantize_q8(rec, k, q);
+    rec.end();
+    rec.submit_and_wait();
+    EXPECT_EQ(read_back<uint8_t>(got.bytes, values), read_back<uint8_t>(want.bytes, values));
+    EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
+  }
+
   std::vector<uint16_t> make_pool() {
     const std::vector<float> values = random_floats(layout().page_elements() * kPages);
     std::vector<uint16_t> pool(values.size());
@@ -318,25 +340,12 @@ TEST_P(AttentionTest, QuantizedOutputEqualsQuantizingTheOutput) {
   vk::Buffer pool = device_buffer(make_pool());
   const vk::Device& dev = context().device();
   const uint64_t values = uint64_t{b.tokens} * width;
-  const QuantizedBuffers got(dev, b.tokens, width, false), want(dev, b.tokens, width, false);
+  const QuantizedBuffers got(dev, b.tokens, width, false);
   const std::vector<float> plain = run(b, {&pool}, 16);
   const std::vector<float> out = run(b, {&pool}, 16, 0, false, got.view());
   EXPECT_EQ(std::memcmp(plain.data(), out.data(), values * sizeof(float)), 0);
 
-  vk::Buffer ob = device_buffer(out);
-  Kernels k(context(), Prewarm::No);
-  vk::CommandRecorder rec(context());
-  rec.begin();
-  QuantizeQ8Args q;
-  q.x = ob.view();
-  q.tokens = b.tokens;
-  q.cols = width;
-  q.out = want.view();
-  quantize_q8(rec, k, q);
-  rec.end();
-  rec.submit_and_wait();
-  EXPECT_EQ(read_back<uint8_t>(got.bytes, values), read_back<uint8_t>(want.bytes, values));
-  EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
+  expect_quantized_as_quantize_q8(out, b.tokens, got);
 }
 
 // The combine pass writes out as f16 for a tensor-core o projection: the host's round-to-nearest-even of the
@@ -382,24 +391,9 @@ TEST_P(AttentionTest, DecodePassMatchesReferenceAndWritesEveryOutput) {
 
     if (GetParam().head_dim % 16 != 0) continue;  // a quantized output takes whole groups of 16 a head
     const uint32_t width = GetParam().n_heads * GetParam().head_dim;
-    const vk::Device& dev = context().device();
-    const uint64_t values = uint64_t{b.tokens} * width;
-    const QuantizedBuffers got(dev, b.tokens, width, false), want(dev, b.tokens, width, false);
+    const QuantizedBuffers got(context().device(), b.tokens, width, false);
     EXPECT_EQ(run(b, {&pool}, split, 0, false, got.view()), out);
-    vk::Buffer ob = device_buffer(out);
-    Kernels k(context(), Prewarm::No);
-    vk::CommandRecorder rec(context());
-    rec.begin();
-    QuantizeQ8Args q;
-    q.x = ob.view();
-    q.tokens = b.tokens;
-    q.cols = width;
-    q.out = want.view();
-    quantize_q8(rec, k, q);
-    rec.end();
-    rec.submit_and_wait();
-    EXPECT_EQ(read_back<uint8_t>(got.bytes, values), read_back<uint8_t>(want.bytes, values));
-    EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
+    expect_quantized_as_quantize_q8(out, b.tokens, got);
   }
 }
 
