@@ -288,19 +288,21 @@ struct GpuModel::Impl {
     }
   }
 
-  // Context positions per attention split. Decode batches spread each sequence over 32 / tokens splits (at
-  // least 4) of 32 to 512 positions: on an H200 (sweep-attention, GPU timestamps), llama3-8b's attention a
-  // layer was fastest at 16 splits for one sequence at context 512 (32 positions: 19 us) and 32 at 4096 (128:
-  // 42 us), and at 4 to 8 splits for 8 sequences (512: 128 positions, 39 us against 49 for 32; 4096: 512
-  // positions, 230 against 248 for 128); whole steps of 32 sequences at 512 went 869 -> 893 tok/s. Larger
-  // batches have work groups enough and take long splits, fewer partial results to write and combine: a
-  // split per kPrefillSplitTokens / tokens (a whole 512-token chunk takes one; on an H200, prefill of 4096
+  // Context positions per attention split. Small batches on attention.comp (prefill chunks of up to 32
+  // tokens, and decode steps where attention_decode does not run) spread each sequence over 32 / tokens
+  // splits (at least 4) of 32 to 512 positions: on an H200 (sweep-attention, GPU timestamps), llama3-8b's
+  // attention a layer was fastest at 16 splits for one sequence at context 512 (32 positions: 19 us) and 32
+  // at 4096 (128: 42 us), and at 4 to 8 splits for 8 sequences (512: 128 positions, 39 us against 49 for 32;
+  // 4096: 512 positions, 230 against 248 for 128); whole steps of 32 sequences at 512 went 869 -> 893 tok/s.
+  // Larger batches have work groups enough and take long splits, fewer partial results to write and combine:
+  // a split per kPrefillSplitTokens / tokens (a whole 512-token chunk takes one; on an H200, prefill of 4096
   // tokens of llama3-8b Q4_0 7,467 tok/s with splits of 1024, 7,714 with 4096; llama3-1b 32,613 -> 33,976;
   // on an H100 this rule against splits of 1024: 7,890 against 7,631 in chunks of 512, 5,619 against 5,578 in
   // chunks of 256, equal in chunks of 128 and 64),
   // but not below kLargeBatchSplit positions. --deterministic keeps one split
   // size for every batch (a token's result must not depend on its batch): 128, within 12% of the default
-  // decode at 512 and equal at 4096.
+  // decode at 512 and equal at 4096 in session 12 (with attention_decode in the default: 13.7% and 8.4% below
+  // it, session 14).
   static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 128;
   static constexpr uint32_t kPrefillSplitTokens = 512, kDecodeMinSplit = 128, kDecodeMaxSplit = 512;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const {
