@@ -117,11 +117,11 @@ constexpr OpRegistration kAttentionDecodeAny{.op = "attention_decode",
                                              .spec = spec_decode,
                                              .available = decode_subgroups};
 
-// attention_decode's push constants: the split pass's, then the output (out_mode 0: partials; one split:
-// 1 f32, 2 f16, 3 f32 and quantized).
+// attention_decode's push constants: the split pass's, then the output (out_mode 0: partials; the output
+// itself: 1 f32, 2 f16, 3 f32 and quantized), and whether the last split merges them all (fused).
 struct DecodePush {
   PagedPush paged;
-  uint32_t out_stride, out_mode, q_out_stride;
+  uint32_t out_stride, out_mode, q_out_stride, fused;
 };
 
 }  // namespace
@@ -231,8 +231,14 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
     KVTRIE_CHECK(k.workgroup_size(kAttentionDecodeAny) == kDecodeParts * k.device().info().subgroup_size &&
                      k.device().info().max_workgroup_invocations >= k.workgroup_size(kAttentionDecodeAny),
                  "attention: attention_decode needs 8 subgroups a work group");
-    const bool whole = splits == 1;
-    DecodePush push{paged, out_stride, 0, args.quantized_out ? args.quantized_out->stride : 0};
+    // One split, or several merged by the last to finish (split_counters): the pass writes the output.
+    const bool fused = splits > 1 && !args.split_counters.empty();
+    KVTRIE_CHECK(
+        !fused || args.split_counters.range >= uint64_t{args.tokens} * args.n_kv_heads * decode_groups * 4,
+        "attention: split_counters needs a word per token, KV head and head group");
+    const bool whole = splits == 1 || fused;
+    DecodePush push{paged, out_stride, 0, args.quantized_out ? args.quantized_out->stride : 0,
+                    fused ? 1u : 0u};
     push.paged.heads_per_wg = decode_heads;
     if (whole) push.out_mode = args.quantized_out ? 3u : args.half_out ? 2u : 1u;
     vk::BufferView qout_bytes = args.scratch, qout_scales = args.scratch;  // unused unless out_mode 3
@@ -244,9 +250,12 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
       qout_scales = args.quantized_out->scales;
     }
     const vk::Binding bindings[] = {
-        vk::read(args.q),    vk::read(pools[0]),        vk::read(pools[1]),        vk::read(pools[2]),
-        vk::read(pools[3]),  vk::read(args.page_table), vk::read(args.token_info), vk::write(args.scratch),
-        vk::write(args.out), vk::write(qout_bytes),     vk::write(qout_scales)};
+        vk::read(args.q),          vk::read(pools[0]),
+        vk::read(pools[1]),        vk::read(pools[2]),
+        vk::read(pools[3]),        vk::read(args.page_table),
+        vk::read(args.token_info), vk::write(args.scratch),
+        vk::write(args.out),       vk::write(qout_bytes),
+        vk::write(qout_scales),    vk::write(fused ? args.split_counters : args.scratch)};
     const bool fixed = decode_subgroups_32(k.device()) && (hd == 64 || hd == 128);
     rec.dispatch(split_pass ? *split_pass
                  : fixed    ? k.pipeline(kAttentionDecode32, hd == 64 ? 0 : 1)

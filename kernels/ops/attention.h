@@ -22,9 +22,10 @@
 // Decode steps (args.decode, where attention_uses_decode_pass): the split pass is attention_decode instead, a
 // work group per (split, KV head, token) whose subgroups walk the keys in blocks of their own (no K/V
 // staging; subgroup reductions and shuffles), and which writes the output itself when the context is one
-// split. Faster for tokens that are each alone in their sequence; another summation order than
-// attention.comp, so not batch-invariant against it: a caller under --deterministic leaves it off.
-// Records into a CommandRecorder (owner thread only); every view must outlive the recording's execution.
+// split, or, given split_counters, when it is the last of the token's splits to finish. Faster for tokens
+// that are each alone in their sequence; another summation order than attention.comp, so not batch-invariant
+// against it: a caller under --deterministic leaves it off. Records into a CommandRecorder (owner thread
+// only); every view must outlive the recording's execution.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -62,6 +63,10 @@ struct AttentionArgs {
   float scale = 0;            // 0: 1 / sqrt(head_dim)
   bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
   bool decode = false;        // attention_decode where attention_uses_decode_pass (see the contract)
+  // With the decode pass and several splits: a uint32 per (token, KV head, head group of 4 query heads),
+  // zero before the call and left zero after it; the last split of each to finish merges them all and writes
+  // the output, and no combine pass runs. Empty: the combine pass merges them.
+  vk::BufferView split_counters;
   // Set: out is also written quantized for matvec_q8 (head_dim a multiple of 16), as quantize_q8 would
   // write it, in the pass that writes out (no dispatch of its own).
   std::optional<QuantizedX> quantized_out;

@@ -56,10 +56,12 @@ layout(set = 0, binding = 3) readonly buffer KV2Q { uvec2 kv2q[]; };
 layout(set = 0, binding = 4) readonly buffer KV3Q { uvec2 kv3q[]; };
 layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
-layout(set = 0, binding = 7) writeonly buffer Partial { float partial[]; };
+layout(set = 0, binding = 7) coherent buffer Partial { float partial[]; };  // read back when fused
 layout(set = 0, binding = 8) writeonly buffer Out { uint out_words[]; };  // f32 values or f16 pairs
 layout(set = 0, binding = 9) writeonly buffer OQ { uvec4 out_q[]; };     // out_mode 3: the quantized copy
 layout(set = 0, binding = 10) writeonly buffer ODS { vec2 out_ds[]; };
+// fused: per (token, work-group row y) the splits that have finished, 0 between dispatches.
+layout(set = 0, binding = 11) coherent buffer SplitCount { uint split_count[]; };
 
 layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_keys, row_stride4 unused)
   uint n_heads;
@@ -78,8 +80,9 @@ layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_ke
   uint tile_keys;
   uint row_stride4;
   uint out_stride;    // values between tokens in out
-  uint out_mode;      // 0: partials; one split: 1 f32, 2 f16, 3 f32 and quantized
+  uint out_mode;      // 0: partials; the output: 1 f32, 2 f16, 3 f32 and quantized
   uint q_out_stride;  // out_mode 3: values between tokens in the quantized output
+  uint fused;         // 1: several splits, merged by the last of them to finish (split_count), out_mode != 0
 } pc;
 
 #include "kv_pool.glsl"
@@ -90,6 +93,7 @@ shared vec2 part_ml[PARTS * MAXG];  // each subgroup's (m, l) per row
 shared vec4 part_acc[PARTS * ROW_FLOATS / 4u];
 shared vec4 key_p[PARTS * SG_MAX];    // each subgroup's block: the probabilities of key j for rows 0..3
 shared uint key_loc[PARTS * SG_MAX];  // ... and the location of its V row
+shared bool last_split;
 
 // The 8 bytes at word loc (binding in the top 2 bits, as kv_word gives; an even word index).
 uvec2 kv_load2(uint loc) {
@@ -142,6 +146,18 @@ vec4 unpack4(uvec2 w) {
       LOAD_V(V_AT_ANY)                     \
     }                                      \
   }
+
+// Output quad i (row i / (head_dim / 4)) of the work group at value index at: f32, f16 pairs, or f32 with
+// the quad kept in qs4 for the quantized copy (every subgroup is past its last read of q by then).
+void write_out(uint i, uint at, vec4 v) {
+  if (pc.out_mode == 2u) {
+    out_words[at / 2u] = packFloat2x16(f16vec2(v.xy));  // rounded as convert.comp rounds
+    out_words[at / 2u + 1u] = packFloat2x16(f16vec2(v.zw));
+    return;
+  }
+  UNROLL for (uint e = 0u; e < 4u; ++e) out_words[at + e] = floatBitsToUint(v[e]);
+  if (pc.out_mode == 3u) qs4[i] = v;
+}
 
 void main() {
   uint c = gl_WorkGroupID.x, t = gl_WorkGroupID.z;
@@ -254,6 +270,9 @@ void main() {
     }
   }
   barrier();
+  // One split of the token's context (the whole of it here, or the token's only split): the output itself.
+  uint token_splits = tk.y / pc.chunk + 1u;
+  bool direct = pc.out_mode != 0u && (pc.max_splits == 1u || (pc.fused != 0u && token_splits == 1u));
   for (uint i = tid; i < hn * d4; i += wg) {
     uint r = i / d4, qd = i % d4;
     float mx = NEG_BIG;
@@ -266,23 +285,46 @@ void main() {
       sum += ml.y * w;
       a += part_acc[k * (ROW_FLOATS / 4u) + i] * w;
     }
-    if (pc.out_mode == 0u) {
-      uint base = ((t * pc.n_heads + h0 + r) * pc.max_splits + c) * (hd + 2u);
-      if (qd == 0u) {
-        partial[base] = mx;
-        partial[base + 1u] = sum;
-      }
-      UNROLL for (uint e = 0u; e < 4u; ++e) partial[base + 2u + 4u * qd + e] = a[e];
+    if (direct) {
+      write_out(i, t * pc.out_stride + (h0 + r) * hd + 4u * qd, a / sum);
       continue;
     }
-    vec4 v = a / sum;
-    uint at = t * pc.out_stride + (h0 + r) * hd + 4u * qd;
-    if (pc.out_mode == 2u) {
-      out_words[at / 2u] = packFloat2x16(f16vec2(v.xy));  // rounded as convert.comp rounds
-      out_words[at / 2u + 1u] = packFloat2x16(f16vec2(v.zw));
-    } else {
-      UNROLL for (uint e = 0u; e < 4u; ++e) out_words[at + e] = floatBitsToUint(v[e]);
-      if (pc.out_mode == 3u) qs4[i] = v;  // every subgroup is past its last read of q
+    uint base = ((t * pc.n_heads + h0 + r) * pc.max_splits + c) * (hd + 2u);
+    if (qd == 0u) {
+      partial[base] = mx;
+      partial[base + 1u] = sum;
+    }
+    UNROLL for (uint e = 0u; e < 4u; ++e) partial[base + 2u + 4u * qd + e] = a[e];
+  }
+  if (!direct) {
+    if (pc.fused == 0u) return;  // attention_combine merges the splits
+    // The last of the token's splits to finish merges them all, in split order, and resets the counter for
+    // the next dispatch (each split's partials are made visible before it counts).
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+      uint slot = t * gl_NumWorkGroups.y + gl_WorkGroupID.y;
+      last_split = atomicAdd(split_count[slot], 1u) == token_splits - 1u;
+      if (last_split) split_count[slot] = 0u;
+    }
+    barrier();
+    if (!last_split) return;
+    memoryBarrierBuffer();
+    for (uint i = tid; i < hn * d4; i += wg) {
+      uint r = i / d4, qd = i % d4;
+      uint base = (t * pc.n_heads + h0 + r) * pc.max_splits * (hd + 2u);
+      float mx = NEG_BIG;
+      for (uint k = 0u; k < token_splits; ++k) mx = max(mx, partial[base + k * (hd + 2u)]);
+      float sum = 0.0;
+      vec4 a = vec4(0.0);
+      for (uint k = 0u; k < token_splits; ++k) {
+        uint b = base + k * (hd + 2u);
+        float w = exp(partial[b] - mx);
+        sum += partial[b + 1u] * w;
+        a += vec4(partial[b + 2u + 4u * qd], partial[b + 3u + 4u * qd], partial[b + 4u + 4u * qd],
+                  partial[b + 5u + 4u * qd]) * w;
+      }
+      write_out(i, t * pc.out_stride + (h0 + r) * hd + 4u * qd, a / sum);
     }
   }
   if (pc.out_mode != 3u) return;

@@ -50,7 +50,7 @@ struct GpuModel::Impl {
 
   // Activations for max_batch_tokens tokens. qkv holds a token's Q, K and V side by side (one product
   // writes all three where the matrices are joined); the others are one vector per token.
-  vk::Buffer x, xn, qkv, attn, gate, up, tmp, attn_scratch;
+  vk::Buffer x, xn, qkv, attn, gate, up, tmp, attn_scratch, split_counters;
   uint32_t qkv_stride = 0, k_col = 0, v_col = 0;  // floats per token in qkv; where K and V start
   // The residual stream x lacks tmp (a product that did not add itself into x); settled before x is read.
   bool pending_residual = false;
@@ -151,6 +151,16 @@ struct GpuModel::Impl {
       attn_bytes = std::max(attn_bytes, kernels::attention_scratch_bytes(probe));
     }
     attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16), vk::MemoryKind::DeviceLocal);
+    // The decode pass's split counters (AttentionArgs::split_counters: at most a word per token and query
+    // head), zero once here; each merge leaves them zero.
+    split_counters = scratch(dev, std::min<uint64_t>(T, kSmallBatch) * config.n_heads);
+    {
+      vk::CommandRecorder zero(context);
+      zero.begin();
+      zero.fill(split_counters.view(), 0);
+      zero.end();
+      zero.submit_and_wait();
+    }
     q_stride = static_cast<uint32_t>(
         (std::max({uint64_t{config.n_embd}, q_dim, uint64_t{config.n_ff}}) + 15) / 16 * 16);
     xq = kernels::QuantizedBuffers(dev, T, q_stride, true);
@@ -170,7 +180,7 @@ struct GpuModel::Impl {
     logits_index = scratch(dev, max_logits, host);
     logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
     for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
-                                &logits_device, &x_f16, &split_scratch})
+                                &logits_device, &x_f16, &split_scratch, &split_counters})
       compute_bytes += b->size();
   }
 
@@ -586,6 +596,7 @@ struct GpuModel::Impl {
     // is batch-invariant).
     at.tensor_cores = !options.deterministic && T > kSmallBatch;
     at.decode = decode_step;
+    if (decode_step) at.split_counters = split_counters.view();
     // The o projection's input quantized by attention's combine pass (no dispatch of its own).
     if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
     // ... or as f16 where the o projection reads it so.

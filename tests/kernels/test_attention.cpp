@@ -53,7 +53,8 @@ constexpr uint32_t kPages = 16;
 
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
-  bool decode_ = false;  // run() asks for the decode pass (AttentionArgs::decode)
+  bool decode_ = false;                         // run() asks for the decode pass (AttentionArgs::decode)
+  const vk::Buffer* split_counters_ = nullptr;  // ... and its merge by the last split (split_counters)
 
   KvLayout layout() const { return {kLayers, kPageTokens, GetParam().n_kv_heads * GetParam().head_dim}; }
 
@@ -135,6 +136,7 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.out = out.view();
     a.quantized_out = quantized;
     a.half_out = half != nullptr;
+    if (split_counters_) a.split_counters = split_counters_->view();
     vk::CommandRecorder rec(context());
     rec.begin();
     attention(rec, k, a);
@@ -363,8 +365,9 @@ TEST_P(AttentionTest, HalfOutputIsTheF16OfTheOutput) {
 }
 
 // The decode pass (attention_decode; tokens each alone in their sequence, as in a decode step of four
-// sequences): against the reference with splits (the pass writes partials, the combine pass merges them;
-// splits that cut pages and key blocks) and with one split (the pass writes the output itself), and its
+// sequences): against the reference with splits (the pass writes partials, and the combine pass or the last
+// split to finish merges them; splits that cut pages and key blocks) and with one split (the pass writes the
+// output itself), and its
 // outputs for the o product: f16 the host's rounding of the f32 output, the quantized copy quantize_q8's of
 // it.
 TEST_P(AttentionTest, DecodePassMatchesReferenceAndWritesEveryOutput) {
@@ -378,9 +381,13 @@ TEST_P(AttentionTest, DecodePassMatchesReferenceAndWritesEveryOutput) {
   const std::vector<uint16_t> pool_host = make_pool();
   vk::Buffer pool = device_buffer(pool_host);
   const std::vector<double> ref = reference(b, pool_host);
-  // 7, 48: partials and the combine pass; 256: one split, the output written by the decode pass.
-  for (uint32_t split : {7u, 48u, 256u}) {
-    SCOPED_TRACE("split_size " + std::to_string(split));
+  // The merge by the last split: a word per token and KV head (4 heads a work group at most here), zero.
+  vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
+  // 7, 48: partials and the combine pass, or the merge by the last split; 256: one split, the output written
+  // by the decode pass.
+  for (auto [split, merged] : {std::pair{7u, false}, {48u, false}, {256u, false}, {7u, true}, {48u, true}}) {
+    SCOPED_TRACE("split_size " + std::to_string(split) + (merged ? ", merged by the last split" : ""));
+    split_counters_ = merged ? &counters : nullptr;
     const std::vector<float> out = run(b, {&pool}, split);
     expect_close(out, ref, GetParam().head_dim);
 
@@ -395,6 +402,8 @@ TEST_P(AttentionTest, DecodePassMatchesReferenceAndWritesEveryOutput) {
     EXPECT_EQ(run(b, {&pool}, split, 0, false, got.view()), out);
     expect_quantized_as_quantize_q8(out, b.tokens, got);
   }
+  // Every merge left its counter at zero for the next call.
+  for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the
