@@ -92,12 +92,12 @@ constexpr OpRegistration kAttentionCoopmat{.op = "attention_coopmat",
 
 // attention_decode.comp: kDecodeParts subgroups of 4 to 32 lanes a work group (each walks its own key
 // blocks), up to kDecodeRows query heads of one KV head and kDecodeRowFloats rows x head_dim (its shared
-// arrays). Builds for
-// 32-lane subgroups at head_dim 64 and 128 (dimension quads a lane fixed), and one for the rest.
+// arrays). Builds for 32-lane subgroups at head_dim 64 and 128 (dimension quads a lane fixed), and one for
+// the rest.
 constexpr uint32_t kDecodeParts = 8, kDecodeRows = 4, kDecodeRowFloats = 512, kDecodeMaxQuads = 8;
 bool decode_subgroups(const vk::Device& d) {
   const uint32_t sg = d.info().subgroup_size;
-  return d.info().subgroup_arithmetic && d.info().subgroup_shuffle && sg >= 4 && sg <= 32;
+  return d.info().subgroup_arithmetic && d.info().subgroup_vote && sg >= 4 && sg <= 32;
 }
 bool decode_subgroups_32(const vk::Device& d) {
   return decode_subgroups(d) && d.info().subgroup_size == 32;

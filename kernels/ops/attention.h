@@ -21,7 +21,7 @@
 // runs. Faster for long prompts, and not batch-invariant: a caller under --deterministic leaves it off.
 // Decode steps (args.decode, where attention_uses_decode_pass): the split pass is attention_decode instead, a
 // work group per (split, KV head, token) whose subgroups walk the keys in blocks of their own (no K/V
-// staging; subgroup reductions and shuffles), and which writes the output itself when the context is one
+// staging; subgroup reductions), and which writes the output itself when the context is one
 // split, or, given split_counters, when it is the last of the token's splits to finish. Faster for tokens
 // that are each alone in their sequence; another summation order than attention.comp, so not batch-invariant
 // against it: a caller under --deterministic leaves it off. Records into a CommandRecorder (owner thread
@@ -86,7 +86,8 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args);
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args);
 
 // Whether attention() runs this call's split pass as attention_decode: args.decode and not tensor cores, a
-// device with subgroup arithmetic and shuffles, head_dim a multiple of 8 and at most 32 x the subgroup size.
+// device with subgroup arithmetic and votes on subgroups of 4 to 32 lanes, head_dim a multiple of 8 and at
+// most 32 x the subgroup size.
 bool attention_uses_decode_pass(const vk::Device& device, const AttentionArgs& args);
 
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);

@@ -8,10 +8,11 @@
 // whole, 16 bytes at a time), the block's max and sum are subgroup reductions, and for P V each lane owns
 // dimension quads (4 dims) of every row and reads each key's probabilities (a vec4: one per row) and V
 // location from the subgroup's slots in shared memory (shuffles per key and row cost several times more). One
-// work-group barrier after q and one at the end, where the subgroups' (m, l, acc) merge: into the
-// unnormalised partial of attention.comp's layout (attention_combine.comp merges the splits), or, when the
+// work-group barrier after q and one at the end, where the subgroups' (m, l, acc) merge: when the token's
 // context is one split (out_mode != 0), into the normalised output itself: f32 (1), f16 pairs (2), or f32
-// plus the o product's quantized input (3, as quantize_q8.comp would write it).
+// plus the o product's quantized input (3, as quantize_q8.comp would write it); else into the unnormalised
+// partial of attention.comp's layout, which attention_combine.comp merges, or (fused) the last of the
+// token's splits to finish, counted in split_count.
 // Not batch-invariant against attention.comp (another summation order): a caller under --deterministic
 // leaves it off. head_dim a multiple of 8. Builds: HD and SGC (the subgroup size they assume, checked on the
 // host) fixed, or neither (any head_dim / subgroup size the host allows).
@@ -19,7 +20,6 @@
 // loads, 2 the K loads (K is constant), 5 the whole key loop (q in, merge, out).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -123,7 +123,7 @@ vec4 unpack4(uvec2 w) {
 #define V_AT2(vl, qd) kv2q[(((vl)&0x3FFFFFFFu) >> 1) + (qd)]
 #define V_AT3(vl, qd) kv3q[(((vl)&0x3FFFFFFFu) >> 1) + (qd)]
 #define V_AT_ANY(vl, qd) kv_load2((vl) + 2u * (qd))
-// Dimension quads of this lane for V rows of keys j0 .. j0 + VK - 1 of the block (their locations by shuffle).
+// Dimension quads of this lane for V rows of keys j0 .. j0 + VK - 1 of the block (locations from the slots).
 #define LOAD_V(AT)                                                           \
   UNROLL for (uint u = 0u; u < VK; ++u) {                                \
     uint vl = key_loc[slot0 + j0_ + u];                                      \

@@ -86,8 +86,8 @@ PhysicalDeviceInfo describe(VkInstance instance, VkPhysicalDevice device, uint32
   }
   info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                              (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
-  info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                          (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  info.subgroup_vote = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
   info.max_storage_buffer_range = limits.maxStorageBufferRange;
   info.max_workgroup_size_x = limits.maxComputeWorkGroupSize[0];
   info.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;

@@ -36,7 +36,7 @@ struct PhysicalDeviceInfo {
   // Limits and optional capabilities, read here so selection and Device creation agree.
   uint32_t subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders
-  bool subgroup_shuffle = false;     // subgroupShuffle etc. in compute shaders
+  bool subgroup_vote = false;        // subgroupAll etc. in compute shaders
   uint64_t max_storage_buffer_range = 0;
   uint32_t max_workgroup_size_x = 0;
   uint32_t max_workgroup_invocations = 0;

@@ -76,7 +76,7 @@ struct GpuModel::Impl {
   // host-visible buffers at execution. Least recently used one is re-recorded on a miss.
   struct Recording {
     uint32_t tokens = 0, logits = 0, split = 0, splits = 0;  // splits of `split` attention positions
-    bool decode = false;                                     // attention's decode pass (decode_pass())
+    bool decode = false;                                     // attention's decode pass (decode_step)
     uint64_t last_use = 0;
     std::unique_ptr<vk::CommandRecorder> recorder;
   };
