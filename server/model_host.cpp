@@ -52,6 +52,7 @@ std::unique_ptr<engine::Engine> start_engine(const ServeOptions& options, Loaded
   e.n_ctx = options.ctx_size;
   e.parallel = options.parallel;
   e.queue_capacity = options.queue;
+  e.batch_tokens = options.batch_tokens;
   e.kv_device_bytes = options.kv_device_mb << 20;
   e.kv_host_bytes = options.kv_host_mb << 20;
   e.kv_disk_dir = options.kv_disk_dir;

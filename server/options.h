@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "runner/engine/batch_tokens.h"
+
 namespace kvtrie::server {
 
 // Which HTTP protocol the daemon speaks (one per process, chosen by how it was started).
@@ -21,10 +23,11 @@ struct ServeOptions {
   std::string model;  // GGUF path; empty only for llama-server device discovery
   std::string host = "127.0.0.1";
   uint16_t port = 11435;
-  uint32_t ctx_size = 4096;   // tokens per sequence; 0: the model's training context
-  uint32_t parallel = 4;      // sequences decoded together
-  uint32_t queue = 64;        // requests waiting for a slot before 503
-  uint64_t kv_device_mb = 0;  // 0: from free memory
+  uint32_t ctx_size = 4096;  // tokens per sequence; 0: the model's training context
+  uint32_t parallel = 4;     // sequences decoded together
+  uint32_t queue = 64;       // requests waiting for a slot before 503
+  uint32_t batch_tokens = engine::kDefaultBatchTokens;  // tokens of one forward pass at most (prefill chunks)
+  uint64_t kv_device_mb = 0;                            // 0: from free memory
   uint64_t kv_host_mb = 0;
   std::string kv_disk_dir;         // disk tier directory ("": none)
   uint64_t kv_disk_mb = 0;         // disk tier budget (0: none)

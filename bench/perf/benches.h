@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bench/perf/bench_common.h"
+#include "runner/engine/batch_tokens.h"
 
 namespace kvtrie::bench {
 
@@ -20,7 +21,7 @@ void run_load(const CommonOptions& common, const LoadOptions& options);
 struct PrefillOptions {
   std::filesystem::path model;
   uint32_t prompt = 512;
-  uint32_t max_batch_tokens = 512;
+  uint32_t max_batch_tokens = engine::kDefaultBatchTokens;
   bool profile = false;  // also time the last chunk of one more prefill per dispatch (prefill_profile rows)
   bool deterministic = false;    // GpuModelOptions::deterministic
   uint32_t attention_split = 0;  // GpuModelOptions::attention_split (0: the default)

@@ -18,6 +18,7 @@
 
 #include "cache/kv_event_sink.h"
 #include "kernels/vk/context.h"
+#include "runner/engine/batch_tokens.h"
 #include "runner/engine/engine.h"
 #include "runner/model/gguf_file.h"
 
@@ -34,11 +35,11 @@ struct GpuEngineConfig {
   uint64_t kv_device_bytes =
       0;  // device tier; 0: a quarter of free device memory, at least 2 x parallel x n_ctx
           // tokens (capped at GpuModel::kMaxPageChunks storage-buffer bindings either way)
-  uint64_t kv_host_bytes = 0;       // host tier budget; 0: twice the device tier
-  uint32_t page_tokens = 16;        // tokens per KV page
-  uint32_t max_batch_tokens = 512;  // tokens of one forward pass (prefill chunk size)
-  bool deterministic = false;       // batch-invariant kernels: cached and cold runs agree bit for bit
-  double tenant_kv_share = 1.0;     // a tenant's share of the device tier (KvCacheConfig::group_device_share)
+  uint64_t kv_host_bytes = 0;                       // host tier budget; 0: twice the device tier
+  uint32_t page_tokens = 16;                        // tokens per KV page
+  uint32_t max_batch_tokens = kDefaultBatchTokens;  // tokens of one forward pass (prefill chunk size)
+  bool deterministic = false;    // batch-invariant kernels: cached and cold runs agree bit for bit
+  double tenant_kv_share = 1.0;  // a tenant's share of the device tier (KvCacheConfig::group_device_share)
   // Disk tier (--kv-disk-dir, --kv-disk-mb): host-tier drops go there and survive a restart; at shutdown
   // every cached page is persisted. Empty dir or 0 bytes: none. Needs a host tier (pages pass through it).
   std::filesystem::path kv_disk_dir;

@@ -21,6 +21,7 @@
 #include "kernels/ops/matmul.h"
 #include "kernels/vk/command_recorder.h"
 #include "kernels/vk/context.h"
+#include "runner/engine/batch_tokens.h"
 #include "runner/engine/gpu_weights.h"
 #include "runner/model/gguf_file.h"
 #include "runner/model/model_config.h"
@@ -31,11 +32,12 @@ namespace kvtrie::engine {
 enum GpuProduct : uint8_t { kProductQkv, kProductO, kProductGateUp, kProductDown };
 
 struct GpuModelOptions {
-  uint32_t max_batch_tokens = 512;  // tokens of one forward() at most (prefill chunk + decodes)
-  uint32_t max_sequences = 16;      // sequences of one forward() at most
-  uint32_t max_context = 4096;      // positions per sequence at most
-  uint32_t page_tokens = 16;        // P of the KV layout
-  bool deterministic = false;       // batch-invariant kernels everywhere
+  // Tokens of one forward() at most (a prefill chunk and the decodes beside it).
+  uint32_t max_batch_tokens = kDefaultBatchTokens;
+  uint32_t max_sequences = 16;  // sequences of one forward() at most
+  uint32_t max_context = 4096;  // positions per sequence at most
+  uint32_t page_tokens = 16;    // P of the KV layout
+  bool deterministic = false;   // batch-invariant kernels everywhere
   // Context positions per attention split of every batch; 0: the model's rules (gpu_model.cpp). A tuning
   // knob for kvtrie-bench.
   uint32_t attention_split = 0;

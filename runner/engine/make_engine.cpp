@@ -24,6 +24,7 @@ std::unique_ptr<Engine> make_engine(const EngineOptions& options, const GgufFile
   config.n_ctx = options.n_ctx;
   config.parallel = options.parallel;
   config.queue_capacity = options.queue_capacity;
+  config.max_batch_tokens = options.batch_tokens;
   config.kv_device_bytes = options.kv_device_bytes;
   config.kv_host_bytes = options.kv_host_bytes;
   config.kv_disk_dir = options.kv_disk_dir;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runner/engine/batch_tokens.h"
 #include "runner/engine/engine.h"
 
 namespace kvtrie {
@@ -27,6 +28,7 @@ struct EngineOptions {
   uint32_t n_ctx = 0;              // tokens per sequence; 0: the model's training context (capped)
   uint32_t parallel = 4;           // sequences decoded together
   uint32_t queue_capacity = 64;    // requests waiting for a slot
+  uint32_t batch_tokens = kDefaultBatchTokens;  // tokens of one forward pass at most (GPU engine)
   // The GPU engine's (GpuEngineConfig, runner/engine/gpu_engine.h, says what each means); the CPU reference
   // engine has no KV tiers and ignores them.
   uint64_t kv_device_bytes = 0;

@@ -85,6 +85,31 @@ TEST_F(VulkanDaemon, GenerateReportsCachedTokensFromTheTrie) {
   EXPECT_EQ(after["cached_tokens"], 0) << "the flushed cache still served a prefix";
 }
 
+// --batch-tokens reaches the engine (its load line names the budget), and a prompt computed in chunks of 16
+// tokens gives the tokens of one computed in a single pass (--deterministic: a token's result does not depend
+// on its batch).
+TEST_F(VulkanDaemon, BatchTokensChunksAPromptWithoutChangingItsTokens) {
+  const auto model = tiny_model(scratch_dir());
+  const json request = {{"prompt",
+                         "A prompt of many more than sixteen tokens, so that it takes several chunks "
+                         "when the budget of a forward pass is sixteen."},
+                        {"max_tokens", 8},
+                        {"temperature", 0},
+                        {"stream", false}};
+  std::vector<json> runs;
+  for (const char* budget : {"2048", "16"}) {
+    SCOPED_TRACE(std::string("--batch-tokens ") + budget);
+    start({"serve", "--model", model.string(), "--port", std::to_string(port_), "--ctx-size", "256",
+           "--deterministic", "--batch-tokens", budget});
+    runs.push_back(post("/generate", request));
+    EXPECT_GT(runs.back()["prompt_tokens"].get<int>(), 32);
+    EXPECT_NE(daemon_->log().find(std::string("batch=") + budget + " "), std::string::npos) << daemon_->log();
+    TearDown();
+    daemon_.reset();
+  }
+  EXPECT_EQ(runs[0]["tokens"], runs[1]["tokens"]);
+}
+
 TEST_F(VulkanDaemon, LlamaServerCompletionTimingsCacheNReflectTheTrie) {
   const auto model = tiny_model(scratch_dir());
   daemon_ = std::make_unique<DaemonProcess>(
