@@ -26,6 +26,7 @@
 #   PEER_NGL (99), PEER_TG (128), PEER_REPS (3), PEER_TIMEOUT (300 s per peerbench run).
 #   HTTP_CONVERSATIONS (32) HTTP_TURNS (5) HTTP_SYSTEM (2048) HTTP_USER (256) HTTP_ANSWER (128)
 #   HTTP_CLIENTS (8) HTTP_SLOTS (8) HTTP_CTX (8192 tokens per slot) HTTP_DEADLINE (240 s per server);
+#   HTTP_KVTRIE_ARGS: more llama-server flags for kvtrie's server (e.g. "-b 512");
 #   QUICK=1 makes the HTTP workload 8 conversations x 3 turns unless set; HTTP_STREAM=0 for non-streaming
 #   requests (TTFT from the servers' timings instead of the client's clock).
 # e.g. a try on lavapipe: STEPS="models http" PRESETS=tiny TYPES=Q8_0 MULTI_MODEL="tiny Q8_0" QUICK=1 LONG=200
@@ -159,8 +160,9 @@ http_multiturn() {
   # kvtrie's -c is per sequence, llama.cpp's for all slots together: both give each slot HTTP_CTX tokens.
   dir=$(mktemp -d)
   ln -s "$BIN/kvtrie" "$dir/llama-server"
+  # shellcheck disable=SC2086 # HTTP_KVTRIE_ARGS: more llama-server flags for kvtrie, split on spaces
   "$dir/llama-server" --model "$model" --port 18001 --host 127.0.0.1 -c "$HTTP_CTX" -np "$HTTP_SLOTS" \
-    >"$OUT/http-kvtrie.log" 2>&1 &
+    ${HTTP_KVTRIE_ARGS:-} >"$OUT/http-kvtrie.log" 2>&1 &
   pid=$!
   step "$limit" "http multiturn kvtrie $label" "${client[@]}" --url http://127.0.0.1:18001 --label kvtrie \
     --wait-pid "$pid" --requests-out "$OUT/http-kvtrie-requests.jsonl"

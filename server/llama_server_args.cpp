@@ -33,6 +33,7 @@ enum class Arg {
   IgnoredFlag,
   FlashAttn,
   MaxBodyMb,
+  BatchSize,
   ApiKey,
   ApiKeyFile,
   SslCertFile,
@@ -92,8 +93,8 @@ const std::map<std::string, Spec>& specs() {
       {"-t", {Arg::IgnoredValue, true}},
       {"--threads-batch", {Arg::IgnoredValue, true}},
       {"-tb", {Arg::IgnoredValue, true}},
-      {"--batch-size", {Arg::IgnoredValue, true}},
-      {"-b", {Arg::IgnoredValue, true}},
+      {"--batch-size", {Arg::BatchSize, true}},
+      {"-b", {Arg::BatchSize, true}},
       {"--ubatch-size", {Arg::IgnoredValue, true}},
       {"-ub", {Arg::IgnoredValue, true}},
       {"--cache-type-k", {Arg::IgnoredValue, true}},
@@ -188,6 +189,11 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
       }
       case Arg::ChatTemplate:
         out.options.chat_template = v;
+        break;
+      case Arg::BatchSize:  // llama-server's logical batch: tokens of one forward pass (--batch-tokens)
+        if (!to_uint(v, out.options.batch_tokens) || out.options.batch_tokens < 16 ||
+            out.options.batch_tokens > 16384)
+          return bad();
         break;
       case Arg::MaxBodyMb:
         if (!to_uint(v, out.options.max_body_mb) || out.options.max_body_mb == 0 ||

@@ -8,6 +8,11 @@ uint32_t pages_for_tokens(uint64_t tokens, uint32_t page_tokens) {
   return static_cast<uint32_t>((tokens + page_tokens - 1) / page_tokens);
 }
 
+uint32_t step_prefill_budget(uint32_t max_batch, uint32_t decodes, uint32_t prompts, uint32_t shared) {
+  const uint32_t step = decodes == 0 && prompts <= 1 ? max_batch : std::min(max_batch, shared);
+  return step - std::min(decodes, step);
+}
+
 uint32_t max_sequence_tokens(size_t prompt_tokens, int32_t max_tokens, uint32_t n_ctx) {
   const uint64_t wanted = max_tokens < 0 ? n_ctx : prompt_tokens + static_cast<uint64_t>(max_tokens);
   return static_cast<uint32_t>(std::min<uint64_t>(wanted, n_ctx));

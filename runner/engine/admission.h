@@ -1,6 +1,7 @@
 // Contract: the GpuEngine scheduler's memory rules for the KV device tier, as arithmetic on page counts (no
 // GPU, no cache): whether a request can ever run, what starting it takes from the device tier, what each
-// running sequence is promised, and whether the head of the queue may start now. The engine feeds it numbers
+// running sequence is promised, and whether the head of the queue may start now; and how many prompt tokens
+// a step may compute. The engine feeds it numbers
 // from KvCache (reclaimable_device_pages(), preview_acquire(), page tables); tests drive it directly. Pure
 // functions, safe from any thread.
 //
@@ -30,6 +31,14 @@
 namespace kvtrie::engine {
 
 uint32_t pages_for_tokens(uint64_t tokens, uint32_t page_tokens);
+
+// Prompt tokens one step may compute, with `decodes` sequences decoding and `prompts` sequences computing
+// their prompts: a lone prompt (nothing decodes, no other prompt) takes a step of `max_batch` tokens, else
+// the step is at most `shared` tokens and the prompts get what the decodes leave of it. A step's length is
+// every decoding stream's pause and every other prompt's wait, so only a prompt that keeps nobody waiting
+// takes large chunks; and a shared step stays within `shared` tokens in all, decodes included: the products'
+// tensor-core tiles are 128 tokens wide (kernels::kF16XTile), so a step of 513 tokens costs one of 640.
+uint32_t step_prefill_budget(uint32_t max_batch, uint32_t decodes, uint32_t prompts, uint32_t shared);
 
 // Tokens a request may hold at most: prompt + max_tokens (-1: up to the context), capped at the context.
 uint32_t max_sequence_tokens(size_t prompt_tokens, int32_t max_tokens, uint32_t n_ctx);

@@ -38,6 +38,12 @@ struct GpuEngineConfig {
   uint64_t kv_host_bytes = 0;                       // host tier budget; 0: twice the device tier
   uint32_t page_tokens = 16;                        // tokens per KV page
   uint32_t max_batch_tokens = kDefaultBatchTokens;  // tokens of one forward pass (prefill chunk size)
+  // ... and at most this many, decodes included, when it serves more than one sequence (a lone prompt takes
+  // max_batch_tokens; step_prefill_budget, admission.h). On an H100, llama3-8b Q4_0, 8 clients of a
+  // multi-turn chat over HTTP: 531-541 generated tok/s and a later-turn TTFT p50 of 64 ms with steps of 512
+  // tokens, 514 and 94 ms with steps of 513, 518-531 and 199-206 ms with steps of 2048 (docs/BENCHMARKS.md,
+  // session 15).
+  uint32_t shared_step_tokens = 512;
   bool deterministic = false;    // batch-invariant kernels: cached and cold runs agree bit for bit
   double tenant_kv_share = 1.0;  // a tenant's share of the device tier (KvCacheConfig::group_device_share)
   // Disk tier (--kv-disk-dir, --kv-disk-mb): host-tier drops go there and survive a restart; at shutdown

@@ -183,10 +183,13 @@ void GpuEngine::State::start(std::unique_ptr<Job> job) {
 void GpuEngine::State::reserve_step() {
   // Oldest first: each sequence reserves the pages of this step's tokens; when the device tier has no page
   // left, the newest running sequence is preempted (the current one last of all).
-  uint32_t decodes = 0;
-  for (const auto& job : running) decodes += job->pending() == 1;
+  uint32_t decodes = 0, prompts = 0;
+  for (const auto& job : running) {
+    decodes += job->pending() == 1;
+    prompts += job->pending() > 1;
+  }
   const uint32_t max_batch = model.options().max_batch_tokens;
-  uint32_t prefill_budget = max_batch - std::min(decodes, max_batch);
+  uint32_t prefill_budget = step_prefill_budget(max_batch, decodes, prompts, config.shared_step_tokens);
   for (size_t i = 0; i < running.size(); ++i) {
     Job& job = *running[i];
     job.step_tokens = 0;

@@ -62,6 +62,16 @@ TEST(Admission, MayStartWhenCostAndPromisesFitOrNothingRuns) {
   EXPECT_TRUE(may_start(50, 10, 0, true));
 }
 
+TEST(Admission, OnlyALonePromptTakesTheWholeStep) {
+  EXPECT_EQ(step_prefill_budget(2048, 0, 1, 512), 2048u);  // alone: the whole step
+  EXPECT_EQ(step_prefill_budget(2048, 0, 2, 512), 512u);   // another prompt waits on the step
+  EXPECT_EQ(step_prefill_budget(2048, 3, 1, 512), 509u);   // decodes wait on it: 512 in all
+  EXPECT_EQ(step_prefill_budget(600, 100, 1, 512), 412u);
+  EXPECT_EQ(step_prefill_budget(256, 4, 2, 512), 252u);  // a step smaller than the cap
+  EXPECT_EQ(step_prefill_budget(64, 64, 1, 512), 0u);    // the decodes fill the step
+  EXPECT_EQ(step_prefill_budget(64, 80, 1, 512), 0u);
+}
+
 // A seeded random workload on a small cache: requests sharing a few prefixes start, grow within their
 // promise, and end. Before each start, the cost computed from preview_acquire() must bound the drop in
 // reclaimable device pages that acquire() + reserve(promise) cause, and whenever may_start() says yes the

@@ -120,6 +120,7 @@ TEST(LlamaServerMode, OllamaFlagsServeCompletionWithTheSameGreedyText) {
   // The flags that do not apply are logged as ignored, and the memory-accounting lines are present.
   const std::string log = d.log();
   EXPECT_NE(log.find("ignoring -ngl 99"), std::string::npos) << log;
+  EXPECT_NE(log.find("batch=512 "), std::string::npos) << "-b is the engine's batch: " << log;
   EXPECT_TRUE(std::regex_search(log, std::regex(R"(offloaded \d+/3 layers to GPU)"))) << log;
   EXPECT_TRUE(std::regex_search(log, std::regex(R"(\w+: \S+ model buffer size = \d+ MiB)"))) << log;
   EXPECT_TRUE(std::regex_search(log, std::regex(R"(\w+: \S+ KV buffer size = \d+ MiB)"))) << log;
