@@ -93,8 +93,9 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
           ->capture_default_str()
           ->check(CLI::Range(1u, 1024u)),
       "parallel");
-  opt(app.add_option("--batch-tokens", o.batch_tokens,
-                     "tokens of one forward pass at most: prompts are computed in chunks of this size")
+  opt(app.add_option(
+             "--batch-tokens", o.batch_tokens,
+             "tokens of one forward pass at most: a prompt computed alone goes in chunks of this size")
           ->capture_default_str()
           ->check(CLI::Range(16u, 16384u)),
       "batch-tokens");
