@@ -110,6 +110,8 @@ Instance::Instance(InstanceOptions options) {
   // leaked, from addresses it can no longer name. Kept loaded (RTLD_NODELETE), the state stays reachable
   // and a leak that is kvtrie's is reported with names. Sanitizer builds only (docs/reliability.md).
   if (validation) dlopen("libVkLayer_khronos_validation.so", RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+  // Lavapipe, the tests' driver, likewise (mesa 22.3.6-1+deb12u2 leaves a 128-byte block it allocated).
+  dlopen("libvulkan_lvp.so", RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 #endif
 
   if (validation) {
