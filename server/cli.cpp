@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "runner/engine/batch_tokens.h"
 #include "server/chat_template.h"
 #include "server/config_file.h"
 #include "server/daemon.h"
@@ -97,7 +98,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
              "--batch-tokens", o.batch_tokens,
              "tokens of one forward pass at most: a prompt computed alone goes in chunks of this size")
           ->capture_default_str()
-          ->check(CLI::Range(16u, 16384u)),
+          ->check(CLI::Range(engine::kMinBatchTokens, engine::kMaxBatchTokens)),
       "batch-tokens");
   opt(app.add_option("--queue", o.queue, "requests that may wait for a slot before 503")
           ->capture_default_str(),

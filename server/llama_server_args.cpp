@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "runner/engine/batch_tokens.h"
 #include "server/cli.h"
 #include "server/daemon.h"
 #include "server/devices.h"
@@ -191,8 +192,8 @@ std::variant<LlamaServerArgs, std::string> parse_llama_server_args(const std::ve
         out.options.chat_template = v;
         break;
       case Arg::BatchSize:  // llama-server's logical batch: tokens of one forward pass (--batch-tokens)
-        if (!to_uint(v, out.options.batch_tokens) || out.options.batch_tokens < 16 ||
-            out.options.batch_tokens > 16384)
+        if (!to_uint(v, out.options.batch_tokens) || out.options.batch_tokens < engine::kMinBatchTokens ||
+            out.options.batch_tokens > engine::kMaxBatchTokens)
           return bad();
         break;
       case Arg::MaxBodyMb:

@@ -12,5 +12,7 @@ namespace kvtrie::engine {
 // shares the step, which the engine bounds (GpuEngineConfig::shared_step_tokens). llama-server's default
 // logical batch (-b) is 2048 tokens too.
 inline constexpr uint32_t kDefaultBatchTokens = 2048;
+// The budgets the daemon accepts (--batch-tokens, llama-server's -b).
+inline constexpr uint32_t kMinBatchTokens = 16, kMaxBatchTokens = 16384;
 
 }  // namespace kvtrie::engine
