@@ -315,6 +315,7 @@ struct GpuModel::Impl {
   // it, session 14).
   static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 128;
   static constexpr uint32_t kPrefillSplitTokens = 512, kDecodeMinSplit = 128, kDecodeMaxSplit = 512;
+  static constexpr uint32_t kDecodeSplitsOfStep = 8;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const {
     if (options.attention_split) return options.attention_split;
     if (options.deterministic) return kDeterministicSplit;
@@ -326,13 +327,14 @@ struct GpuModel::Impl {
     const uint32_t split =
         std::clamp<uint32_t>(std::bit_floor(std::max<uint32_t>(max_position / splits, 1)), 32, 512);
     if (!decode) return split;
-    // attention_decode: a split per 16th of all the step's positions, 128 to 512 (never fewer than the rule
-    // above, so that its splits fit the scratch that rule sizes). On an H100 (sweep-attention, llama3-8b, a
-    // layer's split pass + combine): one sequence at 512 fastest at 128 (16.6 us against 17.9 at 256 and
-    // 18.4 for attention.comp's best), at 4096 at 256 (23.7 against 37.9); 8 sequences at 512 at 256 (22.0
-    // against 34.7), at 4096 at 512 (86.0 against 197).
-    const auto step_positions =
-        static_cast<uint32_t>(std::min<uint64_t>(uint64_t{max_position} * tokens / 16, kDecodeMaxSplit));
+    // attention_decode: a split per 8th of all the step's positions (8 to 16 splits), 128 to 512 (never fewer
+    // than the rule above, so that its splits fit the scratch that rule sizes). On an H100, llama3-8b Q4_0
+    // decode, tok/s with a 16th against an 8th (session 16): one sequence at 2048 308 / 309 against 331 /
+    // 338, at 4096 291 / 298 against 309 / 307, at 1024 equal; 4 sequences at 1500 682 against 707; 8 at 512
+    // 879 / 885 against 901 / 896; llama3-1b at 2048 883 / 900 against 975 / 950. (sweep-attention alone,
+    // without the layer's products around it, had one sequence at 4096 fastest at a 16th.)
+    const auto step_positions = static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t{max_position} * tokens / kDecodeSplitsOfStep, kDecodeMaxSplit));
     return std::max(
         split, std::clamp(std::bit_floor(std::max(step_positions, 1u)), kDecodeMinSplit, kDecodeMaxSplit));
   }
