@@ -77,12 +77,13 @@ inline constexpr CoopmatTile kSmallTile{4, 1, 1, 2};
 // The tile of the build that reads x as f16 (coopmat_takes_f16_x): the default shape with k steps of 64 and
 // one shared buffer.
 inline constexpr CoopmatTile kF16XTile{4, 2, 2, 4, 64, 1};
-// ... and its wide tile for large products (f16x_plan): 64 x 64 outputs a subgroup (a multiply for every
-// half load of shared memory, where kF16XTile's 32 x 64 make two for three), 128 rows x 256 tokens with 8
-// subgroups. On an H100, prefill of 512 tokens of llama3-8b with it on Q/K/V and gate/up: Q4_0 8,578 ->
-// 9,166 tok/s, Q4_K 8,019 -> 8,818, Q8_0 7,759 -> 8,718; unsplit on o and down (64 of its tiles) it was
-// slower, split in two on down faster (sweep-matmul: Q4_0 417 -> 337 us, Q8_0 456 -> 353).
-inline constexpr CoopmatTile kF16XWideTile{2, 4, 4, 4, 32, 1};
+// ... and its wide tile for large products (f16x_plan): 128 rows x 256 tokens, 16 subgroups of 32 x 64
+// outputs. On an H100, prefill of 512 tokens of llama3-8b with 8 subgroups of 64 x 64 (2x4x4x4) instead of
+// kF16XTile on Q/K/V and gate/up: Q4_0 8,578 -> 9,166 tok/s, Q4_K 8,019 -> 8,818, Q8_0 7,759 -> 8,718;
+// unsplit on o and down (64 of its tiles) it was slower, split in two on down faster (sweep-matmul: Q4_0 417
+// -> 337 us, Q8_0 456 -> 353). 16 subgroups of 32 x 64 against those 8 (sweep-matmul, session 16): gate/up
+// Q4_K 378 -> 322 us, Q8_0 402 -> 347; down split in two 331 -> 298, 358 -> 317; Q4_K Q/K/V 192 -> 169.
+inline constexpr CoopmatTile kF16XWideTile{4, 4, 2, 4, 32, 1};
 // ... and its narrow tile, 128 rows x 64 tokens (4x2 subgroups of 32x32, k steps of 64), for products too
 // small to make kWideTileMinGroups work groups of kF16XTile: twice as many groups. On an H100, llama3-1b
 // prefill of 512 tokens with it on down (2,048 x 8,192: 64 tiles of kF16XTile) 44,048 -> 46,918 tok/s, on o
