@@ -89,7 +89,9 @@ inline constexpr CoopmatTile kF16XWideTile{4, 4, 2, 4, 32, 1};
 // prefill of 512 tokens with it on down (2,048 x 8,192: 64 tiles of kF16XTile) 44,048 -> 46,918 tok/s, on o
 // +1%; on llama3-8b's o (128 tiles) it was 2% slower.
 inline constexpr CoopmatTile kF16XNarrowTile{4, 2, 2, 2, 64, 1};
-inline constexpr uint32_t kWideTileMinGroups = 96, kWideSplitMinCols = 8192;
+// Rows of 4096 values split too (llama3-8b's o, session 16: prefill of 512 tokens +1-2% for Q4_0, Q4_K,
+// Q8_0).
+inline constexpr uint32_t kWideTileMinGroups = 96, kWideSplitMinCols = 4096;
 // How matmul() runs a product on the x-as-f16 build: kF16XWideTile where its tokens fill at least seven
 // eighths of its token tiles and it makes kWideTileMinGroups work groups, or half that many with rows of
 // at least kWideSplitMinCols values split in two (when args.split_scratch holds two planes and

@@ -476,7 +476,8 @@ TEST_F(MatmulPathTest, TheWideTileGoesToLargeProductsOfWholeTokenTiles) {
   expect(plan(28672, 4096, 256), P{"wide", 1});
   expect(plan(4096, 14336, 512), P{"wide", 2});        // 8B down: 32 x 2, long rows
   expect(plan(4096, 14336, 512, 1), P{"default", 1});  // splitting turned off
-  expect(plan(4096, 4096, 512), P{"default", 1});      // 8B o: rows too short to split, 128 default tiles
+  expect(plan(4096, 4096, 512), P{"wide", 2});         // 8B o: 32 x 2 tiles, rows long enough to split
+  expect(plan(4096, 2048, 512), P{"default", 1});      // rows too short to split: 128 default tiles
   expect(plan(3072, 2048, 512), P{"default", 1});      // 1B Q/K/V: 24 x 2 wide tiles, 96 default ones
   expect(plan(2048, 8192, 512), P{"narrow", 1});       // 1B down: 64 default tiles
   expect(plan(2048, 2048, 512), P{"narrow", 1});       // 1B o
