@@ -124,13 +124,13 @@ struct GpuModel::Impl {
                            static_cast<uint32_t>(std::min<uint64_t>(T, kernels::kSmallTile.tokens())),
                            std::max({qkv_stride, config.n_embd, config.n_ff}), 16));
     kernels::AttentionArgs probe;
-    probe.tokens = options.max_batch_tokens;
+    probe.tokens = std::min(options.max_batch_tokens, deterministic_attention_tokens());
     probe.n_heads = config.n_heads;
     probe.n_kv_heads = config.n_kv_heads;
     probe.head_dim = config.head_dim_k;
     probe.layout = layout;
     probe.max_position = options.max_context;
-    probe.split_size = split_size(options.max_batch_tokens, options.max_context);
+    probe.split_size = split_size(probe.tokens, options.max_context);
     uint64_t attn_bytes = kernels::attention_scratch_bytes(probe);
     // Prefill chunks of T tokens make at most ceil(kPrefillSplitTokens / T) splits (split_size), and no more
     // than kLargeBatchSplit positions each allow.
@@ -314,6 +314,9 @@ struct GpuModel::Impl {
   // decode at 512 and equal at 4096 in session 12 (with attention_decode in the default: 13.7% and 8.4% below
   // it, session 14).
   static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 128;
+  // Tokens of one attention dispatch under --deterministic (attention_in_blocks): a 2048-token step at a
+  // 4096-token context of llama3-8b needs 1.1 GB of partials at once, blocks of 256 a ninth of that.
+  static constexpr uint32_t kDeterministicAttentionTokens = 256;
   static constexpr uint32_t kPrefillSplitTokens = 512, kDecodeMinSplit = 128, kDecodeMaxSplit = 512;
   static constexpr uint32_t kDecodeSplitsOfStep = 8;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const {
@@ -604,8 +607,39 @@ struct GpuModel::Impl {
     // ... or as f16 where the o projection reads it so.
     at.half_out = half_out_for(w.wo, attn, T, kProductO);
     if (at.half_out) at.out = x_f16.view();
-    kernels::attention(*rec, kernels, at);
+    attention_in_blocks(at);
     residual_product(kProductO, w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T), at.half_out);
+  }
+
+  // Attention for a.tokens tokens, in blocks of deterministic_attention_tokens() under --deterministic: its
+  // fixed split size makes partials for every split of every token, a scratch that grows with the context,
+  // and a token's work does not depend on its block, so blocks give the same bits.
+  void attention_in_blocks(const kernels::AttentionArgs& a) {
+    const uint32_t block = std::min(a.tokens, deterministic_attention_tokens());
+    const uint32_t q_row = a.q_stride ? a.q_stride : a.n_heads * a.head_dim;
+    const uint32_t out_row = a.out_stride ? a.out_stride : a.n_heads * a.head_dim;
+    const uint64_t out_bytes = a.half_out ? 2 : 4;
+    for (uint32_t t0 = 0; t0 < a.tokens; t0 += block) {
+      kernels::AttentionArgs b = a;
+      b.tokens = std::min(block, a.tokens - t0);
+      if (t0 > 0) {
+        const auto tail = [](vk::BufferView v, uint64_t offset) { return v.sub(offset, v.range - offset); };
+        b.q = tail(a.q, uint64_t{t0} * q_row * 4);
+        b.token_info = tail(a.token_info, uint64_t{t0} * 8);
+        b.out = tail(a.out, uint64_t{t0} * out_row * out_bytes);
+        if (const std::optional<kernels::QuantizedX>& qx = a.quantized_out) {
+          const uint64_t groups = uint64_t{t0} * qx->stride / 16;
+          b.quantized_out = kernels::QuantizedX{
+              tail(qx->bytes, groups * 16), tail(qx->scales, groups * 8),
+              qx->sum_squares.empty() ? qx->sum_squares : tail(qx->sum_squares, groups * 4), qx->stride};
+        }
+      }
+      kernels::attention(*rec, kernels, b);
+    }
+  }
+  // Tokens of one attention dispatch under --deterministic (all of them otherwise).
+  uint32_t deterministic_attention_tokens() const {
+    return options.deterministic ? kDeterministicAttentionTokens : UINT32_MAX;
   }
 
   void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {

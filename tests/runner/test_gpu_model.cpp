@@ -1,7 +1,7 @@
 // The Vulkan forward pass (GpuModel) against the CPU reference model on lavapipe: tiny synthetic llama,
 // qwen2 (qkv bias) and qwen3 (q/k norm) models in every weight type, a prompt run as one batch and then
-// token-by-token decode steps; and step recording: a repeated batch shape replays its recording and gives the
-// same bits as a fresh recording.
+// token-by-token decode steps; step recording: a repeated batch shape replays its recording and gives the
+// same bits as a fresh recording; and --deterministic attention in blocks of tokens against small steps.
 //
 // Tolerance: both sides decode the same quantized weights exactly, compute in f32 and keep K/V in f16 (the
 // reference rounds them as the GPU's pages do), but sum in different orders, so |gpu - ref| <= 2e-4 *
@@ -177,6 +177,28 @@ TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
   run(512);
   run(1024);
   EXPECT_LT(worst, 1e-4f) << "largest difference relative to the logits' largest magnitude";
+}
+
+// --deterministic: a prompt of 300 tokens in one batch runs its attention in two blocks of tokens (256 and
+// 44, GpuModel's bound on that scratch) and gives the bits of the same prompt in steps of 32 tokens, for its
+// last token and for a decode step after it.
+TEST_F(GpuModelTest, DeterministicAttentionInTokenBlocksGivesTheBitsOfSmallSteps) {
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_det_blocks.gguf", "tiny", TensorType::Q8_0, 9);
+  constexpr uint32_t kPages300 = 20;  // 320 positions
+  Rig one(context(), path, kPages300, 0, true, 320), small(context(), path, kPages300, 0, true, 32);
+  std::vector<int32_t> prompt(300);
+  for (uint32_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 250 + 3);
+  const std::vector<float> a = one.step(prompt, 0, 1);
+  std::vector<float> b;
+  for (uint32_t first = 0; first < prompt.size(); first += 32) {
+    const auto n = std::min<size_t>(32, prompt.size() - first);
+    b = small.step(std::span(prompt).subspan(first, n), first, 1);
+  }
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b) << "the last prompt token's logits";
+  const std::vector<int32_t> next{42};
+  EXPECT_EQ(one.step(next, 300), small.step(next, 300)) << "a decode step after the prompt";
 }
 
 // GPU only (VK_NV_cooperative_matrix2): a chunk of 48 tokens through one llama3-8b-sized layer with
