@@ -152,6 +152,8 @@ int main(int argc, char** argv) {
       R"({"prompt": [[5, 6, 7]], "logprobs": 1, "frequency_penalty": 1.5})",
       R"({"prompt": "Hi", "n_predict": -2, "n_probs": 2, "n_keep": 0, "cache_prompt": true, "top_k": 5})",
       R"({"Prompt": "Hi", "Options": {"num_predict": 3, "stop": "\n", "repeat_penalty": 1.1}})",
+      // A "type" that is no string, where a string is compared (session 16's crash: json::value threw).
+      R"({"messages": [{"role": "user", "content": [{"type": 0, "text": "a"}]}], "response_format": {"type": 1}})",
   };
   for (size_t i = 0; i < bodies.size(); ++i)
     write_text(out / "request_json" / ("body-" + std::to_string(i) + ".json"), bodies[i]);

@@ -1,12 +1,20 @@
 #include "server/generate_request.h"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "server/http_types.h"
 
 namespace kvtrie::server {
 
 namespace {
+
+// Whether obj["type"] is the string `type` (json::value would throw on a "type" of another kind).
+bool has_type(const Json& obj, std::string_view type) {
+  const auto it = obj.find("type");
+  return it != obj.end() && it->is_string() && it->get_ref<const std::string&>() == type;
+}
 
 std::vector<ChatMessage> read_messages(const Json& body) {
   auto it = body.find("messages");
@@ -25,7 +33,7 @@ std::vector<ChatMessage> read_messages(const Json& body) {
       msg.content = c->get<std::string>();
     } else if (c != m.end() && c->is_array()) {
       for (const auto& part : *c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        if (!part.is_object() || !has_type(part, "text") || !part.contains("text") ||
             !part["text"].is_string())
           throw_invalid("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
         msg.content += part["text"].get<std::string>();
@@ -52,7 +60,7 @@ void refuse_unsupported(const Json& body) {
   if (non_empty("logit_bias")) throw_invalid("\"logit_bias\" is not supported");
   if (non_empty("suffix")) throw_invalid("\"suffix\" is not supported");
   if (auto rf = body.find("response_format"); rf != body.end() && !rf->is_null()) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
+    if (!rf->is_object() || !has_type(*rf, "text"))
       throw_invalid("\"response_format\": only {\"type\": \"text\"} is supported");
   }
   if (auto n = read_int(body, "n", 1, 128); n && *n != 1)
