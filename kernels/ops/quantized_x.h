@@ -17,6 +17,15 @@ struct QuantizedX {
   vk::BufferView scales;       // (scale, sum as float bits) per 16 values, likewise
   vk::BufferView sum_squares;  // with a norm: a float per 16 values, their sum of squares before the norm
   uint32_t stride = 0;         // values between tokens (a multiple of 16)
+
+  // The tokens from token t on: each view starts t tokens later (an empty sum_squares stays empty).
+  QuantizedX from_token(uint32_t t) const {
+    const uint64_t groups = uint64_t{t} * stride / 16;
+    const auto tail = [](vk::BufferView v, uint64_t offset) {
+      return v.empty() ? v : v.sub(offset, v.range - offset);
+    };
+    return {tail(bytes, groups * 16), tail(scales, groups * 8), tail(sum_squares, groups * 4), stride};
+  }
 };
 
 // Device-local buffers for `tokens` tokens of `stride` values quantized, with sums of squares for a norm.

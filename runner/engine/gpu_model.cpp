@@ -627,12 +627,7 @@ struct GpuModel::Impl {
         b.q = tail(a.q, uint64_t{t0} * q_row * 4);
         b.token_info = tail(a.token_info, uint64_t{t0} * 8);
         b.out = tail(a.out, uint64_t{t0} * out_row * out_bytes);
-        if (const std::optional<kernels::QuantizedX>& qx = a.quantized_out) {
-          const uint64_t groups = uint64_t{t0} * qx->stride / 16;
-          b.quantized_out = kernels::QuantizedX{
-              tail(qx->bytes, groups * 16), tail(qx->scales, groups * 8),
-              qx->sum_squares.empty() ? qx->sum_squares : tail(qx->sum_squares, groups * 4), qx->stride};
-        }
+        if (a.quantized_out) b.quantized_out = a.quantized_out->from_token(t0);
       }
       kernels::attention(*rec, kernels, b);
     }
