@@ -31,10 +31,21 @@ layout(local_size_x_id = 0) in;
 #define NUM_ROWS 4u
 #endif
 #define MAX_SUBGROUPS 64u
+// Float rows: the row loop unrolled, so that every row's 16-byte load is issued before any is used.
+#if FLOAT_WEIGHTS
+#define ROWS_LOOP [[unroll]]
+#else
+#define ROWS_LOOP
+#endif
 
 layout(set = 0, binding = 0) readonly buffer W { uint wq[]; };
 #if FLOAT_WEIGHTS
+// Float rows are read 16 bytes at a time where they are 16-byte aligned (decode8q), and x 4 floats at a time
+// where a token's x starts 16-byte aligned: the same bindings seen as vectors.
+layout(set = 0, binding = 0) readonly buffer W4 { uvec4 wq4[]; };
+#define HAS_WQ4 1
 layout(set = 0, binding = 1) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1) readonly buffer XV { vec4 x4[]; };
 #else
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 #endif
@@ -45,6 +56,7 @@ layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
 #ifdef SWIGLU
 #if FLOAT_WEIGHTS
 layout(set = 0, binding = 3) readonly buffer U { float up[]; };
+layout(set = 0, binding = 3) readonly buffer UV { vec4 up4[]; };
 #else
 layout(set = 0, binding = 3) readonly buffer U { vec4 up4[]; };
 #endif
@@ -59,7 +71,7 @@ float load_x(uint i) {
   return x[i];
 #endif
 }
-#else
+#endif
 vec4 load_x4(uint i) {
 #ifdef SWIGLU
   vec4 g = x4[i];
@@ -68,7 +80,6 @@ vec4 load_x4(uint i) {
   return x4[i];
 #endif
 }
-#endif
 
 layout(push_constant) uniform Push {
   uint rows;       // output features (rows of W)
@@ -157,7 +168,13 @@ void main() {
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
         uint xo = min(tok0 + t, last_tok) * pc.x_stride + e0;
 #if FLOAT_WEIGHTS
-        for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? load_x(xo + i) : 0.0;
+        if (e0 + 8u <= pc.k && (xo & 3u) == 0u) {  // the same values as the scalar loads below
+          vec4 a = load_x4(xo / 4u), b = load_x4(xo / 4u + 1u);
+          xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
+          xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
+        } else {
+          for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? load_x(xo + i) : 0.0;
+        }
 #else
         // Quantized rows are whole blocks of 32 and x_stride % 4 == 0 (checked on the host): vec4 loads.
         vec4 a = load_x4(xo / 4u), b = load_x4(xo / 4u + 1u);
@@ -172,7 +189,7 @@ void main() {
         for (uint i = 0u; i < 8u; ++i) sx[t] += xv[t][i];
       }
 #endif
-      for (uint r = 0u; r < NUM_ROWS; ++r) {
+      ROWS_LOOP for (uint r = 0u; r < NUM_ROWS; ++r) {
         float q[8], a, b;
         decode8q(pc.w_offset + min(row0 + r, last_row) * pc.row_bytes, g, pc.k, q, a, b);
         for (uint t = 0u; t < MAX_COLS; ++t) {

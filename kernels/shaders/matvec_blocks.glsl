@@ -48,6 +48,14 @@ void decode8q(uint rb, uint g, uint k, out float v[8], out float a, out float b)
   uint e0 = 8u * g;
   uint h[4];
   if (e0 + 8u <= k) {
+#ifdef HAS_WQ4
+    // The includer also sees the weights as uvec4 (wq4): one load where the 8 values are 16-byte aligned.
+    uint o = rb + 2u * e0;
+    if ((o & 15u) == 0u) {
+      uvec4 w = wq4[o >> 4];
+      h[0] = w.x, h[1] = w.y, h[2] = w.z, h[3] = w.w;
+    } else
+#endif
     for (uint i = 0u; i < 4u; ++i) h[i] = w_u32(rb + 2u * e0 + 4u * i);
   } else {
     // Row tail: one half at a time, zeros past the end.

@@ -113,6 +113,31 @@ TEST_P(MatvecTest, MatchesReferenceForOneAndSeveralTokens) {
   }
 }
 
+// Rows of whole 16-byte pieces, as real models have: float rows then take the 16-byte loads of W and x
+// (the test_cols rows above mostly take the word-at-a-time path). Against the reference, through both
+// builds, and a token alone bit-identical to the same token in a batch.
+TEST_P(MatvecTest, AlignedRowsMatchReferenceAndAreBatchInvariant) {
+  const TensorType type = GetParam();
+  const uint32_t rows = 21, tokens = 9;
+  const uint32_t cols = tensor_type_info(type).block_elements == 1 ? 264 : test_cols(type);
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  vk::Buffer w = device_buffer(m.bytes);
+  const std::vector<float> x = random_vector(uint64_t{tokens} * cols, rng());
+  const std::vector<float> batch = run(w, type, rows, cols, x, tokens);
+  std::vector<double> ref, scale;
+  reference(m, rows, cols, x, tokens, ref, scale);
+  for (size_t i = 0; i < batch.size(); ++i)
+    ASSERT_LE(std::abs(batch[i] - ref[i]), kTolerance * scale[i] + 1e-7)
+        << "y[" << i / rows << "][" << i % rows << "]";
+  const std::vector<float> first(x.begin(), x.begin() + cols);
+  const std::vector<float> alone = run(w, type, rows, cols, first, 1);
+  EXPECT_EQ(std::memcmp(alone.data(), batch.data(), rows * sizeof(float)), 0)
+      << "token 0 alone vs in a batch";
+  const std::vector<float> single = run(w, type, rows, cols, first, 1, true);
+  for (uint32_t r = 0; r < rows; ++r)
+    EXPECT_LE(std::abs(single[r] - ref[r]), kTolerance * scale[r] + 1e-7) << "single-token build, row " << r;
+}
+
 // The decode step's product (matvec_single_token: for Q4_0 a different build from matvec's) against the
 // same reference, with row counts that do not fill a work group.
 TEST_P(MatvecTest, SingleTokenBuildMatchesReference) {
