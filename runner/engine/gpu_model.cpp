@@ -310,13 +310,15 @@ struct GpuModel::Impl {
   // on an H100 this rule against splits of 1024: 7,890 against 7,631 in chunks of 512, 5,619 against 5,578 in
   // chunks of 256, equal in chunks of 128 and 64),
   // but not below kLargeBatchSplit positions. --deterministic keeps one split
-  // size for every batch (a token's result must not depend on its batch): 128, within 12% of the default
-  // decode at 512 and equal at 4096 in session 12 (with attention_decode in the default: 13.7% and 8.4% below
-  // it, session 14).
-  static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 128;
-  // Tokens of one attention dispatch under --deterministic (attention_in_blocks): a 2048-token step at a
-  // 4096-token context of llama3-8b needs 1.1 GB of partials at once, blocks of 256 a ninth of that.
-  static constexpr uint32_t kDeterministicAttentionTokens = 256;
+  // size for every batch (a token's result must not depend on its batch): 64. On an H100 (session 17) its
+  // decode of llama3-8b Q4_0 is 6.9% / 8.5% / 13.6% below the default at contexts 512 / 2048 / 4096, where
+  // 128 was 15-18% / 15% / 8-9% below; its prefill of 4096 tokens 4% slower.
+  static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 64;
+  // Tokens of one attention dispatch under --deterministic (attention_in_blocks): its partials take tokens x
+  // heads x splits of the longest context, so blocks keep them within kDeterministicScratchBytes (16 to 256
+  // tokens: llama3-8b 112 at a 4096-token context, 121 MB; 16 at 32768, 137 MB).
+  static constexpr uint64_t kDeterministicScratchBytes = 128ull << 20;
+  static constexpr uint32_t kDeterministicMinTokens = 16, kDeterministicMaxTokens = 256;
   static constexpr uint32_t kPrefillSplitTokens = 512, kDecodeMinSplit = 128, kDecodeMaxSplit = 512;
   static constexpr uint32_t kDecodeSplitsOfStep = 8;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const {
@@ -632,9 +634,18 @@ struct GpuModel::Impl {
       kernels::attention(*rec, kernels, b);
     }
   }
-  // Tokens of one attention dispatch under --deterministic (all of them otherwise).
+  // Tokens of one attention dispatch under --deterministic (all of them otherwise): as many as keep the
+  // partials of a step at the longest context within kDeterministicScratchBytes, a multiple of 16.
   uint32_t deterministic_attention_tokens() const {
-    return options.deterministic ? kDeterministicAttentionTokens : UINT32_MAX;
+    if (!options.deterministic) return UINT32_MAX;
+    kernels::AttentionArgs one;
+    one.tokens = 1;
+    one.n_heads = config.n_heads;
+    one.head_dim = config.head_dim_k;
+    one.max_position = options.max_context;
+    one.split_size = kDeterministicSplit;
+    const uint64_t fit = kDeterministicScratchBytes / kernels::attention_scratch_bytes(one) / 16 * 16;
+    return static_cast<uint32_t>(std::clamp<uint64_t>(fit, kDeterministicMinTokens, kDeterministicMaxTokens));
   }
 
   void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
