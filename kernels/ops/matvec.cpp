@@ -21,6 +21,25 @@ vk::SpecConstants spec_matvec(const vk::Device& d) {
 constexpr OpRegistration kMatvec{.op = "matvec", .spec = spec_matvec, .types = TypeSet::All};
 constexpr OpRegistration kMatvec1{.op = "matvec1", .spec = spec_matvec, .types = TypeSet::All};
 constexpr OpRegistration kMatvec1Swiglu{.op = "matvec1_swiglu", .spec = spec_matvec, .types = TypeSet::All};
+// The fused single-token builds of float weights (matvec_single_token_fused), one variant per float type.
+constexpr std::string_view kFloatTypes[] = {"f32", "f16", "bf16"};
+constexpr OpRegistration kMatvec1Norm{.op = "matvec1_norm", .variants = kFloatTypes, .spec = spec_matvec};
+constexpr OpRegistration kMatvec1NormSwiglu{
+    .op = "matvec1_norm_swiglu", .variants = kFloatTypes, .spec = spec_matvec};
+constexpr OpRegistration kMatvec1Acc{.op = "matvec1_acc", .variants = kFloatTypes, .spec = spec_matvec};
+// kFloatTypes' index of a float type, -1 for the others.
+int float_variant(TensorType type) {
+  switch (type) {
+    case TensorType::F32:
+      return 0;
+    case TensorType::F16:
+      return 1;
+    case TensorType::BF16:
+      return 2;
+    default:
+      return -1;
+  }
+}
 }  // namespace
 
 uint32_t matvec_workgroup_size(const vk::Device& device) {
@@ -106,6 +125,46 @@ void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, cons
   dispatch_matmul_variant(rec, k, args, k.pipeline(kMatvec1Swiglu, args.w.type), kRows1, 1, up);
 }
 
-KVTRIE_REGISTER_OPS(matvec, &kMatvec, &kMatvec1, &kMatvec1Swiglu);
+bool matvec_fused_supported(const vk::Device& device, const WeightMatrix& w) {
+  const vk::PhysicalDeviceInfo& dev = device.info();
+  return float_variant(w.type) >= 0 &&
+         row_bytes(w.type, w.cols) * w.rows + dev.min_storage_buffer_offset_alignment + 4 <=
+             dev.max_storage_buffer_range;
+}
+
+void matvec_single_token_fused(vk::CommandRecorder& rec, const Kernels& k, const FusedMatvecArgs& args) {
+  const WeightMatrix& w = args.w;
+  KVTRIE_CHECK(matvec_fused_supported(k.device(), w), "matvec fused: float weights in one binding");
+  KVTRIE_CHECK(!args.swiglu || (!args.norm.empty() && w.rows % 2 == 0),
+               "matvec fused: swiglu needs a norm and an even row count");
+  KVTRIE_CHECK(args.norm.empty() || !args.accumulate, "matvec fused: a norm and accumulate do not combine");
+  KVTRIE_CHECK(!args.norm.empty() || args.accumulate, "matvec fused: a norm or accumulate");
+  if (w.rows == 0) return;
+  const uint64_t rb = row_bytes(w.type, w.cols);
+  KVTRIE_CHECK(w.data.range >= rb * w.rows, "matvec fused: weight view is smaller than the matrix");
+  const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
+  struct Push {
+    MatmulPush base;
+    float eps;
+    uint32_t up_row;
+  };
+  const AlignedBinding wb = align_binding(k.device(), w.data.sub(0, rb * w.rows));
+  const Push push{{out_rows, w.cols, 1, static_cast<uint32_t>(rb), w.cols, out_rows, 0, wb.byte_offset},
+                  args.eps,
+                  out_rows};
+  const OpRegistration& row = args.swiglu ? kMatvec1NormSwiglu : args.accumulate ? kMatvec1Acc : kMatvec1Norm;
+  const uint32_t rows_per_group = args.swiglu ? kRows1 / 2 : kRows1;
+  const Grid grid = grid_1d(div_up(out_rows, rows_per_group));
+  const vk::ComputePipeline& pipeline = k.pipeline(row, static_cast<uint32_t>(float_variant(w.type)));
+  if (args.accumulate)
+    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::read_write(args.y)}, push, grid.x,
+                 grid.y);
+  else
+    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y), vk::read(args.norm)},
+                 push, grid.x, grid.y);
+}
+
+KVTRIE_REGISTER_OPS(matvec, &kMatvec, &kMatvec1, &kMatvec1Swiglu, &kMatvec1Norm, &kMatvec1NormSwiglu,
+                    &kMatvec1Acc);
 
 }  // namespace kvtrie::kernels

@@ -80,4 +80,20 @@ void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const Matmu
 void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                                 vk::BufferView up);
 
+// The decode step's one-token product of float weights (F32, F16, BF16) with its neighbours folded in, a
+// dispatch and a barrier level each fewer: the norm before it, the FFN's SwiGLU after it, or the residual
+// add. Not batch-invariant (the norm scales the sums, not x): never under --deterministic.
+struct FusedMatvecArgs {
+  WeightMatrix w;       // with swiglu: [gate; up], gate rows then as many up rows
+  vk::BufferView x;     // f32, w.cols values
+  vk::BufferView y;     // f32: w.rows values (w.rows / 2 with swiglu)
+  vk::BufferView norm;  // set: the product is of rms_norm(x) * norm (w.cols f32 weights), eps its epsilon
+  float eps = 0;
+  bool swiglu = false;      // y[r] = silu(gate_r . x') * (up_r . x'), x' the normed x (needs norm)
+  bool accumulate = false;  // y += W x (not with norm)
+};
+// Whether matvec_single_token_fused takes w: a float type in one shader binding.
+bool matvec_fused_supported(const vk::Device& device, const WeightMatrix& w);
+void matvec_single_token_fused(vk::CommandRecorder& rec, const Kernels& k, const FusedMatvecArgs& args);
+
 }  // namespace kvtrie::kernels

@@ -9,6 +9,11 @@
 // runs the same per-token operation sequence, so it agrees bit for bit with the batched one -- except for
 // Q4_0, whose single-token build walks whole blocks per thread (faster, a different summation order); the
 // host never uses that build where batch invariance is promised (kernels/ops/matvec.h).
+// The decode step's fused builds of float weights (one token, matvec_single_token_fused; not batch-invariant:
+// the norm is applied to the sums): NORM_IN: x is the residual stream, and the product is of rms_norm(x) *
+// norm_w, x times norm_w as it is loaded and the sums times 1 / rms, whose sum of squares the work group
+// gathers from the same loads; SWIGLU_OUT: W is [gate; up] (up_row rows apart), a work group takes half its
+// rows from each, and y[r] = silu(gate_r . x) * (up_r . x); ACCUMULATE: y += W x (the residual add).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -31,6 +36,18 @@ layout(local_size_x_id = 0) in;
 #define NUM_ROWS 4u
 #endif
 #define MAX_SUBGROUPS 64u
+#if defined(NORM_IN) || defined(SWIGLU_OUT) || defined(ACCUMULATE)
+#define FUSED 1
+#if !FLOAT_WEIGHTS || !defined(SINGLE_TOKEN)
+#error "the fused builds are single-token builds of float weights"
+#endif
+#endif
+// Output rows of a work group: NUM_ROWS weight rows, half of them gate and half up rows in SWIGLU_OUT.
+#ifdef SWIGLU_OUT
+#define OUT_ROWS (NUM_ROWS / 2u)
+#else
+#define OUT_ROWS NUM_ROWS
+#endif
 // Float rows: the row loop unrolled, so that every row's 16-byte load is issued before any is used.
 #if FLOAT_WEIGHTS
 #define ROWS_LOOP [[unroll]]
@@ -49,7 +66,15 @@ layout(set = 0, binding = 1) readonly buffer XV { vec4 x4[]; };
 #else
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 #endif
+#ifdef ACCUMULATE
+layout(set = 0, binding = 2) buffer Y { float y[]; };
+#else
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
+#endif
+#ifdef NORM_IN
+layout(set = 0, binding = 3) readonly buffer NW { float norm_w[]; };
+layout(set = 0, binding = 3) readonly buffer NWV { vec4 norm_w4[]; };
+#endif
 // The SWIGLU build (matvec1_swiglu_<type>, one token) multiplies by silu(gate) * up computed as x is loaded:
 // binding 1 holds gate and binding 3 up, in the same layout. It is the FFN down projection without a
 // separate swiglu dispatch and barrier.
@@ -90,18 +115,68 @@ layout(push_constant) uniform Push {
   uint y_stride;   // floats between tokens in y
   uint y_row0;    // row offset of this dispatch in y (weights split by rows)
   uint w_offset;  // byte offset of row 0 in the weight binding (bindings are aligned down)
+#ifdef FUSED
+  float eps;    // NORM_IN: the norm's epsilon
+  uint up_row;  // SWIGLU_OUT: weight rows from a gate row to its up row
+#endif
 } pc;
 
 #include "matvec_blocks.glsl"
 
 shared float partial[MAX_SUBGROUPS * NUM_ROWS * MAX_COLS];
 
+#if FLOAT_WEIGHTS && defined(SINGLE_TOKEN) && WTYPE != T_F32
+#ifndef GROUPS_A_ROUND
+#define GROUPS_A_ROUND 2u  // 4 was no faster (llama3-8b F16 146 against 150 tok/s on an H100)
+#endif
+vec2 unpack_pair(uint h) {
+#if WTYPE == T_F16
+  return unpackHalf2x16(h);
+#else
+  return vec2(uintBitsToFloat(h << 16), uintBitsToFloat(h & 0xFFFF0000u));
+#endif
+}
+// One token's group G (x values XA, XB; the rows' 8 weights in W[r]) added into acc (and its x's squares
+// into sum_sq), operation for operation as the generic loop adds a group.
+#ifdef NORM_IN
+#define NORM_GROUP(X, G)                                                    \
+  for (uint i = 0u; i < 8u; ++i) sum_sq = fma(X[i], X[i], sum_sq);          \
+  {                                                                         \
+    vec4 na = norm_w4[2u * (G)], nb = norm_w4[2u * (G) + 1u];               \
+    X[0] *= na.x; X[1] *= na.y; X[2] *= na.z; X[3] *= na.w;                 \
+    X[4] *= nb.x; X[5] *= nb.y; X[6] *= nb.z; X[7] *= nb.w;                 \
+  }
+#else
+#define NORM_GROUP(X, G)
+#endif
+#define SUM_GROUP(W, XA, XB, G)                                             \
+  {                                                                         \
+    float xg[8] = float[8](XA.x, XA.y, XA.z, XA.w, XB.x, XB.y, XB.z, XB.w); \
+    NORM_GROUP(xg, G)                                                       \
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) {                       \
+      precise float s = 0.0;                                                \
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) {                           \
+        vec2 p = unpack_pair(W[r][i]);                                      \
+        s = fma(p.x, xg[2u * i], s);                                        \
+        s = fma(p.y, xg[2u * i + 1u], s);                                   \
+      }                                                                     \
+      acc[r][0] = fma(1.0, s, acc[r][0]);                                   \
+    }                                                                       \
+  }
+#endif
+#ifdef NORM_IN
+shared float sum_sq_of[MAX_SUBGROUPS];
+#endif
+
 void main() {
-  uint row0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * NUM_ROWS;
+  uint row0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * OUT_ROWS;
   if (row0 >= pc.rows) return;  // uniform across the work group
   uint tok0 = gl_WorkGroupID.z * MAX_COLS;
   uint ncols = min(MAX_COLS, pc.ntok - tok0);
-  uint nrows = min(NUM_ROWS, pc.rows - row0);
+  uint nrows = min(OUT_ROWS, pc.rows - row0);
+#ifdef NORM_IN
+  precise float sum_sq = 0.0;  // of this thread's x values
+#endif
   uint tid = gl_LocalInvocationID.x;
   uint groups = (pc.k + 7u) / 8u;
 
@@ -159,6 +234,35 @@ void main() {
     }
   }
 #else
+#if FLOAT_WEIGHTS && defined(SINGLE_TOKEN) && WTYPE != T_F32
+  // F16/BF16 rows of whole 16-byte pieces, one token: GROUPS_A_ROUND groups a round (g, g + the work-group
+  // size, ...), the loads of all issued before any sum (else a long row's loop is a memory round trip a
+  // group), each group summed as the loop below sums it, in the same order: the same bits.
+  uint wgs = gl_WorkGroupSize.x;
+  if ((pc.row_bytes & 15u) == 0u && (pc.w_offset & 15u) == 0u && (pc.k & 7u) == 0u && (pc.x_stride & 3u) == 0u) {
+    uint wrow[NUM_ROWS];  // each row's first uvec4
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) {
+      uint wr = min(row0 + r % OUT_ROWS, last_row);
+#ifdef SWIGLU_OUT
+      wr += (r / OUT_ROWS) * pc.up_row;
+#endif
+      wrow[r] = (pc.w_offset + wr * pc.row_bytes) >> 4;
+    }
+    for (uint g = tid; g < groups; g += GROUPS_A_ROUND * wgs) {
+      uvec4 w[GROUPS_A_ROUND][NUM_ROWS];
+      vec4 xa[GROUPS_A_ROUND], xb[GROUPS_A_ROUND];
+      uint gj[GROUPS_A_ROUND];
+      [[unroll]] for (uint j = 0u; j < GROUPS_A_ROUND; ++j) {
+        gj[j] = g + j * wgs < groups ? g + j * wgs : g;  // past the row: g again, loaded and not summed
+        xa[j] = load_x4(2u * gj[j]);
+        xb[j] = load_x4(2u * gj[j] + 1u);
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) w[j][r] = wq4[wrow[r] + gj[j]];
+      }
+      [[unroll]] for (uint j = 0u; j < GROUPS_A_ROUND; ++j)
+        if (j == 0u || g + j * wgs < groups) SUM_GROUP(w[j], xa[j], xb[j], gj[j])
+    }
+  } else
+#endif
   // Consecutive threads take consecutive 8-value groups, so a subgroup's loads of W and x are contiguous.
   for (uint g = tid; g < groups; g += gl_WorkGroupSize.x) {
     {
@@ -175,6 +279,16 @@ void main() {
         } else {
           for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? load_x(xo + i) : 0.0;
         }
+#ifdef NORM_IN
+        for (uint i = 0u; i < 8u; ++i) sum_sq = fma(xv[t][i], xv[t][i], sum_sq);
+        if (e0 + 8u <= pc.k) {
+          vec4 a = norm_w4[e0 / 4u], b = norm_w4[e0 / 4u + 1u];
+          xv[t][0] *= a.x; xv[t][1] *= a.y; xv[t][2] *= a.z; xv[t][3] *= a.w;
+          xv[t][4] *= b.x; xv[t][5] *= b.y; xv[t][6] *= b.z; xv[t][7] *= b.w;
+        } else {
+          for (uint i = 0u; i < 8u; ++i) xv[t][i] *= (e0 + i < pc.k) ? norm_w[e0 + i] : 0.0;
+        }
+#endif
 #else
         // Quantized rows are whole blocks of 32 and x_stride % 4 == 0 (checked on the host): vec4 loads.
         vec4 a = load_x4(xo / 4u), b = load_x4(xo / 4u + 1u);
@@ -191,7 +305,11 @@ void main() {
 #endif
       ROWS_LOOP for (uint r = 0u; r < NUM_ROWS; ++r) {
         float q[8], a, b;
-        decode8q(pc.w_offset + min(row0 + r, last_row) * pc.row_bytes, g, pc.k, q, a, b);
+        uint wr = min(row0 + r % OUT_ROWS, last_row);
+#ifdef SWIGLU_OUT
+        wr += (r / OUT_ROWS) * pc.up_row;
+#endif
+        decode8q(pc.w_offset + wr * pc.row_bytes, g, pc.k, q, a, b);
         for (uint t = 0u; t < MAX_COLS; ++t) {
           precise float s = 0.0;
           for (uint i = 0u; i < 8u; ++i) s = fma(q[i], xv[t][i], s);
@@ -211,11 +329,35 @@ void main() {
       float s = subgroupAdd(acc[r][t]);
       if (subgroupElect()) partial[(gl_SubgroupID * NUM_ROWS + r) * MAX_COLS + t] = s;
     }
+#ifdef NORM_IN
+  float ss = subgroupAdd(sum_sq);
+  if (subgroupElect()) sum_sq_of[gl_SubgroupID] = ss;
+#endif
   barrier();
   uint r = tid / MAX_COLS, t = tid % MAX_COLS;
   if (r < nrows && t < ncols) {
     precise float s = 0.0;
     for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) s += partial[(sg * NUM_ROWS + r) * MAX_COLS + t];
-    y[(tok0 + t) * pc.y_stride + pc.y_row0 + row0 + r] = s;
+#ifdef SWIGLU_OUT
+    precise float up = 0.0;
+    for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) up += partial[(sg * NUM_ROWS + OUT_ROWS + r) * MAX_COLS + t];
+#endif
+#ifdef NORM_IN
+    precise float total = 0.0;
+    for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) total += sum_sq_of[sg];
+    float inv_rms = inversesqrt(total / float(pc.k) + pc.eps);
+    s *= inv_rms;
+#ifdef SWIGLU_OUT
+    up *= inv_rms;
+#endif
+#endif
+#ifdef SWIGLU_OUT
+    s = s / (1.0 + exp(-s)) * up;
+#endif
+    uint yo = (tok0 + t) * pc.y_stride + pc.y_row0 + row0 + r;
+#ifdef ACCUMULATE
+    s += y[yo];
+#endif
+    y[yo] = s;
   }
 }

@@ -31,6 +31,14 @@ foreach(_name ${KVTRIE_TENSOR_TYPES})
     kvtrie_shader(matmul_coopmat_khr_xh_${_name} matmul_coopmat.comp WTYPE=${_id} KHR_COOPMAT=1 X_F16=1)
   endif()
 endforeach()
+# The decode step's fused single-token products of float weights (matvec.comp's NORM_IN, SWIGLU_OUT,
+# ACCUMULATE builds).
+foreach(_name f32 f16 bf16)
+  set(_id ${KVTRIE_TYPE_ID_${_name}})
+  kvtrie_shader(matvec1_norm_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 NORM_IN=1)
+  kvtrie_shader(matvec1_norm_swiglu_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 NORM_IN=1 SWIGLU_OUT=1)
+  kvtrie_shader(matvec1_acc_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 ACCUMULATE=1)
+endforeach()
 # The tensor-core matmul through VK_NV_cooperative_matrix2 (SPIR-V 1.6), for the 16-byte aligned formats.
 if(KVTRIE_GLSL_NV_COOPMAT2)
   foreach(_name ${KVTRIE_TILED_TYPES})

@@ -451,6 +451,21 @@ struct GpuModel::Impl {
       }
       return;
     }
+    bool fold_float = true;
+    for (const auto& [w, col] : parts) fold_float = fold_float && fused(*w, T);
+    if (fold_float) {
+      settle_residual(T);
+      for (const auto& [w, col] : parts) {
+        kernels::FusedMatvecArgs a;
+        a.w = w->matrix();
+        a.x = x.view();
+        a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
+        a.norm = norm.view();
+        a.eps = config.rms_eps;
+        kernels::matvec_single_token_fused(*rec, kernels, a);
+      }
+      return;
+    }
     // Where every product reads x as f16, the norm writes only that; else xn, converted once if needed.
     bool converted = true;
     for (const auto& [w, col] : parts) converted = converted && takes_f16_x(product(*w, xn, out, T, which));
@@ -484,8 +499,23 @@ struct GpuModel::Impl {
       return;
     }
     settle_residual(T);
+    if (fused(w, T)) {
+      kernels::FusedMatvecArgs a;
+      a.w = w.matrix();
+      a.x = in.view();
+      a.y = x.view();
+      a.accumulate = true;
+      kernels::matvec_single_token_fused(*rec, kernels, a);
+      return;
+    }
     matmul(w, in, tmp, T, which, converted);
     pending_residual = true;
+  }
+  // The decode step's products of float weights fold the norm before them, the residual add after them and
+  // the FFN's SwiGLU (matvec_single_token_fused: a dispatch and a barrier level each fewer), outside
+  // --deterministic (they are not batch-invariant).
+  bool fused(const DeviceTensor& w, uint32_t T) const {
+    return T == 1 && !options.deterministic && kernels::matvec_fused_supported(context.device(), w.matrix());
   }
   // Whether residual_product's matmul of w over in will read in as f16: its producer then writes it so.
   bool half_out_for(const DeviceTensor& w, const vk::Buffer& in, uint32_t T, GpuProduct which) const {
@@ -664,6 +694,20 @@ struct GpuModel::Impl {
       residual_product(kProductDown, w.w_down, gate, T, a.quantized_out, norm_after_layer_if_q8(l, T));
       return;
     }
+    if (w.w_gate_up.buffer.valid() && fused(w.w_gate_up, T)) {
+      // One token of float weights: gate and up of norm(x) in one product, combined by SwiGLU as stored.
+      settle_residual(T);
+      kernels::FusedMatvecArgs a;
+      a.w = w.w_gate_up.matrix();
+      a.x = x.view();
+      a.y = gate.view();
+      a.norm = w.ffn_norm.view();
+      a.eps = config.rms_eps;
+      a.swiglu = true;
+      kernels::matvec_single_token_fused(*rec, kernels, a);
+      residual_product(kProductDown, w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T));
+      return;
+    }
     if (w.w_gate_up.buffer.valid() && T > 1) {
       // Batches: one product of [gate; up] (one norm, x converted to f16 once, one dispatch), then SwiGLU.
       normed_products(kProductGateUp, w.ffn_norm, {{&w.w_gate_up, 0}}, gate, 2 * n_ff, T);
@@ -703,6 +747,17 @@ struct GpuModel::Impl {
       kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits_device.view(), 1);
       a.norm = true;
       kernels::matvec_q8(*rec, kernels, a);
+      read_logits(L);
+      return;
+    }
+    if (T == 1 && L == 1 && fused(out, T)) {
+      kernels::FusedMatvecArgs a;
+      a.w = out.matrix();
+      a.x = x.view();
+      a.y = logits_device.view();
+      a.norm = weights.output_norm.view();
+      a.eps = config.rms_eps;
+      kernels::matvec_single_token_fused(*rec, kernels, a);
       read_logits(L);
       return;
     }

@@ -246,6 +246,71 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
                                            TensorType::Q8_0x8, TensorType::Q6_Kx8),
                          [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
 
+// matvec_single_token_fused (float weights): the norm, the SwiGLU and the residual add folded into the
+// product, against the reference of the unfused steps, on aligned rows (the 16-byte loads) and odd ones.
+class FusedMatvecTest : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {
+ protected:
+  std::vector<float> run(const HostMatrix& m, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                         const std::vector<float>& norm, bool swiglu, std::vector<float> y0) {
+    const TensorType type = GetParam();
+    Kernels k(context(), Prewarm::No);
+    vk::Buffer w = device_buffer(m.bytes);
+    vk::Buffer xb = device_buffer(x), yb = device_buffer(y0);
+    vk::Buffer nb = device_buffer(norm.empty() ? std::vector<float>(1) : norm);
+    FusedMatvecArgs a;
+    a.w = {w.view(0, row_bytes(type, cols) * rows), type, rows, cols};
+    a.x = xb.view();
+    a.y = yb.view();
+    if (!norm.empty()) a.norm = nb.view(), a.eps = 1e-5f;
+    a.swiglu = swiglu;
+    a.accumulate = norm.empty();
+    vk::CommandRecorder rec(context());
+    rec.begin();
+    matvec_single_token_fused(rec, k, a);
+    rec.end();
+    rec.submit_and_wait();
+    return vk::download<float>(context(), yb, y0.size());
+  }
+};
+
+TEST_P(FusedMatvecTest, NormSwigluAndAccumulateMatchTheUnfusedSteps) {
+  const TensorType type = GetParam();
+  for (uint32_t cols : {264u, 203u}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const uint32_t rows = 38;  // 19 gate rows and 19 up rows with swiglu
+    const HostMatrix m = random_matrix(type, rows, cols, rng());
+    const std::vector<float> x = random_vector(cols, rng()), norm = random_vector(cols, rng());
+    double ss = 0;
+    for (float v : x) ss += double{v} * v;
+    const double inv_rms = 1 / std::sqrt(ss / cols + 1e-5);
+    std::vector<float> normed(cols);
+    for (uint32_t i = 0; i < cols; ++i) normed[i] = static_cast<float>(x[i] * inv_rms * norm[i]);
+    std::vector<double> ref, scale;
+    reference(m, rows, cols, normed, 1, ref, scale);
+    const std::vector<float> y = run(m, rows, cols, x, norm, false, std::vector<float>(rows, -7.0f));
+    for (uint32_t r = 0; r < rows; ++r)
+      EXPECT_LE(std::abs(y[r] - ref[r]), 1e-4 * scale[r] + 1e-6) << "norm, row " << r;
+    const std::vector<float> sw = run(m, rows, cols, x, norm, true, std::vector<float>(rows / 2, -7.0f));
+    for (uint32_t r = 0; r < rows / 2; ++r) {
+      const double g = ref[r], u = ref[r + rows / 2];
+      const double want = g / (1 + std::exp(-g)) * u;
+      const double tol = 1e-4 * (std::abs(u) * scale[r] + std::abs(g) * scale[r + rows / 2]) + 1e-6;
+      EXPECT_LE(std::abs(sw[r] - want), tol) << "swiglu, row " << r;
+    }
+    std::vector<double> plain;
+    reference(m, rows, cols, x, 1, plain, scale);
+    const std::vector<float> y0 = random_vector(rows, rng());
+    const std::vector<float> acc = run(m, rows, cols, x, {}, false, y0);
+    for (uint32_t r = 0; r < rows; ++r)
+      EXPECT_LE(std::abs(acc[r] - (y0[r] + plain[r])), kTolerance * scale[r] + 1e-6)
+          << "accumulate, row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatTypes, FusedMatvecTest,
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::BF16),
+                         [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
+
 // split_rows: chunks cover every row once, in order, and each (plus the alignment slack in front of an
 // aligned-down binding and word rounding) fits the binding range.
 TEST(MatvecSplitRows, ChunksCoverAllRowsAndFitTheRange) {
