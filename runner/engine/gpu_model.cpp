@@ -455,15 +455,8 @@ struct GpuModel::Impl {
     for (const auto& [w, col] : parts) fold_float = fold_float && fused(*w, T);
     if (fold_float) {
       settle_residual(T);
-      for (const auto& [w, col] : parts) {
-        kernels::FusedMatvecArgs a;
-        a.w = w->matrix();
-        a.x = x.view();
-        a.y = out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4);
-        a.norm = norm.view();
-        a.eps = config.rms_eps;
-        kernels::matvec_single_token_fused(*rec, kernels, a);
-      }
+      for (const auto& [w, col] : parts)
+        fused_normed_product(*w, norm, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4));
       return;
     }
     // Where every product reads x as f16, the norm writes only that; else xn, converted once if needed.
@@ -516,6 +509,18 @@ struct GpuModel::Impl {
   // --deterministic (they are not batch-invariant).
   bool fused(const DeviceTensor& w, uint32_t T) const {
     return T == 1 && !options.deterministic && kernels::matvec_fused_supported(context.device(), w.matrix());
+  }
+  // out = w . rms_norm(x) * norm for one token (fused(w, 1)); swiglu: w is [gate; up], combined as stored.
+  void fused_normed_product(const DeviceTensor& w, const DeviceTensor& norm, vk::BufferView out,
+                            bool swiglu = false) {
+    kernels::FusedMatvecArgs a;
+    a.w = w.matrix();
+    a.x = x.view();
+    a.y = out;
+    a.norm = norm.view();
+    a.eps = config.rms_eps;
+    a.swiglu = swiglu;
+    kernels::matvec_single_token_fused(*rec, kernels, a);
   }
   // Whether residual_product's matmul of w over in will read in as f16: its producer then writes it so.
   bool half_out_for(const DeviceTensor& w, const vk::Buffer& in, uint32_t T, GpuProduct which) const {
@@ -697,14 +702,7 @@ struct GpuModel::Impl {
     if (w.w_gate_up.buffer.valid() && fused(w.w_gate_up, T)) {
       // One token of float weights: gate and up of norm(x) in one product, combined by SwiGLU as stored.
       settle_residual(T);
-      kernels::FusedMatvecArgs a;
-      a.w = w.w_gate_up.matrix();
-      a.x = x.view();
-      a.y = gate.view();
-      a.norm = w.ffn_norm.view();
-      a.eps = config.rms_eps;
-      a.swiglu = true;
-      kernels::matvec_single_token_fused(*rec, kernels, a);
+      fused_normed_product(w.w_gate_up, w.ffn_norm, gate.view(), true);
       residual_product(kProductDown, w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T));
       return;
     }
@@ -751,13 +749,7 @@ struct GpuModel::Impl {
       return;
     }
     if (T == 1 && L == 1 && fused(out, T)) {
-      kernels::FusedMatvecArgs a;
-      a.w = out.matrix();
-      a.x = x.view();
-      a.y = logits_device.view();
-      a.norm = weights.output_norm.view();
-      a.eps = config.rms_eps;
-      kernels::matvec_single_token_fused(*rec, kernels, a);
+      fused_normed_product(out, weights.output_norm, logits_device.view());
       read_logits(L);
       return;
     }

@@ -1,7 +1,8 @@
 // The Vulkan forward pass (GpuModel) against the CPU reference model on lavapipe: tiny synthetic llama,
 // qwen2 (qkv bias) and qwen3 (q/k norm) models in every weight type, a prompt run as one batch and then
 // token-by-token decode steps; step recording: a repeated batch shape replays its recording and gives the
-// same bits as a fresh recording; and --deterministic attention in blocks of tokens against small steps.
+// same bits as a fresh recording; --deterministic attention in blocks of tokens against small steps; and
+// which builds a float decode step takes.
 //
 // Tolerance: both sides decode the same quantized weights exactly, compute in f32 and keep K/V in f16 (the
 // reference rounds them as the GPU's pages do), but sum in different orders, so |gpu - ref| <= 2e-4 *
@@ -200,6 +201,37 @@ TEST_F(GpuModelTest, DeterministicAttentionInTokenBlocksGivesTheBitsOfSmallSteps
   EXPECT_EQ(a, b) << "the last prompt token's logits";
   const std::vector<int32_t> next{42};
   EXPECT_EQ(one.step(next, 300), small.step(next, 300)) << "a decode step after the prompt";
+}
+
+// A decode step of float weights folds the norms, the SwiGLU and the residual adds into its products
+// (matvec_single_token_fused), and --deterministic keeps the unfused batch-invariant steps; both give the
+// reference's logits (EveryArchitectureAndTypeMatchesTheCpuReference checks the values).
+TEST_F(GpuModelTest, FloatDecodeStepFoldsNormsSwigluAndResidualsIntoItsProducts) {
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_fused.gguf", "tiny", TensorType::F16, 5);
+  for (const bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "--deterministic" : "default");
+    Rig rig(context(), path, kPages, 0, deterministic);
+    rig.step(kPrompt, 0);
+    rig.model->set_profiling(true);
+    const std::vector<int32_t> next{42};
+    rig.step(next, static_cast<uint32_t>(kPrompt.size()));
+    uint32_t fused = 0, unfused = 0;
+    for (const vk::DispatchTime& t : rig.model->last_dispatch_times()) {
+      if (t.name->starts_with("matvec1_norm_") || t.name->starts_with("matvec1_acc_")) ++fused;
+      if (t.name->starts_with("rms_norm") || t.name->starts_with("add_") || t.name->starts_with("swiglu") ||
+          t.name->starts_with("matvec1_swiglu_"))
+        ++unfused;
+    }
+    const uint32_t layers = rig.config.n_layers;
+    if (deterministic) {
+      EXPECT_EQ(fused, 0u);
+      EXPECT_GT(unfused, 0u);
+    } else {
+      EXPECT_EQ(fused, 4 * layers + 1) << "Q/K/V, o, gate/up and down a layer, and the logits";
+      EXPECT_EQ(unfused, 0u);
+    }
+  }
 }
 
 // GPU only (VK_NV_cooperative_matrix2): a chunk of 48 tokens through one llama3-8b-sized layer with
