@@ -9,9 +9,10 @@
 namespace kvtrie::kernels {
 
 namespace {
-constexpr uint32_t kMaxCols = 8;  // tokens per work group, MAX_COLS in matvec.comp
-constexpr uint32_t kRows = 4;     // rows per work group, NUM_ROWS in matvec.comp
-constexpr uint32_t kRows1 = 8;    // NUM_ROWS of the single-token build
+constexpr uint32_t kMaxCols = 8;   // tokens per work group, MAX_COLS in matvec.comp
+constexpr uint32_t kRows = 4;      // rows per work group, NUM_ROWS in matvec.comp
+constexpr uint32_t kRows1 = 8;     // NUM_ROWS of the single-token build
+constexpr uint32_t kRows1Acc = 4;  // ... of its fused residual build (matvec1_acc)
 
 // The reduction order follows the work-group size, fixed per device.
 vk::SpecConstants spec_matvec(const vk::Device& d) {
@@ -153,7 +154,7 @@ void matvec_single_token_fused(vk::CommandRecorder& rec, const Kernels& k, const
                   args.eps,
                   out_rows};
   const OpRegistration& row = args.swiglu ? kMatvec1NormSwiglu : args.accumulate ? kMatvec1Acc : kMatvec1Norm;
-  const uint32_t rows_per_group = args.swiglu ? kRows1 / 2 : kRows1;
+  const uint32_t rows_per_group = args.swiglu ? kRows1 / 2 : args.accumulate ? kRows1Acc : kRows1;
   const Grid grid = grid_1d(div_up(out_rows, rows_per_group));
   const vk::ComputePipeline& pipeline = k.pipeline(row, static_cast<uint32_t>(float_variant(w.type)));
   if (args.accumulate)

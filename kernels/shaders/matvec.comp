@@ -29,8 +29,11 @@ layout(local_size_x_id = 0) in;
 #define MAX_COLS 8u
 #endif
 // Rows per work group: each x load serves all of them (x is re-read by every work group, so more rows means
-// less x traffic); the single-token build affords more accumulators.
-#ifdef SINGLE_TOKEN
+// less x traffic); the single-token build affords more accumulators. The fused residual products take 4, so
+// that llama3-1b's 2,048-row o and down make 512 work groups (1B F16 decode +3%, 8B +2% on an H100).
+#if defined(SINGLE_TOKEN) && defined(ACCUMULATE)
+#define NUM_ROWS 4u
+#elif defined(SINGLE_TOKEN)
 #define NUM_ROWS 8u
 #else
 #define NUM_ROWS 4u
@@ -125,18 +128,28 @@ layout(push_constant) uniform Push {
 
 shared float partial[MAX_SUBGROUPS * NUM_ROWS * MAX_COLS];
 
-#if FLOAT_WEIGHTS && defined(SINGLE_TOKEN) && WTYPE != T_F32
-#ifndef GROUPS_A_ROUND
-#define GROUPS_A_ROUND 2u  // 4 was no faster (llama3-8b F16 146 against 150 tok/s on an H100)
-#endif
-vec2 unpack_pair(uint h) {
-#if WTYPE == T_F16
-  return unpackHalf2x16(h);
+#if FLOAT_WEIGHTS && defined(SINGLE_TOKEN)
+// 16-byte pieces of a group of 8 weights, and groups a thread loads a round: F16/BF16 two (4 was no faster:
+// llama3-8b F16 146 against 150 tok/s on an H100), F32 one (its pieces take twice the registers).
+#if WTYPE == T_F32
+#define PIECES 2u
+#define GROUPS_A_ROUND 1u
 #else
-  return vec2(uintBitsToFloat(h << 16), uintBitsToFloat(h & 0xFFFF0000u));
+#define PIECES 1u
+#define GROUPS_A_ROUND 2u
+#endif
+// Weight i of a group from its pieces.
+float group_weight(uvec4 w[PIECES], uint i) {
+#if WTYPE == T_F32
+  return uintBitsToFloat(w[i / 4u][i % 4u]);
+#elif WTYPE == T_F16
+  return unpackHalf2x16(w[0][i / 2u])[i % 2u];
+#else
+  uint h = w[0][i / 2u];
+  return uintBitsToFloat((i % 2u) == 0u ? h << 16 : h & 0xFFFF0000u);
 #endif
 }
-// One token's group G (x values XA, XB; the rows' 8 weights in W[r]) added into acc (and its x's squares
+// One token's group G (x values XA, XB; the rows' pieces in W[r]) added into acc (and its x's squares
 // into sum_sq), operation for operation as the generic loop adds a group.
 #ifdef NORM_IN
 #define NORM_GROUP(X, G)                                                    \
@@ -155,11 +168,8 @@ vec2 unpack_pair(uint h) {
     NORM_GROUP(xg, G)                                                       \
     [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) {                       \
       precise float s = 0.0;                                                \
-      [[unroll]] for (uint i = 0u; i < 4u; ++i) {                           \
-        vec2 p = unpack_pair(W[r][i]);                                      \
-        s = fma(p.x, xg[2u * i], s);                                        \
-        s = fma(p.y, xg[2u * i + 1u], s);                                   \
-      }                                                                     \
+      [[unroll]] for (uint i = 0u; i < 8u; ++i)                             \
+        s = fma(group_weight(W[r], i), xg[i], s);                           \
       acc[r][0] = fma(1.0, s, acc[r][0]);                                   \
     }                                                                       \
   }
@@ -234,10 +244,10 @@ void main() {
     }
   }
 #else
-#if FLOAT_WEIGHTS && defined(SINGLE_TOKEN) && WTYPE != T_F32
-  // F16/BF16 rows of whole 16-byte pieces, one token: GROUPS_A_ROUND groups a round (g, g + the work-group
-  // size, ...), the loads of all issued before any sum (else a long row's loop is a memory round trip a
-  // group), each group summed as the loop below sums it, in the same order: the same bits.
+#if FLOAT_WEIGHTS && defined(SINGLE_TOKEN)
+  // Float rows of whole 16-byte pieces, one token: GROUPS_A_ROUND groups a round (g, g + the work-group size,
+  // ...), the loads of all issued before any sum (else a long row's loop is a memory round trip a group),
+  // each group summed as the loop below sums it, in the same order: the same bits.
   uint wgs = gl_WorkGroupSize.x;
   if ((pc.row_bytes & 15u) == 0u && (pc.w_offset & 15u) == 0u && (pc.k & 7u) == 0u && (pc.x_stride & 3u) == 0u) {
     uint wrow[NUM_ROWS];  // each row's first uvec4
@@ -249,14 +259,15 @@ void main() {
       wrow[r] = (pc.w_offset + wr * pc.row_bytes) >> 4;
     }
     for (uint g = tid; g < groups; g += GROUPS_A_ROUND * wgs) {
-      uvec4 w[GROUPS_A_ROUND][NUM_ROWS];
+      uvec4 w[GROUPS_A_ROUND][NUM_ROWS][PIECES];
       vec4 xa[GROUPS_A_ROUND], xb[GROUPS_A_ROUND];
       uint gj[GROUPS_A_ROUND];
       [[unroll]] for (uint j = 0u; j < GROUPS_A_ROUND; ++j) {
         gj[j] = g + j * wgs < groups ? g + j * wgs : g;  // past the row: g again, loaded and not summed
         xa[j] = load_x4(2u * gj[j]);
         xb[j] = load_x4(2u * gj[j] + 1u);
-        [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r) w[j][r] = wq4[wrow[r] + gj[j]];
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; ++r)
+          [[unroll]] for (uint p = 0u; p < PIECES; ++p) w[j][r][p] = wq4[wrow[r] + PIECES * gj[j] + p];
       }
       [[unroll]] for (uint j = 0u; j < GROUPS_A_ROUND; ++j)
         if (j == 0u || g + j * wgs < groups) SUM_GROUP(w[j], xa[j], xb[j], gj[j])
