@@ -56,7 +56,7 @@ struct GpuModelOptions {
   // choose, 1 turns it off, N splits every such product N ways. A tuning knob for kvtrie-bench.
   uint32_t k_splits = 0;
   // Batches of up to this many tokens take matvec_q8 where the device has cooperative matrices (0: the
-  // default, gpu_model.cpp). A tuning knob for kvtrie-bench.
+  // default, gpu_model_impl.h). A tuning knob for kvtrie-bench.
   uint32_t q8_max_tokens = 0;
   // The tiles of the tensor-core products that read x as f16, by GpuProduct (the logits take Q/K/V's);
   // unset: kernels::kF16XTile. A tuning knob for kvtrie-bench.
