@@ -128,6 +128,21 @@ layout(push_constant) uniform Push {
 
 shared float partial[MAX_SUBGROUPS * NUM_ROWS * MAX_COLS];
 
+#ifdef NORM_IN
+// NORM_IN's work on a group x of x (the 8 values from e0, 0 past the row): its squares into sum_sq, then x
+// times the norm's weights.
+void norm_group(inout float x[8], uint e0, inout float sum_sq) {
+  for (uint i = 0u; i < 8u; ++i) sum_sq = fma(x[i], x[i], sum_sq);
+  if (e0 + 8u <= pc.k) {
+    vec4 a = norm_w4[e0 / 4u], b = norm_w4[e0 / 4u + 1u];
+    x[0] *= a.x; x[1] *= a.y; x[2] *= a.z; x[3] *= a.w;
+    x[4] *= b.x; x[5] *= b.y; x[6] *= b.z; x[7] *= b.w;
+  } else {
+    for (uint i = 0u; i < 8u; ++i) x[i] *= (e0 + i < pc.k) ? norm_w[e0 + i] : 0.0;
+  }
+}
+#endif
+
 #if FLOAT_WEIGHTS && defined(SINGLE_TOKEN)
 // 16-byte pieces of a group of 8 weights, and groups a thread loads a round: F16/BF16 two (4 was no faster:
 // llama3-8b F16 146 against 150 tok/s on an H100), F32 one (its pieces take twice the registers).
@@ -152,13 +167,7 @@ float group_weight(uvec4 w[PIECES], uint i) {
 // One token's group G (x values XA, XB; the rows' pieces in W[r]) added into acc (and its x's squares
 // into sum_sq), operation for operation as the generic loop adds a group.
 #ifdef NORM_IN
-#define NORM_GROUP(X, G)                                                    \
-  for (uint i = 0u; i < 8u; ++i) sum_sq = fma(X[i], X[i], sum_sq);          \
-  {                                                                         \
-    vec4 na = norm_w4[2u * (G)], nb = norm_w4[2u * (G) + 1u];               \
-    X[0] *= na.x; X[1] *= na.y; X[2] *= na.z; X[3] *= na.w;                 \
-    X[4] *= nb.x; X[5] *= nb.y; X[6] *= nb.z; X[7] *= nb.w;                 \
-  }
+#define NORM_GROUP(X, G) norm_group(X, 8u * (G), sum_sq);
 #else
 #define NORM_GROUP(X, G)
 #endif
@@ -291,14 +300,7 @@ void main() {
           for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? load_x(xo + i) : 0.0;
         }
 #ifdef NORM_IN
-        for (uint i = 0u; i < 8u; ++i) sum_sq = fma(xv[t][i], xv[t][i], sum_sq);
-        if (e0 + 8u <= pc.k) {
-          vec4 a = norm_w4[e0 / 4u], b = norm_w4[e0 / 4u + 1u];
-          xv[t][0] *= a.x; xv[t][1] *= a.y; xv[t][2] *= a.z; xv[t][3] *= a.w;
-          xv[t][4] *= b.x; xv[t][5] *= b.y; xv[t][6] *= b.z; xv[t][7] *= b.w;
-        } else {
-          for (uint i = 0u; i < 8u; ++i) xv[t][i] *= (e0 + i < pc.k) ? norm_w[e0 + i] : 0.0;
-        }
+        norm_group(xv[t], e0, sum_sq);
 #endif
 #else
         // Quantized rows are whole blocks of 32 and x_stride % 4 == 0 (checked on the host): vec4 loads.

@@ -181,9 +181,10 @@ TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
 }
 
 // --deterministic: a prompt of 300 tokens in one batch runs its attention in two blocks of tokens (256 and
-// 44, GpuModel's bound on that scratch) and gives the bits of the same prompt in steps of 32 tokens, for its
-// last token and for a decode step after it. A K-quant model, so that the o product runs on matvec_q8 and
-// attention also writes its output quantized (a view per block too).
+// 44: the tiny model's partials are far inside GpuModel's scratch bound, so a block takes its most tokens)
+// and gives the bits of the same prompt in steps of 32 tokens, for its last token and for a decode step
+// after it. A K-quant model, so that the o product runs on matvec_q8 and attention also writes its output
+// quantized (a view per block too).
 TEST_F(GpuModelTest, DeterministicAttentionInTokenBlocksGivesTheBitsOfSmallSteps) {
   const auto path =
       synth::write_preset(test::scratch_dir() / "gpu_model_det_blocks.gguf", "tiny", TensorType::Q4_K, 9);
