@@ -22,12 +22,18 @@ vk::SpecConstants spec_matvec(const vk::Device& d) {
 constexpr OpRegistration kMatvec{.op = "matvec", .spec = spec_matvec, .types = TypeSet::All};
 constexpr OpRegistration kMatvec1{.op = "matvec1", .spec = spec_matvec, .types = TypeSet::All};
 constexpr OpRegistration kMatvec1Swiglu{.op = "matvec1_swiglu", .spec = spec_matvec, .types = TypeSet::All};
-// The fused single-token builds of float weights (matvec_single_token_fused), one variant per float type.
+// The fused builds of float weights (matvec_fused), one variant per float type: one token, and batches.
 constexpr std::string_view kFloatTypes[] = {"f32", "f16", "bf16"};
 constexpr OpRegistration kMatvec1Norm{.op = "matvec1_norm", .variants = kFloatTypes, .spec = spec_matvec};
 constexpr OpRegistration kMatvec1NormSwiglu{
     .op = "matvec1_norm_swiglu", .variants = kFloatTypes, .spec = spec_matvec};
 constexpr OpRegistration kMatvec1Acc{.op = "matvec1_acc", .variants = kFloatTypes, .spec = spec_matvec};
+constexpr OpRegistration kMatvecNorm{.op = "matvec_norm", .variants = kFloatTypes, .spec = spec_matvec};
+constexpr OpRegistration kMatvecNormSwiglu{
+    .op = "matvec_norm_swiglu", .variants = kFloatTypes, .spec = spec_matvec};
+constexpr OpRegistration kMatvecAcc{.op = "matvec_acc", .variants = kFloatTypes, .spec = spec_matvec};
+// The batched normed products' input (norm_input.comp): the products' work-group size.
+constexpr OpRegistration kNormInput{.op = "norm_input", .spec = spec_matvec};
 // kFloatTypes' index of a float type, -1 for the others.
 int float_variant(TensorType type) {
   switch (type) {
@@ -133,39 +139,62 @@ bool matvec_fused_supported(const vk::Device& device, const WeightMatrix& w) {
              dev.max_storage_buffer_range;
 }
 
-void matvec_single_token_fused(vk::CommandRecorder& rec, const Kernels& k, const FusedMatvecArgs& args) {
+void matvec_fused(vk::CommandRecorder& rec, const Kernels& k, const FusedMatvecArgs& args) {
   const WeightMatrix& w = args.w;
   KVTRIE_CHECK(matvec_fused_supported(k.device(), w), "matvec fused: float weights in one binding");
   KVTRIE_CHECK(!args.swiglu || (!args.norm.empty() && w.rows % 2 == 0),
                "matvec fused: swiglu needs a norm and an even row count");
   KVTRIE_CHECK(args.norm.empty() || !args.accumulate, "matvec fused: a norm and accumulate do not combine");
   KVTRIE_CHECK(!args.norm.empty() || args.accumulate, "matvec fused: a norm or accumulate");
-  if (w.rows == 0) return;
+  if (w.rows == 0 || args.tokens == 0) return;
   const uint64_t rb = row_bytes(w.type, w.cols);
   KVTRIE_CHECK(w.data.range >= rb * w.rows, "matvec fused: weight view is smaller than the matrix");
   const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
+  const uint32_t x_stride = args.x_stride ? args.x_stride : w.cols;
+  const uint32_t y_stride = args.y_stride ? args.y_stride : out_rows;
+  const bool one = args.tokens == 1;
+  const uint32_t gz = div_up(args.tokens, one ? 1 : kMaxCols);
+  KVTRIE_CHECK(gz <= 65535, "matvec fused: too many tokens for one dispatch");
   struct Push {
     MatmulPush base;
     float eps;
     uint32_t up_row;
   };
   const AlignedBinding wb = align_binding(k.device(), w.data.sub(0, rb * w.rows));
-  const Push push{{out_rows, w.cols, 1, static_cast<uint32_t>(rb), w.cols, out_rows, 0, wb.byte_offset},
+  vk::BufferView x = args.x, norm = args.norm;
+  uint32_t product_x_stride = x_stride;
+  if (!one && !args.norm.empty()) {
+    // x times the norm's weights and each token's sum of squares first, as the one-token build makes them.
+    KVTRIE_CHECK(args.normed_x.range >= uint64_t{args.tokens} * w.cols * 4 &&
+                     args.norm_sums.range >= uint64_t{args.tokens} * 4,
+                 "matvec fused: a batch's norm needs normed_x and norm_sums scratch");
+    const struct { uint32_t k, x_stride, out_stride; } norm_push{w.cols, x_stride, w.cols};
+    rec.dispatch(k.pipeline(kNormInput),
+                 {vk::read(args.x), vk::read(args.norm), vk::write(args.normed_x), vk::write(args.norm_sums)},
+                 norm_push, args.tokens);
+    x = args.normed_x;
+    norm = args.norm_sums;
+    product_x_stride = w.cols;
+  }
+  const Push push{{out_rows, w.cols, args.tokens, static_cast<uint32_t>(rb), product_x_stride, y_stride, 0,
+                   wb.byte_offset},
                   args.eps,
                   out_rows};
-  const OpRegistration& row = args.swiglu ? kMatvec1NormSwiglu : args.accumulate ? kMatvec1Acc : kMatvec1Norm;
-  const uint32_t rows_per_group = args.swiglu ? kRows1 / 2 : args.accumulate ? kRows1Acc : kRows1;
-  const Grid grid = grid_1d(div_up(out_rows, rows_per_group));
+  const OpRegistration& row = args.swiglu       ? (one ? kMatvec1NormSwiglu : kMatvecNormSwiglu)
+                              : args.accumulate ? (one ? kMatvec1Acc : kMatvecAcc)
+                                                : (one ? kMatvec1Norm : kMatvecNorm);
+  const uint32_t rows = !one ? kRows : args.accumulate ? kRows1Acc : kRows1;
+  const Grid grid = grid_1d(div_up(out_rows, args.swiglu ? rows / 2 : rows));
   const vk::ComputePipeline& pipeline = k.pipeline(row, static_cast<uint32_t>(float_variant(w.type)));
   if (args.accumulate)
-    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::read_write(args.y)}, push, grid.x,
-                 grid.y);
+    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(x), vk::read_write(args.y)}, push, grid.x, grid.y,
+                 gz);
   else
-    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(args.x), vk::write(args.y), vk::read(args.norm)},
-                 push, grid.x, grid.y);
+    rec.dispatch(pipeline, {vk::read(wb.view), vk::read(x), vk::write(args.y), vk::read(norm)}, push, grid.x,
+                 grid.y, gz);
 }
 
 KVTRIE_REGISTER_OPS(matvec, &kMatvec, &kMatvec1, &kMatvec1Swiglu, &kMatvec1Norm, &kMatvec1NormSwiglu,
-                    &kMatvec1Acc);
+                    &kMatvec1Acc, &kMatvecNorm, &kMatvecNormSwiglu, &kMatvecAcc, &kNormInput);
 
 }  // namespace kvtrie::kernels

@@ -80,20 +80,27 @@ void matvec_single_token(vk::CommandRecorder& rec, const Kernels& k, const Matmu
 void matvec_single_token_swiglu(vk::CommandRecorder& rec, const Kernels& k, const MatmulArgs& args,
                                 vk::BufferView up);
 
-// The decode step's one-token product of float weights (F32, F16, BF16) with its neighbours folded in, a
-// dispatch and a barrier level each fewer: the norm before it, the FFN's SwiGLU after it, or the residual
-// add. Not batch-invariant (the norm scales the sums, not x): never under --deterministic.
+// The product of float weights (F32, F16, BF16) with its neighbours folded in, a dispatch and a barrier
+// level each fewer: the norm before it, the FFN's SwiGLU after it, or the residual add. One token takes the
+// single-token builds, more tokens the batched ones (8 a work group); a token gets the same bits alone and
+// in any batch, as matvec() promises, so --deterministic may take them too. They do not equal the unfused
+// steps bit for bit (the norm scales each token's sums, not x).
 struct FusedMatvecArgs {
   WeightMatrix w;       // with swiglu: [gate; up], gate rows then as many up rows
-  vk::BufferView x;     // f32, w.cols values
-  vk::BufferView y;     // f32: w.rows values (w.rows / 2 with swiglu)
+  vk::BufferView x;     // f32: token t's w.cols values from t * x_stride
+  vk::BufferView y;     // f32: token t's w.rows values (w.rows / 2 with swiglu) from t * y_stride
   vk::BufferView norm;  // set: the product is of rms_norm(x) * norm (w.cols f32 weights), eps its epsilon
   float eps = 0;
   bool swiglu = false;      // y[r] = silu(gate_r . x') * (up_r . x'), x' the normed x (needs norm)
   bool accumulate = false;  // y += W x (not with norm)
+  uint32_t tokens = 1;
+  uint32_t x_stride = 0, y_stride = 0;  // 0: w.cols, and the output rows
+  // Batches with a norm: scratch for x times the norm's weights (tokens x w.cols floats) and each token's
+  // sum of squares (tokens floats), computed first by norm_input.comp as the one-token build computes them.
+  vk::BufferView normed_x, norm_sums;
 };
-// Whether matvec_single_token_fused takes w: a float type in one shader binding.
+// Whether matvec_fused takes w: a float type in one shader binding.
 bool matvec_fused_supported(const vk::Device& device, const WeightMatrix& w);
-void matvec_single_token_fused(vk::CommandRecorder& rec, const Kernels& k, const FusedMatvecArgs& args);
+void matvec_fused(vk::CommandRecorder& rec, const Kernels& k, const FusedMatvecArgs& args);
 
 }  // namespace kvtrie::kernels

@@ -9,11 +9,13 @@
 // runs the same per-token operation sequence, so it agrees bit for bit with the batched one -- except for
 // Q4_0, whose single-token build walks whole blocks per thread (faster, a different summation order); the
 // host never uses that build where batch invariance is promised (kernels/ops/matvec.h).
-// The decode step's fused builds of float weights (one token, matvec_single_token_fused; not batch-invariant:
-// the norm is applied to the sums): NORM_IN: x is the residual stream, and the product is of rms_norm(x) *
-// norm_w, x times norm_w as it is loaded and the sums times 1 / rms, whose sum of squares the work group
-// gathers from the same loads; SWIGLU_OUT: W is [gate; up] (up_row rows apart), a work group takes half its
-// rows from each, and y[r] = silu(gate_r . x) * (up_r . x); ACCUMULATE: y += W x (the residual add).
+// The fused builds of float weights (matvec_fused; batch-invariant as above, but not bit-equal to the unfused
+// steps: the norm scales each token's sums, not x): NORM_IN: the product is of rms_norm(x) * norm_w, (x times
+// norm_w) . W times 1 / rms. One token: x is the residual stream, multiplied by norm_w as it is loaded, and
+// the work group gathers its sum of squares from the same loads (norm_group.glsl); batches: x arrives so
+// multiplied, with each token's sum of squares, from norm_input.comp, which computes both as the one-token
+// build does. SWIGLU_OUT: W is [gate; up] (up_row rows apart), a work group takes half its rows from each,
+// and y[r] = silu(gate_r . x) * (up_r . x); ACCUMULATE: y += W x (the residual add).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -41,8 +43,8 @@ layout(local_size_x_id = 0) in;
 #define MAX_SUBGROUPS 64u
 #if defined(NORM_IN) || defined(SWIGLU_OUT) || defined(ACCUMULATE)
 #define FUSED 1
-#if !FLOAT_WEIGHTS || !defined(SINGLE_TOKEN)
-#error "the fused builds are single-token builds of float weights"
+#if !FLOAT_WEIGHTS
+#error "the fused builds are builds of float weights"
 #endif
 #endif
 // Output rows of a work group: NUM_ROWS weight rows, half of them gate and half up rows in SWIGLU_OUT.
@@ -74,9 +76,12 @@ layout(set = 0, binding = 2) buffer Y { float y[]; };
 #else
 layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
 #endif
-#ifdef NORM_IN
+#if defined(NORM_IN) && defined(SINGLE_TOKEN)
 layout(set = 0, binding = 3) readonly buffer NW { float norm_w[]; };
 layout(set = 0, binding = 3) readonly buffer NWV { vec4 norm_w4[]; };
+#define NORM_AS_LOADED 1  // x is the residual stream: norm_group on every group of it
+#elif defined(NORM_IN)
+layout(set = 0, binding = 3) readonly buffer NS { float norm_sums[]; };  // token t's sum of squares
 #endif
 // The SWIGLU build (matvec1_swiglu_<type>, one token) multiplies by silu(gate) * up computed as x is loaded:
 // binding 1 holds gate and binding 3 up, in the same layout. It is the FFN down projection without a
@@ -128,19 +133,8 @@ layout(push_constant) uniform Push {
 
 shared float partial[MAX_SUBGROUPS * NUM_ROWS * MAX_COLS];
 
-#ifdef NORM_IN
-// NORM_IN's work on a group x of x (the 8 values from e0, 0 past the row): its squares into sum_sq, then x
-// times the norm's weights.
-void norm_group(inout float x[8], uint e0, inout float sum_sq) {
-  for (uint i = 0u; i < 8u; ++i) sum_sq = fma(x[i], x[i], sum_sq);
-  if (e0 + 8u <= pc.k) {
-    vec4 a = norm_w4[e0 / 4u], b = norm_w4[e0 / 4u + 1u];
-    x[0] *= a.x; x[1] *= a.y; x[2] *= a.z; x[3] *= a.w;
-    x[4] *= b.x; x[5] *= b.y; x[6] *= b.z; x[7] *= b.w;
-  } else {
-    for (uint i = 0u; i < 8u; ++i) x[i] *= (e0 + i < pc.k) ? norm_w[e0 + i] : 0.0;
-  }
-}
+#ifdef NORM_AS_LOADED
+#include "norm_group.glsl"
 #endif
 
 #if FLOAT_WEIGHTS && defined(SINGLE_TOKEN)
@@ -166,8 +160,8 @@ float group_weight(uvec4 w[PIECES], uint i) {
 }
 // One token's group G (x values XA, XB; the rows' pieces in W[r]) added into acc (and its x's squares
 // into sum_sq), operation for operation as the generic loop adds a group.
-#ifdef NORM_IN
-#define NORM_GROUP(X, G) norm_group(X, 8u * (G), sum_sq);
+#ifdef NORM_AS_LOADED
+#define NORM_GROUP(X, G) norm_group(X, 8u * (G), pc.k, sum_sq);
 #else
 #define NORM_GROUP(X, G)
 #endif
@@ -183,7 +177,7 @@ float group_weight(uvec4 w[PIECES], uint i) {
     }                                                                       \
   }
 #endif
-#ifdef NORM_IN
+#ifdef NORM_AS_LOADED
 shared float sum_sq_of[MAX_SUBGROUPS];
 #endif
 
@@ -193,7 +187,7 @@ void main() {
   uint tok0 = gl_WorkGroupID.z * MAX_COLS;
   uint ncols = min(MAX_COLS, pc.ntok - tok0);
   uint nrows = min(OUT_ROWS, pc.rows - row0);
-#ifdef NORM_IN
+#ifdef NORM_AS_LOADED
   precise float sum_sq = 0.0;  // of this thread's x values
 #endif
   uint tid = gl_LocalInvocationID.x;
@@ -299,8 +293,8 @@ void main() {
         } else {
           for (uint i = 0u; i < 8u; ++i) xv[t][i] = (e0 + i < pc.k) ? load_x(xo + i) : 0.0;
         }
-#ifdef NORM_IN
-        norm_group(xv[t], e0, sum_sq);
+#ifdef NORM_AS_LOADED
+        norm_group(xv[t], e0, pc.k, sum_sq);
 #endif
 #else
         // Quantized rows are whole blocks of 32 and x_stride % 4 == 0 (checked on the host): vec4 loads.
@@ -342,7 +336,7 @@ void main() {
       float s = subgroupAdd(acc[r][t]);
       if (subgroupElect()) partial[(gl_SubgroupID * NUM_ROWS + r) * MAX_COLS + t] = s;
     }
-#ifdef NORM_IN
+#ifdef NORM_AS_LOADED
   float ss = subgroupAdd(sum_sq);
   if (subgroupElect()) sum_sq_of[gl_SubgroupID] = ss;
 #endif
@@ -356,8 +350,12 @@ void main() {
     for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) up += partial[(sg * NUM_ROWS + OUT_ROWS + r) * MAX_COLS + t];
 #endif
 #ifdef NORM_IN
+#ifdef NORM_AS_LOADED
     precise float total = 0.0;
     for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) total += sum_sq_of[sg];
+#else
+    float total = norm_sums[tok0 + t];
+#endif
     float inv_rms = inversesqrt(total / float(pc.k) + pc.eps);
     s *= inv_rms;
 #ifdef SWIGLU_OUT

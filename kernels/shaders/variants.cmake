@@ -6,6 +6,7 @@ kvtrie_shader(rms_norm_f32 rms_norm.comp)
 kvtrie_shader(rms_norm_add_f32 rms_norm.comp ADD_RESIDUAL=1)
 kvtrie_shader(rms_norm_f32_f16 rms_norm.comp HALF_OUT=1)
 kvtrie_shader(rms_norm_add_f32_f16 rms_norm.comp ADD_RESIDUAL=1 HALF_OUT=1)
+kvtrie_shader(norm_input norm_input.comp)
 kvtrie_shader(rope_f32 rope.comp)
 kvtrie_shader(swiglu_f32 swiglu.comp)
 kvtrie_shader(swiglu_f32_f16 swiglu.comp HALF_OUT=1)
@@ -31,10 +32,13 @@ foreach(_name ${KVTRIE_TENSOR_TYPES})
     kvtrie_shader(matmul_coopmat_khr_xh_${_name} matmul_coopmat.comp WTYPE=${_id} KHR_COOPMAT=1 X_F16=1)
   endif()
 endforeach()
-# The decode step's fused single-token products of float weights (matvec.comp's NORM_IN, SWIGLU_OUT,
-# ACCUMULATE builds).
+# The fused products of float weights (matvec.comp's NORM_IN, SWIGLU_OUT, ACCUMULATE builds): one token, and
+# batches (--deterministic, batch-invariant with the one-token builds; their normed x from norm_input).
 foreach(_name f32 f16 bf16)
   set(_id ${KVTRIE_TYPE_ID_${_name}})
+  kvtrie_shader(matvec_norm_${_name} matvec.comp WTYPE=${_id} NORM_IN=1)
+  kvtrie_shader(matvec_norm_swiglu_${_name} matvec.comp WTYPE=${_id} NORM_IN=1 SWIGLU_OUT=1)
+  kvtrie_shader(matvec_acc_${_name} matvec.comp WTYPE=${_id} ACCUMULATE=1)
   kvtrie_shader(matvec1_norm_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 NORM_IN=1)
   kvtrie_shader(matvec1_norm_swiglu_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 NORM_IN=1 SWIGLU_OUT=1)
   kvtrie_shader(matvec1_acc_${_name} matvec.comp WTYPE=${_id} SINGLE_TOKEN=1 ACCUMULATE=1)

@@ -93,6 +93,7 @@ void GpuModel::Impl::allocate_activations() {
   rows_x = scratch(dev, uint64_t{max_logits} * config.n_embd);
   rows_xn = scratch(dev, uint64_t{max_logits} * config.n_embd);
   logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
+  norm_sums = scratch(dev, std::max<uint64_t>(T, max_logits));
   const auto host = vk::MemoryKind::HostWritten;  // read by shaders every layer
   ids = scratch(dev, T, host);
   positions = scratch(dev, T, host);
@@ -103,7 +104,7 @@ void GpuModel::Impl::allocate_activations() {
   logits_index = scratch(dev, max_logits, host);
   logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
   for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
-                              &logits_device, &x_f16, &split_scratch, &split_counters})
+                              &logits_device, &x_f16, &split_scratch, &split_counters, &norm_sums})
     compute_bytes += b->size();
 }
 

@@ -54,6 +54,7 @@ struct GpuModel::Impl {
   vk::Buffer x_f16;  // a product's x as f16, for matmul's tensor-core paths (give_f16_x)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
+  vk::Buffer norm_sums;  // a float a token: a batch's fused normed products (matvec_fused's norm_sums)
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
   vk::Buffer split_scratch;  // split-K partial outputs of tensor-core products (empty: no split-K)
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
@@ -185,13 +186,15 @@ struct GpuModel::Impl {
   void residual_product(GpuProduct which, const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
                         const std::optional<kernels::QuantizedX>& quantized, const DeviceTensor* next_norm,
                         bool converted = false);
-  // The decode step's products of float weights fold the norm before them, the residual add after them and
-  // the FFN's SwiGLU (matvec_single_token_fused: a dispatch and a barrier level each fewer), outside
-  // --deterministic (they are not batch-invariant).
+  // Products of float weights that fold the norm before them, the residual add after them and the FFN's
+  // SwiGLU (kernels::matvec_fused: a dispatch and a barrier level each fewer): the decode step's, and under
+  // --deterministic every step's, so that a token gets the same bits alone and in a batch (the fused builds
+  // agree among themselves, not with the unfused steps).
   bool fused(const DeviceTensor& w, uint32_t T) const;
-  // out = w . rms_norm(x) * norm for one token (fused(w, 1)); swiglu: w is [gate; up], combined as stored.
-  void fused_normed_product(const DeviceTensor& w, const DeviceTensor& norm, vk::BufferView out,
-                            bool swiglu = false);
+  // out = w . rms_norm(in) * norm for T tokens of in (x, or rows_x), out_stride floats a token (fused(w, T));
+  // swiglu: w is [gate; up], combined as stored.
+  void fused_normed_product(const DeviceTensor& w, const DeviceTensor& norm, vk::BufferView out, uint32_t T,
+                            uint32_t out_stride, bool swiglu = false, const vk::Buffer* in = nullptr);
   // Whether residual_product's matmul of w over in will read in as f16: its producer then writes it so.
   bool half_out_for(const DeviceTensor& w, const vk::Buffer& in, uint32_t T, GpuProduct which) const;
   // The norm before the products that read x next, when they take matvec_q8 (residual_product's

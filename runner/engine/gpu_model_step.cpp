@@ -202,7 +202,8 @@ void GpuModel::Impl::normed_products(GpuProduct which, const DeviceTensor& norm,
   if (fold_float) {
     settle_residual(T);
     for (const auto& [w, col] : parts)
-      fused_normed_product(*w, norm, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4));
+      fused_normed_product(*w, norm, out.view(uint64_t{col} * 4, out.size() - uint64_t{col} * 4), T,
+                           out_stride);
     return;
   }
   // Where every product reads x as f16, the norm writes only that; else xn, converted once if needed.
@@ -240,7 +241,8 @@ void GpuModel::Impl::residual_product(GpuProduct which, const DeviceTensor& w, c
     a.x = in.view();
     a.y = x.view();
     a.accumulate = true;
-    kernels::matvec_single_token_fused(*rec, kernels, a);
+    a.tokens = T;
+    kernels::matvec_fused(*rec, kernels, a);
     return;
   }
   matmul(w, in, tmp, T, which, converted);
@@ -248,19 +250,26 @@ void GpuModel::Impl::residual_product(GpuProduct which, const DeviceTensor& w, c
 }
 
 bool GpuModel::Impl::fused(const DeviceTensor& w, uint32_t T) const {
-  return T == 1 && !options.deterministic && kernels::matvec_fused_supported(context.device(), w.matrix());
+  return (T == 1 || options.deterministic) && kernels::matvec_fused_supported(context.device(), w.matrix());
 }
 
 void GpuModel::Impl::fused_normed_product(const DeviceTensor& w, const DeviceTensor& norm, vk::BufferView out,
-                                          bool swiglu) {
+                                          uint32_t T, uint32_t out_stride, bool swiglu,
+                                          const vk::Buffer* in) {
   kernels::FusedMatvecArgs a;
   a.w = w.matrix();
-  a.x = x.view();
+  a.x = (in != nullptr ? *in : x).view();
   a.y = out;
   a.norm = norm.view();
   a.eps = config.rms_eps;
   a.swiglu = swiglu;
-  kernels::matvec_single_token_fused(*rec, kernels, a);
+  a.tokens = T;
+  a.y_stride = out_stride;
+  if (T > 1) {  // a batch's normed x and sums of squares (matvec_fused): x's rows to xn, rows_x's to rows_xn
+    a.normed_x = (in != nullptr ? rows_xn : xn).view();
+    a.norm_sums = norm_sums.view();
+  }
+  kernels::matvec_fused(*rec, kernels, a);
 }
 
 bool GpuModel::Impl::half_out_for(const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
@@ -436,9 +445,10 @@ void GpuModel::Impl::ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
     return;
   }
   if (w.w_gate_up.buffer.valid() && fused(w.w_gate_up, T)) {
-    // One token of float weights: gate and up of norm(x) in one product, combined by SwiGLU as stored.
+    // Float weights (one token, or any under --deterministic): gate and up of norm(x) in one product,
+    // combined by SwiGLU as stored.
     settle_residual(T);
-    fused_normed_product(w.w_gate_up, w.ffn_norm, gate.view(), true);
+    fused_normed_product(w.w_gate_up, w.ffn_norm, gate.view(), T, n_ff, true);
     residual_product(kProductDown, w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T));
     return;
   }
@@ -485,7 +495,7 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
     return;
   }
   if (T == 1 && L == 1 && fused(out, T)) {
-    fused_normed_product(out, weights.output_norm, logits_device.view());
+    fused_normed_product(out, weights.output_norm, logits_device.view(), 1, config.n_vocab);
     read_logits(L);
     return;
   }
@@ -505,6 +515,9 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
         q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L), logits_device.view(), L);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
+  } else if (options.deterministic && fused(out, L)) {
+    // The sampled rows as a decode step's fused product takes its one row: the same bits.
+    fused_normed_product(out, weights.output_norm, logits_device.view(), L, config.n_vocab, false, &rows_x);
   } else {
     rms_norm(rows_x, weights.output_norm, rows_xn, L);
     matmul(out, rows_xn, logits_device, L);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -246,12 +247,15 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
                                            TensorType::Q8_0x8, TensorType::Q6_Kx8),
                          [](const auto& p) { return std::string(tensor_type_info(p.param).name); });
 
-// matvec_single_token_fused (float weights): the norm, the SwiGLU and the residual add folded into the
-// product, against the reference of the unfused steps, on aligned rows (the 16-byte loads) and odd ones.
+// matvec_fused (float weights): the norm, the SwiGLU and the residual add folded into the product, against
+// the reference of the unfused steps, on aligned rows (the 16-byte loads) and odd ones; and a batch gives
+// each token the bits of that token alone (the --deterministic contract).
 class FusedMatvecTest : public test::VulkanTest, public ::testing::WithParamInterface<TensorType> {
  protected:
+  // `tokens` tokens of x (cols values each) and of y0 (the output rows each).
   std::vector<float> run(const HostMatrix& m, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                         const std::vector<float>& norm, bool swiglu, std::vector<float> y0) {
+                         const std::vector<float>& norm, bool swiglu, std::vector<float> y0,
+                         uint32_t tokens = 1) {
     const TensorType type = GetParam();
     Kernels k(context(), Prewarm::No);
     vk::Buffer w = device_buffer(m.bytes);
@@ -264,9 +268,15 @@ class FusedMatvecTest : public test::VulkanTest, public ::testing::WithParamInte
     if (!norm.empty()) a.norm = nb.view(), a.eps = 1e-5f;
     a.swiglu = swiglu;
     a.accumulate = norm.empty();
+    a.tokens = tokens;
+    // A batch's norm: scratch for x times the norm's weights and each token's sum of squares.
+    vk::Buffer normed(context().device(), uint64_t{tokens} * cols * 4 + 16, vk::MemoryKind::DeviceLocal),
+        sums(context().device(), uint64_t{tokens} * 4 + 16, vk::MemoryKind::DeviceLocal);
+    a.normed_x = normed.view();
+    a.norm_sums = sums.view();
     vk::CommandRecorder rec(context());
     rec.begin();
-    matvec_single_token_fused(rec, k, a);
+    matvec_fused(rec, k, a);
     rec.end();
     rec.submit_and_wait();
     return vk::download<float>(context(), yb, y0.size());
@@ -304,6 +314,33 @@ TEST_P(FusedMatvecTest, NormSwigluAndAccumulateMatchTheUnfusedSteps) {
     for (uint32_t r = 0; r < rows; ++r)
       EXPECT_LE(std::abs(acc[r] - (y0[r] + plain[r])), kTolerance * scale[r] + 1e-6)
           << "accumulate, row " << r;
+  }
+}
+
+TEST_P(FusedMatvecTest, BatchesGiveEachTokenTheBitsOfItsOneTokenProduct) {
+  const TensorType type = GetParam();
+  const uint32_t rows = 38, cols = 264;
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  const std::vector<float> norm = random_vector(cols, rng());
+  for (uint32_t tokens : {3u, 8u, 11u}) {  // 11: a second group of 8 tokens, partly filled
+    const std::vector<float> x = random_vector(tokens * cols, rng());
+    for (int mode = 0; mode < 3; ++mode) {  // norm, norm with swiglu, accumulate
+      SCOPED_TRACE("tokens " + std::to_string(tokens) + " mode " + std::to_string(mode));
+      const bool swiglu = mode == 1;
+      const std::vector<float> n = mode == 2 ? std::vector<float>{} : norm;
+      const uint32_t out = swiglu ? rows / 2 : rows;
+      const std::vector<float> y0 = random_vector(tokens * out, rng());
+      const std::vector<float> batch = run(m, rows, cols, x, n, swiglu, y0, tokens);
+      for (uint32_t t = 0; t < tokens; ++t) {
+        const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+        const std::vector<float> y0t(y0.begin() + t * out, y0.begin() + (t + 1) * out);
+        const std::vector<float> alone = run(m, rows, cols, xt, n, swiglu, y0t);
+        for (uint32_t r = 0; r < out; ++r)
+          ASSERT_EQ(std::bit_cast<uint32_t>(batch[t * out + r]), std::bit_cast<uint32_t>(alone[r]))
+              << "token " << t << " row " << r << ": " << batch[t * out + r] << " in the batch, " << alone[r]
+              << " alone";
+      }
+    }
   }
 }
 

@@ -205,34 +205,75 @@ TEST_F(GpuModelTest, DeterministicAttentionInTokenBlocksGivesTheBitsOfSmallSteps
 }
 
 // A decode step of float weights folds the norms, the SwiGLU and the residual adds into its products
-// (matvec_single_token_fused), and --deterministic keeps the unfused batch-invariant steps; both give the
-// reference's logits (EveryArchitectureAndTypeMatchesTheCpuReference checks the values).
-TEST_F(GpuModelTest, FloatDecodeStepFoldsNormsSwigluAndResidualsIntoItsProducts) {
+// (kernels::matvec_fused), by default and under --deterministic; under --deterministic a prompt's batch takes
+// the batched fused builds too, so that its tokens get the bits of one-token steps (checked below). Both give
+// the reference's logits (EveryArchitectureAndTypeMatchesTheCpuReference checks the values).
+TEST_F(GpuModelTest, FloatStepsFoldNormsSwigluAndResidualsIntoTheirProducts) {
   const auto path =
       synth::write_preset(test::scratch_dir() / "gpu_model_fused.gguf", "tiny", TensorType::F16, 5);
   for (const bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "--deterministic" : "default");
     Rig rig(context(), path, kPages, 0, deterministic);
-    rig.step(kPrompt, 0);
+    const auto count = [&](std::string_view one_token, std::string_view batched, uint32_t& fused,
+                           uint32_t& fused_batched, uint32_t& unfused) {
+      fused = fused_batched = unfused = 0;
+      for (const vk::DispatchTime& t : rig.model->last_dispatch_times()) {
+        if (t.name->starts_with(std::string(one_token) + "norm_") ||
+            t.name->starts_with(std::string(one_token) + "acc_"))
+          ++fused;
+        if (t.name->starts_with(std::string(batched) + "norm_") ||
+            t.name->starts_with(std::string(batched) + "acc_"))
+          ++fused_batched;
+        if (t.name->starts_with("rms_norm") || t.name->starts_with("add_") || t.name->starts_with("swiglu") ||
+            t.name->starts_with("matvec1_swiglu_"))
+          ++unfused;
+      }
+    };
+    const uint32_t layers = rig.config.n_layers;
+    uint32_t fused = 0, fused_batched = 0, unfused = 0;
     rig.model->set_profiling(true);
+    rig.step(kPrompt, 0, 1);
+    count("matvec1_", "matvec_", fused, fused_batched, unfused);
+    if (deterministic) {
+      EXPECT_EQ(fused_batched, 4 * layers) << "the prompt's Q/K/V, o, gate/up and down a layer";
+      EXPECT_EQ(fused, 1u) << "its logits (one row)";
+      EXPECT_EQ(unfused, 0u);
+    } else {
+      EXPECT_EQ(fused + fused_batched, 0u) << "prompts take the tensor-core or batched products";
+    }
     const std::vector<int32_t> next{42};
     rig.step(next, static_cast<uint32_t>(kPrompt.size()));
-    uint32_t fused = 0, unfused = 0;
-    for (const vk::DispatchTime& t : rig.model->last_dispatch_times()) {
-      if (t.name->starts_with("matvec1_norm_") || t.name->starts_with("matvec1_acc_")) ++fused;
-      if (t.name->starts_with("rms_norm") || t.name->starts_with("add_") || t.name->starts_with("swiglu") ||
-          t.name->starts_with("matvec1_swiglu_"))
-        ++unfused;
-    }
-    const uint32_t layers = rig.config.n_layers;
-    if (deterministic) {
-      EXPECT_EQ(fused, 0u);
-      EXPECT_GT(unfused, 0u);
-    } else {
-      EXPECT_EQ(fused, 4 * layers + 1) << "Q/K/V, o, gate/up and down a layer, and the logits";
-      EXPECT_EQ(unfused, 0u);
-    }
+    count("matvec1_", "matvec_", fused, fused_batched, unfused);
+    EXPECT_EQ(fused, 4 * layers + 1) << "Q/K/V, o, gate/up and down a layer, and the logits";
+    EXPECT_EQ(unfused, 0u);
   }
+}
+
+// --deterministic with float weights (the fused products): a prompt in one batch, in batches of 3 and
+// token by token gives the same bits for its last token's logits and for a decode step after it.
+TEST_F(GpuModelTest, DeterministicFloatStepsGiveTheBitsOfAnyBatch) {
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_det_float.gguf", "tiny", TensorType::BF16, 6);
+  Rig whole(context(), path, kPages, 0, true), threes(context(), path, kPages, 0, true),
+      ones(context(), path, kPages, 0, true);
+  std::vector<int32_t> prompt(20);
+  for (uint32_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 29 + 5) % 250 + 3);
+  const auto in_steps = [&](Rig& rig, size_t step) {
+    std::vector<float> last;
+    for (size_t first = 0; first < prompt.size(); first += step) {
+      const size_t n = std::min(step, prompt.size() - first);
+      last = rig.step(std::span(prompt).subspan(first, n), static_cast<uint32_t>(first), 1);
+    }
+    return last;
+  };
+  const std::vector<float> a = in_steps(whole, prompt.size()), b = in_steps(threes, 3), c = in_steps(ones, 1);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b) << "the last prompt token's logits, batches of 3";
+  EXPECT_EQ(a, c) << "the last prompt token's logits, one token a step";
+  const std::vector<int32_t> next{77};
+  const std::vector<float> d = whole.step(next, 20);
+  EXPECT_EQ(d, threes.step(next, 20)) << "a decode step after the prompt";
+  EXPECT_EQ(d, ones.step(next, 20)) << "a decode step after the prompt";
 }
 
 // GPU only (VK_NV_cooperative_matrix2): a chunk of 48 tokens through one llama3-8b-sized layer with
