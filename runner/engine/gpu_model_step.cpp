@@ -265,8 +265,8 @@ void GpuModel::Impl::fused_normed_product(const DeviceTensor& w, const DeviceTen
   a.swiglu = swiglu;
   a.tokens = T;
   a.y_stride = out_stride;
-  if (T > 1) {  // a batch's normed x and sums of squares (matvec_fused): x's rows to xn, rows_x's to rows_xn
-    a.normed_x = (in != nullptr ? rows_xn : xn).view();
+  if (T > 1) {  // a batch's normed x and sums of squares (matvec_fused); xn holds max_batch_tokens rows
+    a.normed_x = xn.view();
     a.norm_sums = norm_sums.view();
   }
   kernels::matvec_fused(*rec, kernels, a);

@@ -214,43 +214,44 @@ TEST_F(GpuModelTest, FloatStepsFoldNormsSwigluAndResidualsIntoTheirProducts) {
   for (const bool deterministic : {false, true}) {
     SCOPED_TRACE(deterministic ? "--deterministic" : "default");
     Rig rig(context(), path, kPages, 0, deterministic);
-    const auto count = [&](std::string_view one_token, std::string_view batched, uint32_t& fused,
-                           uint32_t& fused_batched, uint32_t& unfused) {
-      fused = fused_batched = unfused = 0;
+    // The last step's fused one-token and batched products, and its unfused norms, adds and SwiGLUs.
+    struct Counts {
+      uint32_t fused = 0, fused_batched = 0, unfused = 0;
+    };
+    const auto count = [&] {
+      Counts c;
       for (const vk::DispatchTime& t : rig.model->last_dispatch_times()) {
-        if (t.name->starts_with(std::string(one_token) + "norm_") ||
-            t.name->starts_with(std::string(one_token) + "acc_"))
-          ++fused;
-        if (t.name->starts_with(std::string(batched) + "norm_") ||
-            t.name->starts_with(std::string(batched) + "acc_"))
-          ++fused_batched;
+        if (t.name->starts_with("matvec1_norm_") || t.name->starts_with("matvec1_acc_")) ++c.fused;
+        if (t.name->starts_with("matvec_norm_") || t.name->starts_with("matvec_acc_")) ++c.fused_batched;
         if (t.name->starts_with("rms_norm") || t.name->starts_with("add_") || t.name->starts_with("swiglu") ||
             t.name->starts_with("matvec1_swiglu_"))
-          ++unfused;
+          ++c.unfused;
       }
+      return c;
     };
     const uint32_t layers = rig.config.n_layers;
-    uint32_t fused = 0, fused_batched = 0, unfused = 0;
     rig.model->set_profiling(true);
     rig.step(kPrompt, 0, 1);
-    count("matvec1_", "matvec_", fused, fused_batched, unfused);
+    const Counts prompt = count();
     if (deterministic) {
-      EXPECT_EQ(fused_batched, 4 * layers) << "the prompt's Q/K/V, o, gate/up and down a layer";
-      EXPECT_EQ(fused, 1u) << "its logits (one row)";
-      EXPECT_EQ(unfused, 0u);
+      EXPECT_EQ(prompt.fused_batched, 4 * layers) << "the prompt's Q/K/V, o, gate/up and down a layer";
+      EXPECT_EQ(prompt.fused, 1u) << "its logits (one row)";
+      EXPECT_EQ(prompt.unfused, 0u);
     } else {
-      EXPECT_EQ(fused + fused_batched, 0u) << "prompts take the tensor-core or batched products";
+      EXPECT_EQ(prompt.fused + prompt.fused_batched, 0u)
+          << "prompts take the tensor-core or batched products";
     }
     const std::vector<int32_t> next{42};
     rig.step(next, static_cast<uint32_t>(kPrompt.size()));
-    count("matvec1_", "matvec_", fused, fused_batched, unfused);
-    EXPECT_EQ(fused, 4 * layers + 1) << "Q/K/V, o, gate/up and down a layer, and the logits";
-    EXPECT_EQ(unfused, 0u);
+    const Counts decode = count();
+    EXPECT_EQ(decode.fused, 4 * layers + 1) << "Q/K/V, o, gate/up and down a layer, and the logits";
+    EXPECT_EQ(decode.unfused, 0u);
   }
 }
 
 // --deterministic with float weights (the fused products): a prompt in one batch, in batches of 3 and
-// token by token gives the same bits for its last token's logits and for a decode step after it.
+// token by token gives the same bits for its last token's logits (also among the last 8 tokens' logits) and
+// for a decode step after it.
 TEST_F(GpuModelTest, DeterministicFloatStepsGiveTheBitsOfAnyBatch) {
   const auto path =
       synth::write_preset(test::scratch_dir() / "gpu_model_det_float.gguf", "tiny", TensorType::BF16, 6);
@@ -270,6 +271,12 @@ TEST_F(GpuModelTest, DeterministicFloatStepsGiveTheBitsOfAnyBatch) {
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, b) << "the last prompt token's logits, batches of 3";
   EXPECT_EQ(a, c) << "the last prompt token's logits, one token a step";
+  // The last 8 tokens' logits at once (the sampled rows' batched fused product): the last row is the same.
+  Rig eight_rows(context(), path, kPages, 0, true);
+  const std::vector<float> eight = eight_rows.step(prompt, 0, 8);
+  ASSERT_EQ(eight.size(), a.size() * 8);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), eight.end() - static_cast<std::ptrdiff_t>(a.size())))
+      << "the last prompt token's logits among the last 8 tokens'";
   const std::vector<int32_t> next{77};
   const std::vector<float> d = whole.step(next, 20);
   EXPECT_EQ(d, threes.step(next, 20)) << "a decode step after the prompt";
