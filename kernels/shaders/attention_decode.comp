@@ -32,6 +32,7 @@ layout(local_size_x_id = 0) in;  // PARTS subgroups (attention.cpp)
 #endif
 #define SG_MAX 32u       // lanes a subgroup, at most (the host checks)
 #define NEG_BIG -3.0e38
+#define MERGE_ROUND 8u  // splits whose partials the merging work group loads at once (8 at a 4096 context)
 #ifdef HD
 #define HEAD_DIM HD
 #define QUADS ((HD / 4u + SGC - 1u) / SGC)  // dimension quads a lane
@@ -313,16 +314,36 @@ void main() {
     for (uint i = tid; i < hn * d4; i += wg) {
       uint r = i / d4, qd = i % d4;
       uint base = (t * pc.n_heads + h0 + r) * pc.max_splits * (hd + 2u);
+      // MERGE_ROUND splits at a time, their loads issued together (one round trip each instead of one a
+      // split), summed in split order with the splits past the last skipped: the arithmetic of one at a time.
       float mx = NEG_BIG;
-      for (uint k = 0u; k < token_splits; ++k) mx = max(mx, partial[base + k * (hd + 2u)]);
+      for (uint k0 = 0u; k0 < token_splits; k0 += MERGE_ROUND) {
+        float m[MERGE_ROUND];
+        UNROLL for (uint j = 0u; j < MERGE_ROUND; ++j)
+          m[j] = partial[base + min(k0 + j, token_splits - 1u) * (hd + 2u)];
+        UNROLL for (uint j = 0u; j < MERGE_ROUND; ++j) mx = max(mx, m[j]);  // a repeated split changes no max
+      }
       float sum = 0.0;
       vec4 a = vec4(0.0);
-      for (uint k = 0u; k < token_splits; ++k) {
-        uint b = base + k * (hd + 2u);
-        float w = exp(partial[b] - mx);
-        sum += partial[b + 1u] * w;
-        a += vec4(partial[b + 2u + 4u * qd], partial[b + 3u + 4u * qd], partial[b + 4u + 4u * qd],
-                  partial[b + 5u + 4u * qd]) * w;
+      for (uint k0 = 0u; k0 < token_splits; k0 += MERGE_ROUND) {
+        vec2 ml[MERGE_ROUND];
+        vec4 acc4[MERGE_ROUND];
+        UNROLL for (uint j = 0u; j < MERGE_ROUND; ++j) {
+          uint b = base + min(k0 + j, token_splits - 1u) * (hd + 2u);
+          ml[j] = vec2(partial[b], partial[b + 1u]);
+          acc4[j] = vec4(partial[b + 2u + 4u * qd], partial[b + 3u + 4u * qd], partial[b + 4u + 4u * qd],
+                         partial[b + 5u + 4u * qd]);
+        }
+        UNROLL for (uint j = 0u; j < MERGE_ROUND; ++j) {
+          // A select, not a branch: a load used only inside a branch may be moved into it, one round trip
+          // after another.
+          float w = exp(ml[j].x - mx);
+          float sum_j = sum + ml[j].y * w;
+          vec4 a_j = a + acc4[j] * w;
+          bool in_token = k0 + j < token_splits;
+          sum = in_token ? sum_j : sum;
+          a = in_token ? a_j : a;
+        }
       }
       write_out(i, t * pc.out_stride + (h0 + r) * hd + 4u * qd, a / sum);
     }
