@@ -315,7 +315,7 @@ void main() {
       uint r = i / d4, qd = i % d4;
       uint base = (t * pc.n_heads + h0 + r) * pc.max_splits * (hd + 2u);
       // MERGE_ROUND splits at a time, their loads issued together (one round trip each instead of one a
-      // split), summed in split order with the splits past the last skipped: the arithmetic of one at a time.
+      // split), summed in split order with the splits past the last skipped: one at a time's sums, in its order.
       float mx = NEG_BIG;
       for (uint k0 = 0u; k0 < token_splits; k0 += MERGE_ROUND) {
         float m[MERGE_ROUND];
