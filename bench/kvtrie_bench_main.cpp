@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
       ->add_option("--attention-split", prefill.attention_split,
                    "positions per attention split (0: the model's rules)")
       ->capture_default_str();
+  prefill_cmd->add_flag(
+      "--paged-decode", prefill.paged_decode,
+      "under --deterministic, attention through attention.comp instead of attention_decode");
   prefill_cmd->add_flag("--coopmat2", prefill.coopmat2,
                         "large products through VK_NV_cooperative_matrix2 (matmul CoopMat2)");
   prefill_cmd->add_flag("--f32-x", prefill.f32_x,
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
                    "positions per attention split (0: the model's rules)")
       ->capture_default_str();
   decode_cmd->add_flag("--paged-decode", decode.paged_decode,
-                       "decode steps' attention through attention.comp instead of attention_decode");
+                       "decode steps' attention (every batch's under --deterministic) through attention.comp "
+                       "instead of attention_decode");
   decode_cmd->add_option("--k-splits", decode.k_splits, "split-K of tensor-core products (0: auto, 1: off)")
       ->capture_default_str();
   decode_cmd

@@ -28,6 +28,7 @@ struct PrefillOptions {
   bool coopmat2 = false;         // GpuModelOptions::coopmat2
   bool f32_x = false;            // !GpuModelOptions::f16_x
   uint32_t k_splits = 0;         // GpuModelOptions::k_splits
+  bool paged_decode = false;     // !GpuModelOptions::decode_attention
   std::string
       tiles;  // GpuModelOptions::f16x_tiles: "qkv=T,o=T,gate_up=T,down=T" (any of them) or "T" for all
 };

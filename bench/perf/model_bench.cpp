@@ -170,6 +170,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   knobs.coopmat2 = options.coopmat2;
   knobs.f16_x = !options.f32_x;
   knobs.k_splits = options.k_splits;
+  knobs.decode_attention = !options.paged_decode;
   for (const std::string& item : split_list(options.tiles)) {
     const size_t eq = item.find('=');
     const kernels::CoopmatTile tile =
@@ -209,6 +210,7 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
       .integer("chunk", rig.model->options().max_batch_tokens)
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
+      .integer("paged_decode", options.paged_decode ? 1 : 0)
       .integer("k_splits", options.k_splits)
       .integer("coopmat2", options.coopmat2 ? 1 : 0)
       .integer("f16_x", options.f32_x ? 0 : 1)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -29,10 +30,6 @@ struct CoopmatPush {
 struct CombinePush {
   uint32_t n_heads, head_dim, chunk, max_splits, out_stride, q_stride;
 };
-
-uint32_t max_splits(const AttentionArgs& a) {
-  return a.max_position / a.split_size + 1;
-}
 
 // attention.comp's shared arrays: qs4 holds rows_cap * head_dim floats, kvs one tile of
 // tile_keys * (head_dim / 2 + 1) words, ps4 tile_keys * rows_cap floats.
@@ -144,9 +141,29 @@ uint32_t attention_workgroup_size(const vk::Device&) {
   return 256;
 }
 
+// attention_decode.comp's position_split.
+constexpr uint32_t kPositionSplitMin = 128, kPositionSplitMax = 512, kPositionSplitOf = 8;
+
+uint32_t attention_position_split(uint32_t position) {
+  return std::clamp(std::bit_floor(std::max(position / kPositionSplitOf, 1u)), kPositionSplitMin,
+                    kPositionSplitMax);
+}
+
+uint32_t attention_max_splits(const AttentionArgs& args) {
+  if (args.split_size > 0) return args.max_position / args.split_size + 1;
+  // A token's splits grow with its position but for the drop where its split doubles, just past each power
+  // of two: the most come at max_position or just below one of those.
+  uint32_t most = 0;
+  for (uint64_t end = 1; end <= uint64_t{args.max_position} * 2 + 1; end *= 2) {
+    const auto p = static_cast<uint32_t>(std::min<uint64_t>(end - 1, args.max_position));
+    most = std::max(most, p / attention_position_split(p) + 1);
+  }
+  return most;
+}
+
 uint64_t attention_scratch_bytes(const AttentionArgs& args) {
-  KVTRIE_CHECK(args.split_size > 0, "attention: split_size must be positive");
-  return uint64_t{args.tokens} * args.n_heads * max_splits(args) * (args.head_dim + 2) * sizeof(float);
+  return uint64_t{args.tokens} * args.n_heads * attention_max_splits(args) * (args.head_dim + 2) *
+         sizeof(float);
 }
 
 namespace {
@@ -161,9 +178,11 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
   KVTRIE_CHECK(args.layout.page_tokens > 0 && args.layer < args.layout.n_layers,
                "attention: bad page geometry");
   KVTRIE_CHECK(args.scratch.range >= attention_scratch_bytes(args), "attention: scratch is too small");
+  KVTRIE_CHECK(args.split_size > 0 || attention_uses_decode_pass(k.device(), args),
+               "attention: split_size 0 (each token's own) takes the decode pass");
   if (args.tokens == 0) return;
   const uint32_t hd = args.head_dim;
-  const uint32_t splits = max_splits(args);
+  const uint32_t splits = attention_max_splits(args);
   const uint32_t width = args.n_heads * hd;
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");
@@ -237,6 +256,8 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
         !fused || args.split_counters.range >= uint64_t{args.tokens} * args.n_kv_heads * decode_groups * 4,
         "attention: split_counters needs a word per token, KV head and head group");
     const bool whole = splits == 1 || fused;
+    KVTRIE_CHECK(whole || args.split_size > 0,
+                 "attention: split_size 0 needs split_counters (the combine pass splits by split_size)");
     DecodePush push{paged, out_stride, 0, args.quantized_out ? args.quantized_out->stride : 0,
                     fused ? 1u : 0u};
     push.paged.heads_per_wg = decode_heads;

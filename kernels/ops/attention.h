@@ -12,8 +12,8 @@
 // causal limit.
 // Determinism: the split size and the key tile are fixed (the tile by head_dim), and a row's arithmetic never
 // depends on the other rows of its work group, so a token's output is bit-identical whatever batch it runs
-// in, alone, inside a prefill block or beside other sequences (the --deterministic contract holds on every
-// path; K/V must hold finite values).
+// in, alone, inside a prefill block or beside other sequences (K/V must hold finite values). So is the
+// decode pass's with split_size 0 (each token's splits its own, by its position), for any batch.
 // Tensor cores (args.tensor_cores, where attention_uses_tensor_cores): the split pass of a prefill block runs
 // attention_coopmat instead, the same grid and partials with both products on VK_KHR_cooperative_matrix (q
 // and the probabilities rounded to f16; 64 or 128 rows = heads x tokens a work group); when the context is
@@ -23,9 +23,9 @@
 // work group per (split, KV head, token) whose subgroups walk the keys in blocks of their own (no K/V
 // staging; subgroup reductions), and which writes the output itself when the context is one
 // split, or, given split_counters, when it is the last of the token's splits to finish. Faster for tokens
-// that are each alone in their sequence; another summation order than attention.comp, so not batch-invariant
-// against it: a caller under --deterministic leaves it off. Records into a CommandRecorder (owner thread
-// only); every view must outlive the recording's execution.
+// that are each alone in their sequence; another summation order than attention.comp, so a model run takes
+// one of the two for all its batches where it needs them batch-invariant (--deterministic). Records into a
+// CommandRecorder (owner thread only); every view must outlive the recording's execution.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -57,7 +57,9 @@ struct AttentionArgs {
   KvLayout layout;          // page_tokens, n_layers; kv_dim must equal n_kv_heads * head_dim
   uint32_t layer = 0;
   uint32_t max_position = 0;  // >= every token's position: sizes the grid (WGs past a token's end exit)
-  uint32_t split_size = 256;  // positions per split; keep it fixed for a model run (determinism)
+  // Positions per split; keep it fixed for a model run (determinism). 0 (the decode pass only, with
+  // split_counters): each token's own, attention_position_split(its position).
+  uint32_t split_size = 256;
   uint32_t q_stride = 0;      // 0: n_heads * head_dim
   uint32_t out_stride = 0;    // 0: n_heads * head_dim
   float scale = 0;            // 0: 1 / sqrt(head_dim)
@@ -80,6 +82,14 @@ uint32_t attention_workgroup_size(const vk::Device& device);
 
 // Scratch bytes attention needs for these tokens, heads, head_dim, max_position and split_size.
 uint64_t attention_scratch_bytes(const AttentionArgs& args);
+
+// The split size of a token at this position under split_size 0: an 8th of its positions as a power of two,
+// 128 to 512 (what the engine's rule gives a decode step of one sequence).
+uint32_t attention_position_split(uint32_t position);
+
+// The most splits of any token these args allow: of split_size positions, or under split_size 0 the most
+// of any position up to max_position.
+uint32_t attention_max_splits(const AttentionArgs& args);
 
 // Whether attention() runs this call on tensor cores: args.tensor_cores, a device with matmul's CoopMat path
 // through VK_KHR_cooperative_matrix, head_dim 64 or 128, and q rows of whole 16-byte groups.

@@ -1,21 +1,23 @@
 #version 450
-// attention_decode: one split of causal GQA attention for tokens that are each alone in their sequence
-// (decode steps), the default path's replacement for attention.comp there. Work group (c, y, t): token t,
+// attention_decode: one split of causal GQA attention for tokens that each read their K/V alone (none
+// shared with other tokens of the sequence): the default path's split pass for decode steps (tokens each
+// alone in their sequence), and --deterministic's for every batch. Work group (c, y, t): token t,
 // y = kv head * head_groups + head group (its rows are up to 4 query heads of that KV head), split c
-// covering key positions [c * chunk, min((c + 1) * chunk, pos + 1)). Nothing is staged but q: each of the
-// work group's subgroups walks its own blocks of subgroup-size keys (block b goes to subgroup b % subgroups)
-// with an online softmax of its own; lane j scores key j of the block against every row (its K row read
-// whole, 16 bytes at a time), the block's max and sum are subgroup reductions, and for P V each lane owns
-// dimension quads (4 dims) of every row and reads each key's probabilities (a vec4: one per row) and V
-// location from the subgroup's slots in shared memory (shuffles per key and row cost several times more). One
-// work-group barrier after q and one at the end, where the subgroups' (m, l, acc) merge: when the token's
-// context is one split (out_mode != 0), into the normalised output itself: f32 (1), f16 pairs (2), or f32
-// plus the o product's quantized input (3, as quantize_q8.comp would write it); else into the unnormalised
-// partial of attention.comp's layout, which attention_combine.comp merges, or (fused) the last of the
-// token's splits to finish, counted in split_count.
-// Not batch-invariant against attention.comp (another summation order): a caller under --deterministic
-// leaves it off. head_dim a multiple of 8. Builds: HD and SGC (the subgroup size they assume, checked on the
-// host) fixed, or neither (any head_dim / subgroup size the host allows).
+// covering key positions [c * chunk, min((c + 1) * chunk, pos + 1)): chunk is the push constant's, or with
+// chunk 0 the token's own, position_split(pos), so that nothing but the token itself decides its arithmetic
+// (batch-invariant). Nothing is staged but q: each of the work group's subgroups walks its own blocks of
+// subgroup-size keys (block b goes to subgroup b % subgroups) with an online softmax of its own; lane j
+// scores key j of the block against every row (its K row read whole, 16 bytes at a time), the block's max
+// and sum are subgroup reductions, and for P V each lane owns dimension quads (4 dims) of every row and
+// reads each key's probabilities (a vec4: one per row) and V location from the subgroup's slots in shared
+// memory (shuffles per key and row cost several times more). One work-group barrier after q and one at the
+// end, where the subgroups' (m, l, acc) merge: when the token's context is one split (out_mode != 0), into
+// the normalised output itself: f32 (1), f16 pairs (2), or f32 plus the o product's quantized input (3, as
+// quantize_q8.comp would write it); else into the unnormalised partial of attention.comp's layout, which
+// attention_combine.comp merges, or (fused) the last of the token's splits to finish, counted in
+// split_count. Another summation order than attention.comp: the two are not batch-invariant against each
+// other. head_dim a multiple of 8. Builds: HD and SGC (the subgroup size they assume, checked on the host)
+// fixed, or neither (any head_dim / subgroup size the host allows).
 // PROBE (tuning builds only, bench/: sweep-attention --variants decode_probe*): 1 leaves out P V and the V
 // loads, 2 the K loads (K is constant), 5 the whole key loop (q in, merge, out).
 #extension GL_KHR_shader_subgroup_basic : require
@@ -71,7 +73,7 @@ layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_ke
   uint page_size;
   uint n_layers;
   uint layer;
-  uint chunk;
+  uint chunk;  // 0: each token's own, position_split(its position)
   uint max_splits;
   uint q_stride;
   float scale;
@@ -88,6 +90,12 @@ layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_ke
 
 #include "kv_pool.glsl"
 #include "q8_activations.glsl"
+
+// The split size of a token at position p under chunk 0 (kernels::attention_position_split): an 8th of its
+// positions as a power of two, 128 to 512, the split the host's rule gives a decode step of one sequence.
+uint position_split(uint p) {
+  return clamp(1u << findMSB(max(p / 8u, 1u)), 128u, 512u);
+}
 
 shared vec4 qs4[MAXG * 64u];  // q * scale, [row][d] (rows of head_dim <= 256); at the end the output (mode 3)
 shared vec2 part_ml[PARTS * MAXG];  // each subgroup's (m, l) per row
@@ -172,9 +180,10 @@ void main() {
   uint hd = HEAD_DIM, d4 = hd / 4u;
 
   uvec2 tk = tokens[t];
-  uint pt_off = tk.x, start = c * pc.chunk;
+  uint chunk = pc.chunk != 0u ? pc.chunk : position_split(tk.y);
+  uint pt_off = tk.x, start = c * chunk;
   if (start > tk.y) return;  // uniform: the token's context ends before this split
-  uint end = min(start + pc.chunk, tk.y + 1u);
+  uint end = min(start + chunk, tk.y + 1u);
 
   for (uint i = tid; i < MAXG * d4; i += wg) {  // rows past hn are 0: their scores are 0, never written
     uint b = t * pc.q_stride + h0 * hd + 4u * i;
@@ -272,7 +281,7 @@ void main() {
   }
   barrier();
   // One split of the token's context (the whole of it here, or the token's only split): the output itself.
-  uint token_splits = tk.y / pc.chunk + 1u;
+  uint token_splits = tk.y / chunk + 1u;
   bool direct = pc.out_mode != 0u && (pc.max_splits == 1u || (pc.fused != 0u && token_splits == 1u));
   for (uint i = tid; i < hn * d4; i += wg) {
     uint r = i / d4, qd = i % d4;

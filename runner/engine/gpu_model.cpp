@@ -26,6 +26,12 @@ void GpuModel::Impl::allocate_activations() {
   const uint64_t q_dim = uint64_t{config.n_heads} * config.head_dim_k;
   const uint64_t kv_dim = layout.kv_dim;
   max_logits = std::min(options.max_batch_tokens, std::max(options.max_sequences, 1u));
+  if (options.deterministic && options.decode_attention) {
+    kernels::AttentionArgs a;
+    a.head_dim = config.head_dim_k;
+    a.decode = true;
+    position_splits = kernels::attention_uses_decode_pass(dev, a);
+  }
   x = scratch(dev, T * config.n_embd);
   xn = scratch(dev, T * config.n_embd);
   // K and V start at binding-aligned columns (views of qkv are bound at those offsets).
@@ -75,8 +81,10 @@ void GpuModel::Impl::allocate_activations() {
   }
   attn_scratch = vk::Buffer(dev, std::max<uint64_t>(attn_bytes, 16), vk::MemoryKind::DeviceLocal);
   // The decode pass's split counters (AttentionArgs::split_counters: at most a word per token and query
-  // head), zero once here; each merge leaves them zero.
-  split_counters = scratch(dev, std::min<uint64_t>(T, kSmallBatch) * config.n_heads);
+  // head) for a decode step, or a block of deterministic_attention_tokens(); zero once here, and each merge
+  // leaves them zero.
+  const uint64_t counted = position_splits ? deterministic_attention_tokens() : kSmallBatch;
+  split_counters = scratch(dev, std::min(T, counted) * config.n_heads);
   {
     vk::CommandRecorder zero(context);
     zero.begin();
@@ -110,7 +118,7 @@ void GpuModel::Impl::allocate_activations() {
 
 uint32_t GpuModel::Impl::split_size(uint32_t tokens, uint32_t max_position, bool decode) const {
   if (options.attention_split) return options.attention_split;
-  if (options.deterministic) return kDeterministicSplit;
+  if (options.deterministic) return position_splits ? 0 : kDeterministicSplit;
   if (tokens > kSmallBatch) {
     const uint32_t splits = (kPrefillSplitTokens + tokens - 1) / tokens;
     return std::max(kLargeBatchSplit, std::bit_ceil((max_position + splits) / splits));
@@ -132,7 +140,10 @@ uint32_t GpuModel::Impl::split_size(uint32_t tokens, uint32_t max_position, bool
 }
 
 vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint32_t max_position) {
-  const uint32_t split = split_size(T, max_position, decode_step), splits = max_position / split + 1;
+  kernels::AttentionArgs shape;
+  shape.max_position = max_position;
+  shape.split_size = split_size(T, max_position, decode_step);
+  const uint32_t split = shape.split_size, splits = kernels::attention_max_splits(shape);
   ++steps;
   for (Recording& r : recordings)
     if (r.tokens == T && r.logits == L && r.split == split && r.splits == splits && r.decode == decode_step) {

@@ -76,6 +76,10 @@ struct GpuModel::Impl {
   uint64_t steps = 0, recordings_made = 0;
   vk::CommandRecorder* rec = nullptr;  // the recording being made
   bool decode_step = false;            // this step's tokens are each alone in their sequence (write_inputs)
+  // --deterministic's attention: the decode pass with each token's own splits (AttentionArgs::split_size
+  // 0, batch-invariant) where the device and head_dim allow it and decode_attention is on; else
+  // attention.comp in splits of kDeterministicSplit.
+  bool position_splits = false;
   std::unique_ptr<vk::QueryPool> profile_pool;
 
   // `weight_types`: the prewarm creates the pipelines of these types only (Kernels' contract).

@@ -384,10 +384,11 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
   at.max_position = max_position;
   at.split_size = split_size(T, max_position, decode_step);
   // Prefill blocks take the tensor cores where the device has them, decode steps attention_decode (neither
-  // is batch-invariant).
+  // is batch-invariant against attention.comp); --deterministic every batch attention_decode with each
+  // token's own splits where it can (position_splits).
   at.tensor_cores = !options.deterministic && T > kSmallBatch;
-  at.decode = decode_step;
-  if (decode_step) at.split_counters = split_counters.view();
+  at.decode = decode_step || position_splits;
+  if (at.decode) at.split_counters = split_counters.view();
   // The o projection's input quantized by attention's combine pass (no dispatch of its own).
   if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
   // ... or as f16 where the o projection reads it so.
@@ -423,7 +424,7 @@ uint32_t GpuModel::Impl::deterministic_attention_tokens() const {
   one.n_heads = config.n_heads;
   one.head_dim = config.head_dim_k;
   one.max_position = options.max_context;
-  one.split_size = kDeterministicSplit;
+  one.split_size = split_size(1, options.max_context);
   const uint64_t fit = kDeterministicScratchBytes / kernels::attention_scratch_bytes(one) / 16 * 16;
   return static_cast<uint32_t>(std::clamp<uint64_t>(fit, kDeterministicMinTokens, kDeterministicMaxTokens));
 }

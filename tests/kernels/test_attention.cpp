@@ -50,6 +50,7 @@ constexpr uint32_t kPageTokens = 16;
 constexpr uint32_t kLayers = 2;
 constexpr uint32_t kLayer = 1;  // not layer 0: the layer offset inside a page is exercised
 constexpr uint32_t kPages = 16;
+constexpr uint32_t kLongPages = 132;  // sequence E's: pages kPages.. of a pool made for it
 
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
@@ -150,9 +151,16 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
   }
 
   // Four sequences: A (40 positions, pages 7 2 9), B (23 positions, pages 7 4: it shares A's first page,
-  // as a common prefix does), C (5 positions, page 11), D (100 positions, pages 13 0 15 1 3 5 14).
+  // as a common prefix does), C (5 positions, page 11), D (100 positions, pages 13 0 15 1 3 5 14); and E
+  // (2,112 positions on the kLongPages pages past kPages, last first), only in a pool made for it.
   static std::vector<Sequence> sequences() {
-    return {{{7, 2, 9}, 40}, {{7, 4}, 23}, {{11}, 5}, {{13, 0, 15, 1, 3, 5, 14}, 100}};
+    std::vector<uint32_t> long_pages(kLongPages);
+    std::iota(long_pages.rbegin(), long_pages.rend(), kPages);
+    return {{{7, 2, 9}, 40},
+            {{7, 4}, 23},
+            {{11}, 5},
+            {{13, 0, 15, 1, 3, 5, 14}, 100},
+            {long_pages, kLongPages * kPageTokens}};
   }
 
   // A batch of (sequence, position) queries with random q.
@@ -241,8 +249,8 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     EXPECT_EQ(read_back<uint32_t>(got.scales, values / 8), read_back<uint32_t>(want.scales, values / 8));
   }
 
-  std::vector<uint16_t> make_pool() {
-    const std::vector<float> values = random_floats(layout().page_elements() * kPages);
+  std::vector<uint16_t> make_pool(uint32_t pages = kPages) {
+    const std::vector<float> values = random_floats(layout().page_elements() * pages);
     std::vector<uint16_t> pool(values.size());
     std::transform(values.begin(), values.end(), pool.begin(), fp32_to_fp16);
     return pool;
@@ -404,6 +412,83 @@ TEST_P(AttentionTest, DecodePassMatchesReferenceAndWritesEveryOutput) {
   }
   // Every merge left its counter at zero for the next call.
   for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
+}
+
+// --deterministic's attention: the decode pass with each token's own splits (split_size 0), 128 positions
+// below position 2048 and 256 from it, merged by the token's last split (or written by its only one).
+// Against the reference, and the same bits for a token alone, in the batch and in the batch reversed: its
+// prefill block of E crosses 2048, so that one dispatch mixes both split sizes and single-split tokens.
+TEST_P(AttentionTest, PositionSplitsMatchReferenceAndGiveAnyBatchTheSameBits) {
+  if (GetParam().head_dim % 8 != 0)
+    GTEST_SKIP() << "head_dim " << GetParam().head_dim
+                 << " runs attention.comp (the decode pass reads K in 16 bytes)";
+  decode_ = true;
+  std::vector<std::pair<uint32_t, uint32_t>> queries;
+  for (uint32_t pos = 2040; pos < 2056; ++pos) queries.push_back({4, pos});
+  for (auto q :
+       {std::pair<uint32_t, uint32_t>{4, 2111}, {4, 600}, {4, 128}, {4, 127}, {3, 99}, {0, 20}, {2, 0}})
+    queries.push_back(q);
+  const Batch b = make_batch(queries);
+  ASSERT_TRUE(attention_uses_decode_pass(context().device(), args_of(b, 0, false)))
+      << context().device().info().name << " has no subgroup arithmetic and shuffles";
+  ASSERT_EQ(attention_max_splits(args_of(b, 0, false)), 16u);  // 2047: 16 splits of 128
+  const std::vector<uint16_t> pool_host = make_pool(kPages + kLongPages);
+  vk::Buffer pool = device_buffer(pool_host);
+  vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
+  split_counters_ = &counters;
+  const std::vector<float> out = run(b, {&pool}, 0);
+  expect_close(out, reference(b, pool_host), GetParam().head_dim);
+
+  const uint32_t width = GetParam().n_heads * GetParam().head_dim;
+  auto same = [&](const float* got, uint32_t t) {
+    return std::memcmp(got, out.data() + uint64_t{t} * width, width * sizeof(float)) == 0;
+  };
+  const std::vector<float> reversed = run(tokens_of(b, 0, b.tokens, true), {&pool}, 0);
+  for (uint32_t t = 0; t < b.tokens; ++t)
+    EXPECT_TRUE(same(reversed.data() + uint64_t{b.tokens - 1 - t} * width, t))
+        << "token " << t << " reversed";
+  // Positions 2040, 2047 and 2048 of the block, 2111, 600, 128, 127 and 0.
+  for (uint32_t t : {0u, 7u, 8u, 16u, 17u, 18u, 19u, b.tokens - 1}) {
+    const std::vector<float> alone = run(token_of(b, t), {&pool}, 0);
+    EXPECT_TRUE(same(alone.data(), t)) << "token " << t << " differs alone vs in the batch";
+  }
+  if (GetParam().head_dim % 16 == 0) {  // the quantized copy for the o product, beside the same floats
+    const QuantizedBuffers got(context().device(), b.tokens, width, false);
+    EXPECT_EQ(run(b, {&pool}, 0, 0, false, got.view()), out);
+    expect_quantized_as_quantize_q8(out, b.tokens, got);
+  }
+  for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
+}
+
+// A token's splits under split_size 0: an 8th of its positions as a power of two, 128 to 512; the most of
+// any position up to max_position sizes the grid and the scratch.
+TEST(AttentionPositionSplits, FollowTheTokensPositionAndBoundTheGrid) {
+  EXPECT_EQ(attention_position_split(0), 128u);
+  EXPECT_EQ(attention_position_split(2047), 128u);
+  EXPECT_EQ(attention_position_split(2048), 256u);
+  EXPECT_EQ(attention_position_split(4095), 256u);
+  EXPECT_EQ(attention_position_split(4096), 512u);
+  EXPECT_EQ(attention_position_split(1u << 30), 512u);
+  AttentionArgs a;
+  a.split_size = 0;
+  for (auto [max_position, splits] : {std::pair<uint32_t, uint32_t>{0, 1},
+                                      {127, 1},
+                                      {128, 2},
+                                      {2047, 16},
+                                      {2048, 16},
+                                      {4095, 16},
+                                      {8191, 16},
+                                      {8192, 17},
+                                      {32767, 64}}) {
+    a.max_position = max_position;
+    uint32_t most = 0;
+    for (uint32_t p = 0; p <= max_position; ++p) most = std::max(most, p / attention_position_split(p) + 1);
+    EXPECT_EQ(most, splits) << max_position;
+    EXPECT_EQ(attention_max_splits(a), splits) << max_position;
+  }
+  a.split_size = 64;
+  a.max_position = 4095;
+  EXPECT_EQ(attention_max_splits(a), 64u);
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the

@@ -49,9 +49,10 @@ struct Rig {
 
   Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq = kPages,
       uint32_t attention_split = 0, bool deterministic = false, uint32_t max_batch_tokens = 32,
-      bool coopmat2 = false)
+      bool coopmat2 = false, bool decode_attention = true)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)), n_pages(pages_of_seq) {
     GpuModelOptions o;
+    o.decode_attention = decode_attention;
     o.max_batch_tokens = max_batch_tokens;
     o.deterministic = deterministic;
     o.coopmat2 = coopmat2;
@@ -184,24 +185,38 @@ TEST_F(GpuModelTest, AttentionSplitsFollowingTheContextMatchAFixedSplit) {
 // 44: the tiny model's partials are far inside GpuModel's scratch bound, so a block takes its most tokens)
 // and gives the bits of the same prompt in steps of 32 tokens, for its last token and for a decode step
 // after it. A K-quant model, so that the o product runs on matvec_q8 and attention also writes its output
-// quantized (a view per block too).
+// quantized (a view per block too). Both of --deterministic's attention paths: the decode pass with each
+// token's own splits (positions from 128 on take several, merged by the last), and attention.comp in
+// splits of 64 with the combine pass (decode_attention off, as on a device without subgroup arithmetic).
 TEST_F(GpuModelTest, DeterministicAttentionInTokenBlocksGivesTheBitsOfSmallSteps) {
   const auto path =
       synth::write_preset(test::scratch_dir() / "gpu_model_det_blocks.gguf", "tiny", TensorType::Q4_K, 9);
   constexpr uint32_t kPages300 = 20;  // 320 positions
-  Rig one(context(), path, kPages300, 0, true, 320), small(context(), path, kPages300, 0, true, 32);
   std::vector<int32_t> prompt(300);
   for (uint32_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 250 + 3);
-  const std::vector<float> a = one.step(prompt, 0, 1);
-  std::vector<float> b;
-  for (uint32_t first = 0; first < prompt.size(); first += 32) {
-    const auto n = std::min<size_t>(32, prompt.size() - first);
-    b = small.step(std::span(prompt).subspan(first, n), first, 1);
+  for (const bool decode_pass : {true, false}) {
+    SCOPED_TRACE(decode_pass ? "the decode pass" : "attention.comp");
+    Rig one(context(), path, kPages300, 0, true, 320, false, decode_pass),
+        small(context(), path, kPages300, 0, true, 32, false, decode_pass);
+    one.model->set_profiling(true);
+    const std::vector<float> a = one.step(prompt, 0, 1);
+    uint32_t decode_dispatches = 0, combines = 0;
+    for (const vk::DispatchTime& t : one.model->last_dispatch_times()) {
+      decode_dispatches += t.name->starts_with("attention_decode");
+      combines += t.name->starts_with("attention_combine");
+    }
+    EXPECT_EQ(decode_dispatches, decode_pass ? 2 * one.config.n_layers : 0) << "two blocks a layer";
+    EXPECT_EQ(combines, decode_pass ? 0 : 2 * one.config.n_layers);
+    std::vector<float> b;
+    for (uint32_t first = 0; first < prompt.size(); first += 32) {
+      const auto n = std::min<size_t>(32, prompt.size() - first);
+      b = small.step(std::span(prompt).subspan(first, n), first, 1);
+    }
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a, b) << "the last prompt token's logits";
+    const std::vector<int32_t> next{42};
+    EXPECT_EQ(one.step(next, 300), small.step(next, 300)) << "a decode step after the prompt";
   }
-  ASSERT_FALSE(a.empty());
-  EXPECT_EQ(a, b) << "the last prompt token's logits";
-  const std::vector<int32_t> next{42};
-  EXPECT_EQ(one.step(next, 300), small.step(next, 300)) << "a decode step after the prompt";
 }
 
 // A decode step of float weights folds the norms, the SwiGLU and the residual adds into its products
