@@ -5,9 +5,9 @@
 // (cache/vk_page_store.h), laid out as kv_layout() says; forward() writes each token's K and V into the
 // slot the batch names and attends through per-sequence page tables, so one batch may hold tokens of many
 // sequences (continuous batching). Only the logits rows the batch asks for are read back.
-// With deterministic=true every matrix product takes the batch-invariant path (kernels/ops/matmul.h), so a
-// token's logits do not depend on the batch it ran in. Single owner thread (the engine's). The Context,
-// GgufFile and the page store's buffers must outlive it.
+// With deterministic=true every matrix product and attention take batch-invariant paths
+// (kernels/ops/matmul.h, attention.h), so a token's logits do not depend on the batch it ran in. Single owner
+// thread (the engine's). The Context, GgufFile and the page store's buffers must outlive it.
 #pragma once
 #include <array>
 #include <cstdint>

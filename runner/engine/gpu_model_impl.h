@@ -136,14 +136,17 @@ struct GpuModel::Impl {
   // tokens of llama3-8b Q4_0 7,467 tok/s with splits of 1024, 7,714 with 4096; llama3-1b 32,613 -> 33,976;
   // on an H100 this rule against splits of 1024: 7,890 against 7,631 in chunks of 512, 5,619 against 5,578 in
   // chunks of 256, equal in chunks of 128 and 64),
-  // but not below kLargeBatchSplit positions. --deterministic keeps one split
-  // size for every batch (a token's result must not depend on its batch): 64. On an H100 (session 17) its
-  // decode of llama3-8b Q4_0 is 6.9% / 8.5% / 13.6% below the default at contexts 512 / 2048 / 4096, where
-  // 128 was 15-18% / 15% / 8-9% below; its prefill of 4096 tokens 4% slower.
+  // but not below kLargeBatchSplit positions. --deterministic (a token's result must not depend on its
+  // batch) splits each token by its own position through the decode pass (position_splits: split_size 0),
+  // the split a decode step of one sequence takes by default: on an H100 (session 20) llama3-8b Q4_0 decode
+  // 0-1% / 1% / 1-4% below the default at 512 / 2048 / 4096, against 9-17% below for attention.comp in splits
+  // of 64 (its fallback, kDeterministicSplit: 128 was 15-18% / 15% / 8-9% below in session 17), and its
+  // prefill of 4096 tokens equal to that fallback's (llama3-1b 7% slower).
   static constexpr uint32_t kSmallBatch = 32, kLargeBatchSplit = 1024, kDeterministicSplit = 64;
   // Tokens of one attention dispatch under --deterministic (attention_in_blocks): its partials take tokens x
   // heads x splits of the longest context, so blocks keep them within kDeterministicScratchBytes (16 to 256
-  // tokens: llama3-8b 112 at a 4096-token context, 121 MB; 16 at 32768, 137 MB).
+  // tokens. llama3-8b: 256 at a context of 8,192 with the decode pass's own splits, 16 at most there;
+  // with attention.comp's splits of 64, 112 at 4096, 121 MB, and 16 at 32768, 137 MB).
   static constexpr uint64_t kDeterministicScratchBytes = 128ull << 20;
   static constexpr uint32_t kDeterministicMinTokens = 16, kDeterministicMaxTokens = 256;
   static constexpr uint32_t kPrefillSplitTokens = 512, kDecodeMinSplit = 128, kDecodeMaxSplit = 512;
