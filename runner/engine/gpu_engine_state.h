@@ -5,6 +5,7 @@
 // gpu_engine.cpp, stats in gpu_engine_stats.cpp, scheduling in gpu_engine_scheduler.cpp.
 #pragma once
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -71,9 +72,11 @@ struct GpuEngine::State {
   double copy_seconds_snapshot = 0;
   std::thread worker;
 
+  // disk_fingerprint: the disk tier's (valid where it is configured), computed while the model uploads and
+  // the host tier's first chunks commit.
   State(vk::Context& context, const GgufFile& file, const ModelConfig& mc, const Tokenizer& tok,
         const GpuEngineConfig& cfg, const GpuModelOptions& options, uint32_t device_pages,
-        uint32_t host_pages, uint64_t disk_fingerprint);
+        uint32_t host_pages, std::future<uint64_t> disk_fingerprint);
 
   // Construction (gpu_engine.cpp): the page store's options for this model and configuration, and the load's
   // info line once the KV tiers exist.
