@@ -8,6 +8,7 @@
 #include <future>
 
 #include "base/error.h"
+#include "kernels/vk/pipeline_cache_file.h"
 #include "runner/engine/admission.h"
 #include "runner/engine/gpu_engine_state.h"
 #include "runner/engine/kv_tier_sizing.h"
@@ -140,11 +141,15 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   // disk hit reads into) are committed before the first request instead of inside its TTFT.
   std::future<uint64_t> disk_fingerprint;
   if (!config.kv_disk_dir.empty() && config.kv_disk_bytes > 0) {
-    // Pages are reused only by the same model bytes, KV layout, kernels and device: anything else computes
-    // other floating-point values.
+    // Pages are reused only by the same model bytes, KV layout, kernels (the embedded SPIR-V), device and
+    // driver: anything else computes other floating-point values, and a cached answer under --deterministic
+    // would no longer equal a cold one.
+    const vk::PipelineCacheIdentity build = vk::pipeline_cache_identity(context.device());
     const std::string identity_rest = fmt::format(
-        " layers={} page_tokens={} kv_dim={} page_bytes={} deterministic={} device={}", layout.n_layers,
-        layout.page_tokens, layout.kv_dim, page_bytes, config.deterministic, context.device().info().name);
+        " layers={} page_tokens={} kv_dim={} page_bytes={} deterministic={} device={} kernels={:016x} "
+        "driver={:08x}",
+        layout.n_layers, layout.page_tokens, layout.kv_dim, page_bytes, config.deterministic,
+        context.device().info().name, build.build_hash, build.driver_version);
     disk_fingerprint = std::async(std::launch::async, [path = file.path(), identity_rest] {
       const auto started = std::chrono::steady_clock::now();
       const std::string identity = fmt::format("{:016x}", model_file_fingerprint(path)) + identity_rest;
