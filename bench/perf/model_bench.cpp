@@ -50,10 +50,12 @@ struct ModelRig {
     const kernels::KvLayout layout = model->kv_layout();
     pages_per_seq = (max_context + layout.page_tokens - 1) / layout.page_tokens;
     const uint64_t total = uint64_t{pages_per_seq} * sequences;
-    const uint64_t binding = layout.pages_per_binding(ctx.device().max_storage_buffer_range());
-    KVTRIE_CHECK(total <= binding, "the KV pages (" + std::to_string(total) +
-                                       ") exceed one storage-buffer binding (" + std::to_string(binding) +
-                                       "): fewer sequences or a shorter context");
+    // VkPageStore cuts the pages into chunks of one binding each, and GpuModel binds up to kMaxPageChunks.
+    const uint64_t most =
+        layout.pages_per_binding(ctx.device().max_storage_buffer_range()) * GpuModel::kMaxPageChunks;
+    KVTRIE_CHECK(total <= most, "the KV pages (" + std::to_string(total) + ") exceed GpuModel's " +
+                                    std::to_string(GpuModel::kMaxPageChunks) + " storage-buffer bindings (" +
+                                    std::to_string(most) + " pages): fewer sequences or a shorter context");
     pages = std::make_unique<VkPageStore>(ctx, layout, static_cast<uint32_t>(total), 0);
     model->bind_pages(*pages);
   }
