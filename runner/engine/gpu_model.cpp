@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 
 #include "base/error.h"
@@ -128,15 +129,16 @@ uint32_t GpuModel::Impl::split_size(uint32_t tokens, uint32_t max_position, bool
       std::clamp<uint32_t>(std::bit_floor(std::max<uint32_t>(max_position / splits, 1)), 32, 512);
   if (!decode) return split;
   // attention_decode: a split per 8th of all the step's positions (8 to 16 splits), 128 to 512 (never fewer
-  // than the rule above, so that its splits fit the scratch that rule sizes). On an H100, llama3-8b Q4_0
+  // than the rule above, so that its splits fit the scratch that rule sizes): the split of a token at
+  // position tokens x max_position, kernels::attention_position_split, which --deterministic gives every
+  // token by its own position (so one sequence decodes alike under both). On an H100, llama3-8b Q4_0
   // decode, tok/s with a 16th against an 8th (session 16): one sequence at 2048 308 / 309 against 331 /
   // 338, at 4096 291 / 298 against 309 / 307, at 1024 equal; 4 sequences at 1500 682 against 707; 8 at 512
   // 879 / 885 against 901 / 896; llama3-1b at 2048 883 / 900 against 975 / 950. (sweep-attention alone,
   // without the layer's products around it, had one sequence at 4096 fastest at a 16th.)
-  const auto step_positions = static_cast<uint32_t>(
-      std::min<uint64_t>(uint64_t{max_position} * tokens / kDecodeSplitsOfStep, kDecodeMaxSplit));
-  return std::max(split,
-                  std::clamp(std::bit_floor(std::max(step_positions, 1u)), kDecodeMinSplit, kDecodeMaxSplit));
+  const auto step_positions =
+      static_cast<uint32_t>(std::min<uint64_t>(uint64_t{max_position} * tokens, UINT32_MAX));
+  return std::max(split, kernels::attention_position_split(step_positions));
 }
 
 vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint32_t max_position) {

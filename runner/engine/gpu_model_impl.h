@@ -149,8 +149,7 @@ struct GpuModel::Impl {
   // with attention.comp's splits of 64, 112 at 4096, 121 MB, and 16 at 32768, 137 MB).
   static constexpr uint64_t kDeterministicScratchBytes = 128ull << 20;
   static constexpr uint32_t kDeterministicMinTokens = 16, kDeterministicMaxTokens = 256;
-  static constexpr uint32_t kPrefillSplitTokens = 512, kDecodeMinSplit = 128, kDecodeMaxSplit = 512;
-  static constexpr uint32_t kDecodeSplitsOfStep = 8;
+  static constexpr uint32_t kPrefillSplitTokens = 512;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const;
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
