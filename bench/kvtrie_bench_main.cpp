@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_flag("--profile", decode.profile,
                        "after timing, one step with a timestamp per dispatch: time by op");
+  decode_cmd->add_flag("--shader-stats", decode.shader_stats,
+                       "after timing, the driver's statistics (registers, ...) of every pipeline created");
   decode_cmd->add_flag("--deterministic", decode.deterministic,
                        "batch-invariant kernels (kvtrie serve --deterministic)");
   decode_cmd
@@ -207,6 +209,8 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
       ->capture_default_str();
   sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
+  sweep_cmd->add_option("--probe", sweep.probe,
+                        "bench's tuning build of matvec_q8i (nodot: loads without arithmetic)");
   sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")
       ->capture_default_str();
 

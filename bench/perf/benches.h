@@ -47,6 +47,7 @@ struct DecodeOptions {
   uint32_t k_splits = 0;            // GpuModelOptions::k_splits
   uint32_t q8_max_tokens = 0;       // GpuModelOptions::q8_max_tokens
   bool paged_decode = false;        // !GpuModelOptions::decode_attention
+  bool shader_stats = false;  // also the driver's statistics of every pipeline (a shader_stats row each)
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);
 
@@ -127,6 +128,7 @@ struct SweepMatvecOptions {
                      // empty: each shape's own, as the forward pass folds it
   uint32_t dispatches = 64;
   uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
+  std::string probe;          // bench's tuning build instead (nodot: the loads without the arithmetic)
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 

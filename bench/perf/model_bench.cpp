@@ -15,6 +15,8 @@
 #include "bench/perf/benches.h"
 #include "cache/vk_page_store.h"
 #include "kernels/vk/context.h"
+#include "kernels/vk/pipeline_statistics.h"
+#include "kernels/vk/shader_registry.h"
 #include "runner/engine/gpu_engine.h"
 #include "runner/engine/gpu_model.h"
 #include "runner/model/gguf_file.h"
@@ -238,10 +240,37 @@ void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, dou
   emit_profile("decode", model_label(options.model), "sequences", options.sequences, times, step_seconds);
 }
 
+// A shader_stats row per statistic of every pipeline the context created (the driver's names and values),
+// or one row saying why there are none.
+void emit_shader_stats(vk::Context& ctx) {
+  if (!ctx.device().pipeline_statistics_enabled()) {
+    Row("shader_stats")
+        .text("error", "the device does not offer VK_KHR_pipeline_executable_properties")
+        .emit();
+    return;
+  }
+  for (const vk::PipelineKey& key : ctx.pipelines().keys()) {
+    const vk::SpirvBlob* blob = vk::find_spirv(key.variant);
+    if (blob == nullptr) continue;  // bench's own probes: not part of a step
+    std::string spec;
+    for (const uint32_t v : key.spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    for (const vk::ExecutableStatistic& s : vk::pipeline_statistics(ctx.device(), *blob, key.spec))
+      Row("shader_stats")
+          .text("pipeline", key.variant)
+          .text("spec", spec)
+          .text("executable", s.executable)
+          .text("stat", s.name)
+          .text("value", s.value)
+          .emit();
+  }
+}
+
 }  // namespace
 
 void run_decode(const CommonOptions& common, const DecodeOptions& options) {
-  vk::Context ctx(context_options(common));
+  vk::ContextOptions context_opts = context_options(common);
+  context_opts.pipeline_statistics = options.shader_stats;
+  vk::Context ctx(context_opts);
   const uint32_t steps = common.warmup + options.tokens;
   GpuModelOptions knobs;
   knobs.deterministic = options.deterministic;
@@ -302,6 +331,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .num("bound_ratio", (1 / step_med) / bound_steps)
       .emit();
   if (options.profile) profile_step(rig, batch, options, step_med);
+  if (options.shader_stats) emit_shader_stats(ctx);
 }
 
 }  // namespace kvtrie::bench

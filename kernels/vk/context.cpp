@@ -30,7 +30,7 @@ PhysicalDeviceInfo choose(const Instance& instance, const ContextOptions& option
 
 Context::Context(ContextOptions options)
     : instance_(make_instance(options)),
-      device_(instance_, choose(instance_, options)),
+      device_(instance_, choose(instance_, options), options.pipeline_statistics),
       pipelines_(device_, pipeline_cache_dir()) {
   const PhysicalDeviceInfo& info = device_.info();
   spdlog::debug("vulkan: using {} ({}, Vulkan {}.{}), subgroup {}, max storage range {} MiB", info.name,

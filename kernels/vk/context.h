@@ -25,6 +25,7 @@ namespace kvtrie::vk {
 struct ContextOptions {
   std::optional<uint32_t> device_index;  // --device N; default: discrete > integrated > CPU
   bool validation = false;               // also on with KVTRIE_VALIDATION=1
+  bool pipeline_statistics = false;      // Device's pipeline_statistics (the tuning tools)
   // The on-disk pipeline cache lives in pipeline_cache_dir() (pipeline_cache_file.h:
   // $KVTRIE_PIPELINE_CACHE_DIR, else $XDG_CACHE_HOME/kvtrie, else ~/.cache/kvtrie;
   // KVTRIE_PIPELINE_CACHE_DIR=off disables it).

@@ -25,7 +25,8 @@ bool has_type(const CoopMatShape& s, VkComponentTypeKHR a, VkComponentTypeKHR b)
 
 }  // namespace
 
-Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical) : info_(physical) {
+Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical, bool pipeline_statistics)
+    : info_(physical) {
   uint32_t family_count = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &family_count, nullptr);
   std::vector<VkQueueFamilyProperties> families(family_count);
@@ -134,6 +135,14 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical)
     f12.bufferDeviceAddress = VK_TRUE;
     nv_coopmat2_enabled_ = true;
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable{};
+  executable.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  if (pipeline_statistics && info_.pipeline_executable_info) {
+    executable.pipelineExecutableInfo = VK_TRUE;
+    link(features, executable);
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    pipeline_statistics_enabled_ = true;
+  }
   if (coopmat_enabled_ || khr_coopmat_enabled_) {
     f12.vulkanMemoryModel = VK_TRUE;
     f12.vulkanMemoryModelDeviceScope = info_.vulkan_memory_model_device_scope ? VK_TRUE : VK_FALSE;
@@ -166,7 +175,8 @@ Device::Device(Device&& other) noexcept
       int_dot_enabled_(other.int_dot_enabled_),
       khr_coopmat_enabled_(other.khr_coopmat_enabled_),
       nv_coopmat2_enabled_(other.nv_coopmat2_enabled_),
-      subgroup_size_control_enabled_(other.subgroup_size_control_enabled_) {}
+      subgroup_size_control_enabled_(other.subgroup_size_control_enabled_),
+      pipeline_statistics_enabled_(other.pipeline_statistics_enabled_) {}
 
 Device& Device::operator=(Device&& other) noexcept {
   if (this != &other) {
@@ -182,6 +192,7 @@ Device& Device::operator=(Device&& other) noexcept {
     khr_coopmat_enabled_ = other.khr_coopmat_enabled_;
     nv_coopmat2_enabled_ = other.nv_coopmat2_enabled_;
     subgroup_size_control_enabled_ = other.subgroup_size_control_enabled_;
+    pipeline_statistics_enabled_ = other.pipeline_statistics_enabled_;
   }
   return *this;
 }

@@ -21,7 +21,9 @@ namespace kvtrie::vk {
 
 class Device {
  public:
-  Device(const Instance& instance, const PhysicalDeviceInfo& physical);
+  // pipeline_statistics: also enable VK_KHR_pipeline_executable_properties where offered (the tuning tools';
+  // off for the engine, so its drivers compile exactly as without it).
+  Device(const Instance& instance, const PhysicalDeviceInfo& physical, bool pipeline_statistics = false);
   ~Device();
   Device(Device&& other) noexcept;
   Device& operator=(Device&& other) noexcept;
@@ -60,6 +62,9 @@ class Device {
   bool nv_coopmat2_enabled() const { return nv_coopmat2_enabled_; }
   // subgroupSizeControl (and computeFullSubgroups where offered) is enabled; sizes in info().fast.
   bool subgroup_size_control_enabled() const { return subgroup_size_control_enabled_; }
+  // VK_KHR_pipeline_executable_properties is enabled (asked for and offered): pipeline_statistics.h can read
+  // compiled shaders' statistics.
+  bool pipeline_statistics_enabled() const { return pipeline_statistics_enabled_; }
   // The enabled fast paths for logs, e.g. "fp16, int-dot (4x8 accelerated), khr-coopmat (12 shapes)";
   // a path the device offers but this build's shaders lack is named with "(no shaders)".
   std::string describe_enabled_fast_paths() const;
@@ -81,6 +86,7 @@ class Device {
   bool khr_coopmat_enabled_ = false;
   bool nv_coopmat2_enabled_ = false;
   bool subgroup_size_control_enabled_ = false;
+  bool pipeline_statistics_enabled_ = false;
 };
 
 }  // namespace kvtrie::vk

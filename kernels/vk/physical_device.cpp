@@ -105,6 +105,12 @@ PhysicalDeviceInfo describe(VkInstance instance, VkPhysicalDevice device, uint32
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
   coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
   if (info.nv_cooperative_matrix) f12.pNext = &coop;  // chained only where the extension exists
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable{};
+  executable.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  if (has_extension(extensions, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+    executable.pNext = f12.pNext;
+    f12.pNext = &executable;
+  }
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &f11;
@@ -118,6 +124,7 @@ PhysicalDeviceInfo describe(VkInstance instance, VkPhysicalDevice device, uint32
   info.shader_int8 = f12.shaderInt8 == VK_TRUE;
   info.shader_int16 = features.features.shaderInt16 == VK_TRUE;
   info.buffer_device_address = f12.bufferDeviceAddress == VK_TRUE;
+  info.pipeline_executable_info = executable.pipelineExecutableInfo == VK_TRUE;
   info.fast = query_fast_paths(instance, device, info.usable_api_version, extensions);
 
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};

@@ -56,6 +56,9 @@ struct PhysicalDeviceInfo {
   bool vulkan_memory_model = false;
   bool vulkan_memory_model_device_scope = false;
   bool buffer_device_address = false;
+  // VK_KHR_pipeline_executable_properties with pipelineExecutableInfo: the driver's statistics of a compiled
+  // shader (registers, ...), for the tuning tools (pipeline_statistics.h; offered, not enabled here).
+  bool pipeline_executable_info = false;
   // Integer dot product, KHR and NV2 cooperative matrices, subgroup size control (offered, not enabled).
   FastPathSupport fast;
 };

@@ -31,7 +31,7 @@ ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, st
     : ComputePipeline(device, cache, embedded(variant), spec) {}
 
 ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, const SpirvBlob& spirv,
-                                 const SpecConstants& spec)
+                                 const SpecConstants& spec, VkPipelineCreateFlags flags)
     : name_(spirv.name), spec_(spec) {
   const SpirvBlob* blob = &spirv;
   layout_ = reflect_spirv({blob->words, blob->word_count});
@@ -86,6 +86,7 @@ ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, co
 
   VkComputePipelineCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  info.flags = flags;
   info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   info.stage.module = module.get();
@@ -144,6 +145,13 @@ PipelineCache::~PipelineCache() {
 
 bool PipelineCache::contains(std::string_view variant, const SpecConstants& spec) const {
   return pipelines_.find(std::make_pair(std::string(variant), spec)) != pipelines_.end();
+}
+
+std::vector<PipelineKey> PipelineCache::keys() const {
+  std::vector<PipelineKey> out;
+  out.reserve(pipelines_.size());
+  for (const auto& [key, pipeline] : pipelines_) out.push_back({key.first, key.second});
+  return out;
 }
 
 const ComputePipeline& PipelineCache::get(std::string_view variant, const SpecConstants& spec) {

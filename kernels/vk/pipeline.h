@@ -43,9 +43,10 @@ class ComputePipeline {
  public:
   ComputePipeline(const Device& device, VkPipelineCache cache, std::string_view variant,
                   const SpecConstants& spec);
-  // From a blob embedded elsewhere than kernels/ (bench/'s probes).
+  // From a blob embedded elsewhere than kernels/ (bench/'s probes); `flags` for the tuning tools
+  // (pipeline_statistics.h: VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR).
   ComputePipeline(const Device& device, VkPipelineCache cache, const SpirvBlob& blob,
-                  const SpecConstants& spec);
+                  const SpecConstants& spec, VkPipelineCreateFlags flags = 0);
 
   const std::string& name() const { return name_; }
   const ShaderLayout& layout() const { return layout_; }
@@ -96,6 +97,8 @@ class PipelineCache {
   const ComputePipeline& get(const SpirvBlob& blob, const SpecConstants& spec = {});
   size_t size() const { return pipelines_.size(); }
   bool contains(std::string_view variant, const SpecConstants& spec) const;
+  // Every pipeline created so far (adopted background ones included), in key order.
+  std::vector<PipelineKey> keys() const;
 
   // Starts creating the keys not in the cache yet on up to `threads` worker threads (0: from the CPU
   // count). One batch at a time: a pending batch is finished first.
