@@ -8,7 +8,9 @@
 //   grouping of the engine (1 token alone, 8 per work group for batches), on x quantized ahead (untimed).
 // Each timed dispatch reads another copy of the weights (copies rotate through --rotate-mib of device
 // memory), so products stream from memory as in a real step instead of from the L2 cache. One row per
-// (type, shape, tokens, variant): microseconds per dispatch and weight GB/s.
+// (type, shape, tokens, variant): microseconds per dispatch and weight GB/s. The variant "read" is the floor
+// of a dispatch that reads those bytes and does nothing else (read_probe over the same copies, chained the
+// same way): what a product of that size could take at best.
 //
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
@@ -27,6 +29,7 @@
 #include "base/error.h"
 #include "bench/perf/benches.h"
 #include "bench/probes/bench_shaders.h"
+#include "bench/probes/read_probe.h"
 #include "kernels/ops/kernels.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/matvec.h"
@@ -181,20 +184,31 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
             kernels::matvec(rec, k, a);
         });
         emit(tokens, "legacy", legacy, legacy);
+        const uint32_t probe_threads = 1u << 18;
+        vk::Buffer sink(dev, uint64_t{read_probe_invocations(k, probe_threads)} * 4,
+                        vk::MemoryKind::DeviceLocal);
+        const double read_us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+          read_probe(rec, k, wb.sub(0, bytes / 16 * 16), sink.view(), probe_threads);
+        });
+        emit(tokens, "read", read_us, legacy);
         if (!kernels::matvec_q8_supported(format, shape.cols)) continue;
         const bool want_portable =
             options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");
         const uint32_t group = tokens == 1 ? 1 : 8;
         for (const bool int_dot : {false, true}) {
-          const std::string variant = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") + shape.mode + "_" +
-                                      kernels::type_variant(format);
-          if (int_dot && (!dev.int_dot_enabled() || vk::find_spirv(variant) == nullptr)) continue;
+          // --probe: bench's tuning build of that name (matvec_q8i_<probe>_<mode>_<type>) instead.
+          const std::string prefix = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") +
+                                     (options.probe.empty() ? "" : options.probe + "_");
+          const std::string variant = prefix + shape.mode + "_" + kernels::type_variant(format);
+          const bool embedded = vk::find_spirv(variant) != nullptr || find_bench_spirv(variant) != nullptr;
+          if (int_dot && (!dev.int_dot_enabled() || !embedded)) continue;
+          if (!int_dot && !options.probe.empty()) continue;
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
             for (uint32_t tpr : threads_per_row)
               for (uint32_t wg : workgroups) {
                 kernels::MatvecQ8Shape s =
-                    kernels::matvec_q8_shape(dev, shape.rows, group, mode == "norm_swiglu");
+                    kernels::matvec_q8_shape(dev, format, shape.rows, group, mode == "norm_swiglu");
                 s.rows_per_lane = rpl;
                 if (wg != 0) {
                   if (wg > dev.info().max_workgroup_size_x || wg % dev.subgroup_size() != 0) continue;
@@ -210,11 +224,12 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                 const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
                 const bool qout = (mode == "norm_swiglu" || mode == "acc_qnorm") && whole_groups;
                 if (mode == "acc_qnorm" && !qout) continue;
-                const vk::ComputePipeline& p = ctx.pipelines().get(
-                    qout && mode == "norm_swiglu" ? std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") +
-                                                        "norm_swiglu_qout_" + kernels::type_variant(format)
-                                                  : variant,
-                    {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+                const std::string built = qout && mode == "norm_swiglu"
+                                              ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
+                                              : variant;
+                if (vk::find_spirv(built) == nullptr && find_bench_spirv(built) == nullptr) continue;
+                const vk::ComputePipeline& p = pipeline_of(
+                    ctx, built, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
                 const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
                   kernels::MatvecQ8Args a;
                   a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
@@ -227,8 +242,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                   kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
                 });
                 emit(tokens,
-                     std::string(int_dot ? "q8i" : "q8") + " rows " + std::to_string(rpl) + " tpr " +
-                         std::to_string(s.threads_per_row) + " wg " + std::to_string(s.workgroup),
+                     std::string(int_dot ? "q8i" : "q8") +
+                         (options.probe.empty() ? "" : " " + options.probe) + " rows " + std::to_string(rpl) +
+                         " tpr " + std::to_string(s.threads_per_row) + " wg " + std::to_string(s.workgroup),
                      us, legacy);
               }
         }

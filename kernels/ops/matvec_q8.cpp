@@ -52,10 +52,11 @@ template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {
   return spec_of(d, {matvec_workgroup_size(d), 0, Rows}, Tokens);
 }
-// The decode step's residual product with its output normed for the next product (acc_qnorm): 16 lanes of
-// one row, so that a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8.h).
+// One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row, so that
+// a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8_shape).
 vk::SpecConstants spec_lanes16(const vk::Device& d) {
-  return spec_of(d, matvec_q8_residual_out_shape(d), 1);
+  const uint32_t sg = std::max(d.subgroup_size(), 1u);
+  return spec_of(d, {16 * sg, sg, kMatvecQ8RowsOne}, 1);
 }
 
 // The registered builds of each matvec_q8 shader: tokens per work group (t1, t4, t8) and rows per lane (r1,
@@ -71,14 +72,14 @@ struct Build {
 constexpr uint32_t kEveryMode = ~0u, kSwigluMode = 1u << kNormSwiglu;
 constexpr uint32_t kPairModes = 1u << kStore | 1u << kNorm | 1u << kAcc | 1u << kNormQkv;
 constexpr Build kBuilds[] = {
-    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},          // t1
-    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},    // t1r1
-    {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm},                   // t1l16
-    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},          // t8
-    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},   // t4r1
-    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},  // t4r2
-    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},   // t8r1
-    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},  // t8r2
+    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                 // t1
+    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},           // t1r1
+    {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
+    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                 // t8
+    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},          // t4r1
+    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},         // t4r2
+    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},          // t8r1
+    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},         // t8r2
 };
 constexpr size_t kBuildCount = std::size(kBuilds);
 using BuildNames = std::array<std::string_view, kBuildCount>;
@@ -134,21 +135,26 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
          row_bytes(type, cols) % 16 == 0;
 }
 
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group, bool swiglu,
-                              bool quantized_out) {
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
+                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
   // matrix and token count, so a row's reduction order never depends on the batch.
   const uint32_t tpr = std::min(sg, wg);
+  const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
+  if (tokens_per_group == 1 && quantized_out) {
+    const uint32_t lanes16_wg = 16 * sg;
+    const bool fits = lanes16_wg <= device.info().max_workgroup_size_x &&
+                      lanes16_wg <= device.info().max_workgroup_invocations;
+    if (fits && (accumulate || (swiglu && type == TensorType::Q4_0x8)))
+      return {lanes16_wg, sg, kMatvecQ8RowsOne, true};
+    return {wg, tpr, kMatvecQ8Rows};
+  }
   if (quantized_out) return {wg, tpr, kMatvecQ8Rows};
-  if (tokens_per_group == 1) return {wg, tpr, rows < kManyRows && !swiglu ? kMatvecQ8RowsOne : kMatvecQ8Rows};
+  if (tokens_per_group == 1)
+    return {wg, tpr, swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
-}
-
-MatvecQ8Shape matvec_q8_residual_out_shape(const vk::Device& device) {
-  const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
-  return {16 * sg, sg, kMatvecQ8RowsOne};
 }
 
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
@@ -278,15 +284,10 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const uint32_t group = one                                                 ? 1
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
-  // One token's residual product with a normed output takes 16 lanes of a row where the device allows.
-  const uint32_t lanes16_wg = matvec_q8_residual_out_shape(k.device()).workgroup;
-  const bool lanes16 = one && qout && args.accumulate &&
-                       lanes16_wg <= k.device().info().max_workgroup_size_x &&
-                       lanes16_wg <= k.device().info().max_workgroup_invocations;
-  const MatvecQ8Shape shape = lanes16 ? matvec_q8_residual_out_shape(k.device())
-                                      : matvec_q8_shape(k.device(), w.rows, group, args.swiglu, qout);
+  const MatvecQ8Shape shape =
+      matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
   // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none).
-  const OpRegistration& row = build_row(k.device(), group, shape.rows_per_lane, lanes16);
+  const OpRegistration& row = build_row(k.device(), group, shape.rows_per_lane, shape.lanes16);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
 }
 

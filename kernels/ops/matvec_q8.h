@@ -76,25 +76,28 @@ bool matvec_q8_supported(TensorType type, uint64_t cols);
 
 void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
 
-// The launch shape matvec_q8 uses on a device for a matrix of `rows` rows (exposed for the tuning harness):
-// threads per row lane (one subgroup, for every matrix and token count, so a row's reduction order never
-// depends on the batch) and rows per lane: kMatvecQ8Rows (with 4 lanes a work group, 16 outputs) where
-// quantized_out needs whole groups of 16, and for one token of a SwiGLU product or of 16384 rows and more;
-// else kMatvecQ8RowsOne for one token and for a batch's SwiGLU product, kMatvecQ8RowsPair for a batch's
-// other products (the fastest in sweep-matvec on an H200 at 8 and 16 tokens: gate/up 91 us against 140 with
-// 4 rows at 8 tokens, down 110 against 156 at 16).
+// The launch shape matvec_q8 uses on a device for a matrix of `rows` rows of device format `type` (exposed
+// for the tuning harness). A row lane is one subgroup for every matrix and token count, so a row's reduction
+// order never depends on the batch; the rows per lane follow sweep-matvec on an H100 (llama3-8b shapes,
+// docs/BENCHMARKS.md, session 21):
+// - one token: a row a lane, except kMatvecQ8Rows for SwiGLU and, for the K-quants whose units decode their
+//   scales (Q4_K, Q5_K), for matrices of 16384 rows and more (the logits: Q4_0 104 against 115 us, Q6_K 158
+//   against 171, Q4_K 129 against 119);
+// - one token with a quantized output (whole groups of 16 outputs a work group): 16 lanes of one row where
+//   the device allows, for the residual products and Q4_0's SwiGLU (whose units decode in few instructions:
+//   8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows; Q4_K's took 1.29 against 1.17);
+//   else 4 lanes of kMatvecQ8Rows;
+// - batches: kMatvecQ8RowsPair, kMatvecQ8RowsOne for SwiGLU (H200: gate/up 91 us against 140 with 4 rows at
+//   8 tokens, down 110 against 156 at 16), kMatvecQ8Rows with a quantized output.
 struct MatvecQ8Shape {
   uint32_t workgroup = 0;
   uint32_t threads_per_row = 0;
   uint32_t rows_per_lane = 0;
+  bool lanes16 = false;  // 16 lanes of one row (the registered t1l16 build)
 };
-MatvecQ8Shape matvec_q8_shape(const vk::Device& device, uint64_t rows, uint32_t tokens_per_group,
-                              bool swiglu = false, bool quantized_out = false);
-// The shape of the decode step's residual product that writes its output normed for the next product
-// (accumulate with quantized_out): 16 lanes of one row a work group, so that it makes whole groups of 16
-// outputs as fast as the plain residual product (sweep-matvec --mode acc_qnorm on an H100, llama3-8b Q4_0:
-// o 9.0 us and down 19.0 against 8.3 and 18.1 without the output; 4 lanes of 4 rows took 14.1 and 37.2).
-MatvecQ8Shape matvec_q8_residual_out_shape(const vk::Device& device);
+MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
+                              uint32_t tokens_per_group, bool swiglu = false, bool quantized_out = false,
+                              bool accumulate = false);
 // The rows per lane of the registered builds.
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 

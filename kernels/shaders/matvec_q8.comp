@@ -162,17 +162,25 @@ void main() {
     }
     // The x values of this unit for every token: two groups of 16.
     uint xa = unit_x_first(u);  // first x index of group A (group B is xa + UNIT_X_GAP)
-    XGroup gx[MAX_COLS][2];
+    UnitX ux[MAX_COLS];
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
       uint tok = min(tok0 + t, last_tok);
+      XGroup gx[2];
       [[unroll]] for (uint g = 0u; g < 2u; ++g) {
         uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
         vec2 ds = xds[gi];
-        gx[t][g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
+        gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
       }
+      ux[t] = unit_x(gx[0], gx[1]);
     }
     [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
-      [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] += unit_dot(wu[i], gx[t][0], gx[t][1]);
+      [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
+#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads without the arithmetic
+        acc[i][t] += float((wu[i].a.x ^ wu[i].b.w ^ ux[t].qa.x ^ ux[t].qb.w) & 0xFFu);
+#else
+        acc[i][t] += unit_dot(wu[i], ux[t]);
+#endif
+      }
   }
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.

@@ -3,6 +3,11 @@
 // apart), each quantized to bytes with its own scale. A unit decodes to two vectors of 16 small integers
 // (`a`, `b`, one byte each) and four floats `f`, so that for every type
 //   sum(w * x) = A.d * (f.x * dot(a, A.q) - f.z * sum(A.q)) + B.d * (f.y * dot(b, B.q) - f.w * sum(B.q)).
+// Q4_0 and Q8_0 take a shorter form (a unit's two halves share the scale d and the offset o, 8 and 0):
+//   sum(w * x) = d * (A.d * (dot(a, A.q) - o sum(A.q)) + B.d * (dot(b, B.q) - o sum(B.q))),
+// the offsets' integer terms exact, and the parts that depend only on x (UnitX) computed once a unit for
+// all of a thread's rows: fewer instructions a unit, which the decode products with several rows a thread
+// need (docs/BENCHMARKS.md, session 21).
 // The includer declares `readonly buffer { uvec4 w4[]; }` (rows of the device format, kernels/ops/
 // weight_format.h, 16-byte aligned), defines WTYPE and includes q8_activations.glsl first.
 
@@ -25,24 +30,60 @@ int dot4_acc(uint a, uint b, int acc) {
 }
 #endif
 
-float unit_dot(WUnit w, XGroup A, XGroup B) {
-  int ia = dot4_acc(w.a.x, A.q.x, 0);
-  ia = dot4_acc(w.a.y, A.q.y, ia);
-  ia = dot4_acc(w.a.z, A.q.z, ia);
-  ia = dot4_acc(w.a.w, A.q.w, ia);
-  int ib = dot4_acc(w.b.x, B.q.x, 0);
-  ib = dot4_acc(w.b.y, B.q.y, ib);
-  ib = dot4_acc(w.b.z, B.q.z, ib);
-  ib = dot4_acc(w.b.w, B.q.w, ib);
-  precise float sa = fma(w.f.x, float(ia), -w.f.z * float(A.s));
-  precise float sb = fma(w.f.y, float(ib), -w.f.w * float(B.s));
-  return fma(A.d, sa, B.d * sb);
+#if WTYPE == T_Q4_0X8 || WTYPE == T_Q8_0X8
+#if WTYPE == T_Q4_0X8
+#define UNIT_OFFSET 8
+#else
+#define UNIT_OFFSET 0
+#endif
+// A unit's x for Q4_0 and Q8_0: both groups' bytes and scales, and the offsets' integer terms.
+struct UnitX {
+  uvec4 qa, qb;
+  float da, db;
+  int oa, ob;
+};
+UnitX unit_x(XGroup A, XGroup B) {
+  return UnitX(A.q, B.q, A.d, B.d, -UNIT_OFFSET * A.s, -UNIT_OFFSET * B.s);
 }
+// The offsets are added after the dot products, not as their first accumulator: an accumulator the
+// compiler cannot bound makes each saturating step cost more (8 sequences' products 6-8% slower).
+float unit_dot(WUnit w, UnitX x) {
+  int ia = dot4_acc(w.a.x, x.qa.x, 0);
+  ia = dot4_acc(w.a.y, x.qa.y, ia);
+  ia = dot4_acc(w.a.z, x.qa.z, ia);
+  ia = dot4_acc(w.a.w, x.qa.w, ia);
+  int ib = dot4_acc(w.b.x, x.qb.x, 0);
+  ib = dot4_acc(w.b.y, x.qb.y, ib);
+  ib = dot4_acc(w.b.z, x.qb.z, ib);
+  ib = dot4_acc(w.b.w, x.qb.w, ib);
+  precise float s = fma(x.da, float(ia + x.oa), x.db * float(ib + x.ob));
+  return w.f.x * s;
+}
+#else
+struct UnitX {
+  XGroup A, B;
+};
+UnitX unit_x(XGroup A, XGroup B) {
+  return UnitX(A, B);
+}
+float unit_dot(WUnit w, UnitX x) {
+  int ia = dot4_acc(w.a.x, x.A.q.x, 0);
+  ia = dot4_acc(w.a.y, x.A.q.y, ia);
+  ia = dot4_acc(w.a.z, x.A.q.z, ia);
+  ia = dot4_acc(w.a.w, x.A.q.w, ia);
+  int ib = dot4_acc(w.b.x, x.B.q.x, 0);
+  ib = dot4_acc(w.b.y, x.B.q.y, ib);
+  ib = dot4_acc(w.b.z, x.B.q.z, ib);
+  ib = dot4_acc(w.b.w, x.B.q.w, ib);
+  precise float sa = fma(w.f.x, float(ia), -w.f.z * float(x.A.s));
+  precise float sb = fma(w.f.y, float(ib), -w.f.w * float(x.B.s));
+  return fma(x.A.d, sa, x.B.d * sb);
+}
+#endif
 
-// Half i (0..7) of the f16 pairs in word o of w4 (the scale arrays of the x8 formats).
-float half_at(uvec4 v, uint i) {
-  uint word = v[i >> 1];
-  return unpackHalf2x16((i & 1u) != 0u ? word >> 16 : word).x;
+// Half i (0..7) of the f16 pairs in word o of w4 (the scale arrays of the x8 formats): one 32-bit load.
+float half_at(uint o, uint i) {
+  return unpackHalf2x16(w4[o][i >> 1] >> (16u * (i & 1u))).x;
 }
 
 #if WTYPE == T_Q4_K || WTYPE == T_Q5_K
@@ -75,19 +116,18 @@ WUnit load_unit(uint row, uint u) {
   WUnit w;
 #if WTYPE == T_Q4_0X8
   // Groups of 8 blocks: 8 x 16 quant bytes, then 8 f16 scales (9 words).
-  uint base = row + (u >> 3) * 9u;
-  uvec4 q = w4[base + (u & 7u)];
-  float d = half_at(w4[base + 8u], u & 7u);
+  uint base = row + (u >> 3) * 9u, j = u & 7u;
+  uvec4 q = w4[base + j];
+  float d = half_at(base + 8u, j);
   w.a = q & 0x0F0F0F0Fu;
   w.b = (q >> 4) & 0x0F0F0F0Fu;
-  w.f = vec4(d, d, 8.0 * d, 8.0 * d);
+  w.f = vec4(d, 0.0, 0.0, 0.0);
 #elif WTYPE == T_Q8_0X8
   // Groups of 8 blocks: 8 x 32 quant bytes, then 8 f16 scales (17 words).
   uint base = row + (u >> 3) * 17u;
   w.a = w4[base + 2u * (u & 7u)];
   w.b = w4[base + 2u * (u & 7u) + 1u];
-  float d = half_at(w4[base + 16u], u & 7u);
-  w.f = vec4(d, d, 0.0, 0.0);
+  w.f = vec4(half_at(base + 16u, u & 7u), 0.0, 0.0, 0.0);
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
   // Superblocks of 256: d, dmin, 12 scale bytes (word 0), (Q5_K: 32 high-bit bytes), 128 quant bytes.
 #if WTYPE == T_Q4_K
@@ -117,7 +157,7 @@ WUnit load_unit(uint row, uint u) {
   uvec4 ql = w4[sb + 4u * n + 2u * a + b];
   uvec4 qh = w4[sb + 8u + 2u * n + b];
   uvec4 sc = w4[sb + 12u];
-  float d = half_at(w4[gbase + 104u], s & 7u);
+  float d = half_at(gbase + 104u, s & 7u);
   uint ia = 8u * n + 2u * a + b, ib = ia + 4u;
   float sa = float(bitfieldExtract(int(sc[ia >> 2]), int((ia & 3u) * 8u), 8));
   float sb_ = float(bitfieldExtract(int(sc[ib >> 2]), int((ib & 3u) * 8u), 8));

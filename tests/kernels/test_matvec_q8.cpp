@@ -441,22 +441,36 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
 }
 
 // The launch shape: a row lane is one subgroup for every matrix and token count (so a token's reduction
-// order is the same alone and in a batch); one token takes a row a lane below 16384 rows, else 4 (and 4 for
-// SwiGLU); batches take 2, and 1 for SwiGLU; quantized outputs always 4 (whole groups of 16 a work group).
+// order is the same alone and in a batch). One token takes a row a lane, 4 for SwiGLU and for the K-quants'
+// matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the residual products, and
+// Q4_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4 with a quantized output.
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
-  for (const uint64_t rows : {uint64_t{4096}, uint64_t{16383}, uint64_t{16384}, uint64_t{128256}}) {
-    const MatvecQ8Shape one = matvec_q8_shape(d, rows, 1), batch = matvec_q8_shape(d, rows, 8);
-    EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
-    EXPECT_EQ(batch.threads_per_row, one.threads_per_row);
-    EXPECT_EQ(one.workgroup, batch.workgroup);
-    EXPECT_EQ(one.rows_per_lane, rows < 16384 ? kMatvecQ8RowsOne : kMatvecQ8Rows);
-    EXPECT_EQ(batch.rows_per_lane, kMatvecQ8RowsPair);
-    EXPECT_EQ(matvec_q8_shape(d, rows, 1, true).rows_per_lane, kMatvecQ8Rows);
-    EXPECT_EQ(matvec_q8_shape(d, rows, 8, true).rows_per_lane, kMatvecQ8RowsOne);
-    EXPECT_EQ(matvec_q8_shape(d, rows, 1, true, true).rows_per_lane, kMatvecQ8Rows);
-    EXPECT_EQ(matvec_q8_shape(d, rows, 8, true, true).rows_per_lane, kMatvecQ8Rows);
+  for (const TensorType type :
+       {TensorType::Q4_0x8, TensorType::Q8_0x8, TensorType::Q6_Kx8, TensorType::Q4_K, TensorType::Q5_K}) {
+    const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
+    for (const uint64_t rows : {uint64_t{4096}, uint64_t{16383}, uint64_t{16384}, uint64_t{128256}}) {
+      const MatvecQ8Shape one = matvec_q8_shape(d, type, rows, 1), batch = matvec_q8_shape(d, type, rows, 8);
+      EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
+      EXPECT_EQ(batch.threads_per_row, one.threads_per_row);
+      EXPECT_EQ(one.workgroup, batch.workgroup);
+      EXPECT_EQ(one.rows_per_lane, kquant && rows >= 16384 ? kMatvecQ8Rows : kMatvecQ8RowsOne);
+      EXPECT_EQ(batch.rows_per_lane, kMatvecQ8RowsPair);
+      EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, true).rows_per_lane, kMatvecQ8Rows);
+      EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, true).rows_per_lane, kMatvecQ8RowsOne);
+      EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, true, true).rows_per_lane, kMatvecQ8Rows);
+      // Quantized outputs: whole groups of 16 outputs a work group.
+      for (const bool swiglu : {false, true}) {
+        const MatvecQ8Shape q = matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu);
+        EXPECT_EQ(q.workgroup / q.threads_per_row * q.rows_per_lane % 16, 0u);
+        EXPECT_EQ(q.lanes16, !swiglu || type == TensorType::Q4_0x8);
+        if (q.lanes16) {
+          EXPECT_EQ(q.workgroup, 16 * sg);
+        }
+        EXPECT_FALSE(matvec_q8_shape(d, type, rows, 8, swiglu, true, !swiglu).lanes16);
+      }
+    }
   }
 }
 
