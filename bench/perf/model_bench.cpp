@@ -253,7 +253,10 @@ void emit_shader_stats(vk::Context& ctx) {
     const vk::SpirvBlob* blob = vk::find_spirv(key.variant);
     if (blob == nullptr) continue;  // bench's own probes: not part of a step
     std::string spec;
-    for (const uint32_t v : key.spec) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+    for (const uint32_t v : key.spec) {  // piece by piece: "," + a temporary trips GCC 12's -O3 -Wrestrict
+      if (!spec.empty()) spec += ',';
+      spec += std::to_string(v);
+    }
     for (const vk::ExecutableStatistic& s : vk::pipeline_statistics(ctx.device(), *blob, key.spec))
       Row("shader_stats")
           .text("pipeline", key.variant)

@@ -241,11 +241,19 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                   if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
                   kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
                 });
-                emit(tokens,
-                     std::string(int_dot ? "q8i" : "q8") +
-                         (options.probe.empty() ? "" : " " + options.probe) + " rows " + std::to_string(rpl) +
-                         " tpr " + std::to_string(s.threads_per_row) + " wg " + std::to_string(s.workgroup),
-                     us, legacy);
+                // Appended piece by piece: "x" + a temporary trips GCC 12's -O3 -Wrestrict.
+                std::string name = int_dot ? "q8i" : "q8";
+                if (!options.probe.empty()) {
+                  name += ' ';
+                  name += options.probe;
+                }
+                name += " rows ";
+                name += std::to_string(rpl);
+                name += " tpr ";
+                name += std::to_string(s.threads_per_row);
+                name += " wg ";
+                name += std::to_string(s.workgroup);
+                emit(tokens, name, us, legacy);
               }
         }
       }
