@@ -40,10 +40,10 @@ std::vector<ExecutableStatistic> pipeline_statistics(const Device& device, const
   KVTRIE_CHECK(device.pipeline_statistics_enabled(),
                "pipeline statistics: the device does not offer VK_KHR_pipeline_executable_properties");
   const VkDevice dev = device.handle();
-  const auto get_properties = device_function<PFN_vkGetPipelineExecutablePropertiesKHR>(
-      dev, "vkGetPipelineExecutablePropertiesKHR");
-  const auto get_statistics = device_function<PFN_vkGetPipelineExecutableStatisticsKHR>(
-      dev, "vkGetPipelineExecutableStatisticsKHR");
+  const auto get_properties =
+      device_function<PFN_vkGetPipelineExecutablePropertiesKHR>(dev, "vkGetPipelineExecutablePropertiesKHR");
+  const auto get_statistics =
+      device_function<PFN_vkGetPipelineExecutableStatisticsKHR>(dev, "vkGetPipelineExecutableStatisticsKHR");
   const ComputePipeline pipeline(device, VK_NULL_HANDLE, blob, spec,
                                  VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR);
 
@@ -67,7 +67,8 @@ std::vector<ExecutableStatistic> pipeline_statistics(const Device& device, const
     std::vector<VkPipelineExecutableStatisticKHR> stats(n);
     for (auto& s : stats) s.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
     VK_CHECK(get_statistics(dev, &which, &n, stats.data()));
-    for (uint32_t j = 0; j < n; ++j) out.push_back({executables[i].name, stats[j].name, format_value(stats[j])});
+    for (uint32_t j = 0; j < n; ++j)
+      out.push_back({executables[i].name, stats[j].name, format_value(stats[j])});
   }
   return out;
 }
