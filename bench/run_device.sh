@@ -3,8 +3,8 @@
 # PEER_DIR, llama.cpp's on the same GGUF files in the same run. Nothing is compiled there: the binaries come
 # from a build elsewhere.
 #   [PEER_DIR=/path/to/llamacpp-peer] bench/run_device.sh BIN_DIR OUT_DIR
-# BIN_DIR holds kvtrie, kvtrie-bench, kvtrie-synth and the test binaries kernels_test_matmul,
-# kernels_test_matvec, kernels_test_attention, runner_test_gpu_engine, runner_test_gpu_model; BIN_DIR/lib
+# BIN_DIR holds kvtrie, kvtrie-bench, kvtrie-synth and the GPU test binaries (GPU_TESTS below, as
+# bench/pack_device_bin.sh packs them); BIN_DIR/lib
 # (optional) holds shared libraries the machine lacks (put first on LD_LIBRARY_PATH); BIN_DIR/COMMIT
 # (optional) names the kvtrie commit they were built from (else KVTRIE_COMMIT, else git here, else "unknown").
 # PEER_DIR is the unpacked llamacpp-peer folder (../shared/peer): peerbench and server/llama-server.
@@ -50,6 +50,10 @@ MULTI_MODEL=${MULTI_MODEL:-llama3-8b Q4_0}
 LONG=${LONG:-4096}
 PAR_SEQUENCES=${PAR_SEQUENCES:-8 32}
 STEPS=${STEPS:-tests limits models multiturn http}
+# Every test binary with paths lavapipe lacks (the tests step runs them all).
+GPU_TESTS="kernels_test_matmul kernels_test_matvec kernels_test_matvec_q8 kernels_test_attention
+  kernels_test_fast_paths kernels_test_tile_decode kernels_test_kv_write kernels_test_weight_format
+  kernels_test_op_registry kernels_test_pipeline_cache runner_test_gpu_model runner_test_gpu_engine"
 [ "${MULTITURN:-1}" = 0 ] && STEPS=${STEPS//multiturn/}
 PEER_DIR=${PEER_DIR:-}
 PEER_NGL=${PEER_NGL:-99}
@@ -193,8 +197,7 @@ fi
   command -v vulkaninfo >/dev/null && vulkaninfo --summary 2>&1 | head -60
   df -h /tmp 2>&1 | tail -1
   nproc
-  for b in kvtrie kvtrie-bench kvtrie-synth kernels_test_matmul kernels_test_matvec kernels_test_attention \
-           runner_test_gpu_model runner_test_gpu_engine; do
+  for b in kvtrie kvtrie-bench kvtrie-synth $GPU_TESTS; do
     [ -x "$BIN/$b" ] || { echo "missing binary: $b"; continue; }
     ldd "$BIN/$b" | grep 'not found' | sed "s/^/$b: /"
   done
@@ -202,7 +205,7 @@ fi
 
 # 1. Kernel and engine tests on the real GPU (cooperative-matrix and other device paths vs CPU references).
 if has_step tests; then
-  for t in kernels_test_matmul kernels_test_matvec kernels_test_attention runner_test_gpu_engine runner_test_gpu_model; do
+  for t in $GPU_TESTS; do
     if [ -x "$BIN/$t" ]; then
       step 120 "test $t" "$BIN/$t" --gtest_brief=1
     else

@@ -17,10 +17,8 @@ namespace kvtrie::kernels {
 namespace {
 // Tokens per work group of the batched builds: 8, and 4 for batches of up to 4 (the decode step uses 1).
 constexpr uint32_t kBatchTokens = 8, kSmallBatchTokens = 4;
-// From this many rows (the FFN's gate/up, the logits) one token's lanes take kMatvecQ8Rows rows each (as
-// SwiGLU products do, so that a work group makes whole groups of 16 outputs); smaller matrices take one row
-// a lane, for work groups enough to fill the device (sweep-matvec --prequant on an H100, llama3-8b Q4_0:
-// gate/up 32 against 37 us, Q/K/V 9 against 11 us with 4 rows; docs/BENCHMARKS.md).
+// From this many rows (the logits) one token's lanes of the K-quants take kMatvecQ8Rows rows each, which
+// share the scale decoding of their units; other types and smaller matrices take one row a lane (matvec_q8.h).
 constexpr uint64_t kManyRows = 16384;
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines), indices of kModes.
