@@ -18,7 +18,8 @@ namespace {
 // Tokens per work group of the batched builds: 8, and 4 for batches of up to 4 (the decode step uses 1).
 constexpr uint32_t kBatchTokens = 8, kSmallBatchTokens = 4;
 // From this many rows (the logits) one token's lanes of the K-quants take kMatvecQ8Rows rows each, which
-// share the scale decoding of their units; other types and smaller matrices take one row a lane (matvec_q8.h).
+// share the scale decoding of their units; other types and smaller matrices take one row a lane
+// (matvec_q8.h).
 constexpr uint64_t kManyRows = 16384;
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines), indices of kModes.

@@ -1,9 +1,9 @@
 // Weight units and quantized activations of matvec_q8.comp. A unit is 32 weights of one row that one
 // 16-byte load of quants (two for Q8_0) holds; it pairs with two groups of 16 x values (A and B, UNIT_X_GAP
 // apart), each quantized to bytes with its own scale. A unit decodes to two vectors of 16 small integers
-// (`a`, `b`, one byte each) and four floats `f`, so that for every type
+// (`a`, `b`, one byte each) and four floats `f`, so that for the K-quants and Q6_K
 //   sum(w * x) = A.d * (f.x * dot(a, A.q) - f.z * sum(A.q)) + B.d * (f.y * dot(b, B.q) - f.w * sum(B.q)).
-// Q4_0 and Q8_0 take a shorter form (a unit's two halves share the scale d and the offset o, 8 and 0):
+// Q4_0 and Q8_0 take a shorter form (a unit's two halves share the scale d = f.x and the offset o, 8 and 0):
 //   sum(w * x) = d * (A.d * (dot(a, A.q) - o sum(A.q)) + B.d * (dot(b, B.q) - o sum(B.q))),
 // the offsets' integer terms exact, and the parts that depend only on x (UnitX) computed once a unit for
 // all of a thread's rows: fewer instructions a unit, which the decode products with several rows a thread
@@ -15,7 +15,7 @@
 
 struct WUnit {
   uvec4 a, b;  // the 16 + 16 integer weights, one byte each (0..63 except Q8_0's signed bytes)
-  vec4 f;      // scales of a and b, and the offsets times sum(q) that turn them into weights
+  vec4 f;      // scales of a and b, and the offsets times sum(q) that turn them into weights (Q4_0, Q8_0: d)
 };
 
 #ifdef INT_DOT

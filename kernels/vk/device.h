@@ -5,8 +5,9 @@
 // The faster paths of fast_paths.h (integer dot product, KHR cooperative matrices, NV cooperative matrix 2,
 // subgroup size control) are enabled where the device offers them AND this build embeds their shaders
 // (kernels/shader_features.h): each *_enabled() answer is true only then, so an op may take a path on its
-// word alone. The Instance it was created from must outlive it. Queue submission is not thread-safe: one
-// thread (the engine's owner thread) submits.
+// word alone. VK_KHR_pipeline_executable_properties only when the creator asks (the tuning tools). The
+// Instance it was created from must outlive it. Queue submission is not thread-safe: one thread (the engine's
+// owner thread) submits.
 #pragma once
 #include <vulkan/vulkan.h>
 
