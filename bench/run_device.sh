@@ -207,7 +207,7 @@ fi
 if has_step tests; then
   for t in $GPU_TESTS; do
     if [ -x "$BIN/$t" ]; then
-      step 120 "test $t" "$BIN/$t" --gtest_brief=1
+      step 300 "test $t" "$BIN/$t" --gtest_brief=1  # matmul compiles its many tiles on a fresh machine: ~130 s
     else
       log "!! missing $BIN/$t"
       FAILED+=("missing $t")
