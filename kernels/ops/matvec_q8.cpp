@@ -53,9 +53,12 @@ vk::SpecConstants spec_build(const vk::Device& d) {
 }
 // One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row, so that
 // a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8_shape).
-vk::SpecConstants spec_lanes16(const vk::Device& d) {
+MatvecQ8Shape lanes16_shape(const vk::Device& d) {
   const uint32_t sg = std::max(d.subgroup_size(), 1u);
-  return spec_of(d, {16 * sg, sg, kMatvecQ8RowsOne}, 1);
+  return {16 * sg, sg, kMatvecQ8RowsOne, true};
+}
+vk::SpecConstants spec_lanes16(const vk::Device& d) {
+  return spec_of(d, lanes16_shape(d), 1);
 }
 
 // The registered builds of each matvec_q8 shader: tokens per work group (t1, t4, t8) and rows per lane (r1,
@@ -142,15 +145,14 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
   // matrix and token count, so a row's reduction order never depends on the batch.
   const uint32_t tpr = std::min(sg, wg);
   const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
-  if (tokens_per_group == 1 && quantized_out) {
-    const uint32_t lanes16_wg = 16 * sg;
-    const bool fits = lanes16_wg <= device.info().max_workgroup_size_x &&
-                      lanes16_wg <= device.info().max_workgroup_invocations;
-    if (fits && (accumulate || (swiglu && type == TensorType::Q4_0x8)))
-      return {lanes16_wg, sg, kMatvecQ8RowsOne, true};
+  if (quantized_out) {
+    const MatvecQ8Shape lanes16 = lanes16_shape(device);
+    const bool fits = lanes16.workgroup <= device.info().max_workgroup_size_x &&
+                      lanes16.workgroup <= device.info().max_workgroup_invocations;
+    if (tokens_per_group == 1 && fits && (accumulate || (swiglu && type == TensorType::Q4_0x8)))
+      return lanes16;
     return {wg, tpr, kMatvecQ8Rows};
   }
-  if (quantized_out) return {wg, tpr, kMatvecQ8Rows};
   if (tokens_per_group == 1)
     return {wg, tpr, swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
