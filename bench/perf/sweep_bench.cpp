@@ -53,6 +53,10 @@ const vk::ComputePipeline& pipeline_of(vk::Context& ctx, const std::string& vari
   if (const vk::SpirvBlob* probe = find_bench_spirv(variant)) return ctx.pipelines().get(*probe, spec);
   return ctx.pipelines().get(variant, spec);
 }
+// Whether this build embeds the variant, in kernels/ or as bench's probe (what pipeline_of can make).
+bool embedded(const std::string& variant) {
+  return vk::find_spirv(variant) != nullptr || find_bench_spirv(variant) != nullptr;
+}
 
 struct Shape {
   const char* name;
@@ -200,8 +204,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
           const std::string prefix = std::string(int_dot ? "matvec_q8i_" : "matvec_q8_") +
                                      (options.probe.empty() ? "" : options.probe + "_");
           const std::string variant = prefix + shape.mode + "_" + kernels::type_variant(format);
-          const bool embedded = vk::find_spirv(variant) != nullptr || find_bench_spirv(variant) != nullptr;
-          if (int_dot && (!dev.int_dot_enabled() || !embedded)) continue;
+          if (int_dot && !dev.int_dot_enabled()) continue;
           if (!int_dot && !options.probe.empty()) continue;
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
@@ -227,7 +230,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                 const std::string built = qout && mode == "norm_swiglu"
                                               ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
                                               : variant;
-                if (vk::find_spirv(built) == nullptr && find_bench_spirv(built) == nullptr) continue;
+                if (!embedded(built)) continue;  // a build this compiler or probe set lacks
                 const vk::ComputePipeline& p = pipeline_of(
                     ctx, built, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
                 const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
@@ -362,8 +365,7 @@ void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& opt
                                                            : "";
           const std::string shader = std::string(khr ? "matmul_coopmat_khr_" : "matmul_coopmat_") + variant +
                                      kernels::type_variant(format);
-          const bool embedded = vk::find_spirv(shader) != nullptr || find_bench_spirv(shader) != nullptr;
-          if (khr && (!dev.khr_coopmat_enabled() || !embedded)) continue;
+          if (khr && (!dev.khr_coopmat_enabled() || !embedded(shader))) continue;
           kernels::MatmulArgs a = args;
           if (ext == "KHR-xh") a.x = x16.view();
           a.split_scratch = split_scratch.view();
