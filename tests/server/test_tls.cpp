@@ -42,9 +42,10 @@ TEST(Tls, HttpsWithASelfSignedCertificateSucceedsAndPlainHttpFails) {
     if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(ready) << d.log();
-  auto gen = https.Post("/generate", {{"Authorization", "Bearer sk-tls-1"}},
-                        json({{"prompt", "Hello"}, {"max_tokens", 3}, {"stream", false}}).dump(),
-                        "application/json");
+  auto gen = https.Post(
+      "/generate", {{"Authorization", "Bearer sk-tls-1"}},
+      json({{"prompt", "Hello"}, {"max_tokens", 3}, {"ignore_eos", true}, {"stream", false}}).dump(),
+      "application/json");
   ASSERT_TRUE(gen) << httplib::to_string(gen.error());
   EXPECT_EQ(gen->status, 200) << gen->body;
   EXPECT_EQ(json::parse(gen->body)["completion_tokens"], 3);
