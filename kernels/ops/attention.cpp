@@ -149,21 +149,21 @@ uint32_t attention_position_split(uint32_t position) {
                     kPositionSplitMax);
 }
 
-uint32_t attention_max_splits(const AttentionArgs& args) {
-  if (args.split_size > 0) return args.max_position / args.split_size + 1;
+uint32_t attention_max_splits(uint32_t max_position, uint32_t split_size) {
+  if (split_size > 0) return max_position / split_size + 1;
   // A token's splits grow with its position but for the drop where its split doubles, just past each power
   // of two: the most come at max_position or just below one of those.
   uint32_t most = 0;
-  for (uint64_t end = 1; end <= uint64_t{args.max_position} * 2 + 1; end *= 2) {
-    const auto p = static_cast<uint32_t>(std::min<uint64_t>(end - 1, args.max_position));
+  for (uint64_t end = 1; end <= uint64_t{max_position} * 2 + 1; end *= 2) {
+    const auto p = static_cast<uint32_t>(std::min<uint64_t>(end - 1, max_position));
     most = std::max(most, p / attention_position_split(p) + 1);
   }
   return most;
 }
 
 uint64_t attention_scratch_bytes(const AttentionArgs& args) {
-  return uint64_t{args.tokens} * args.n_heads * attention_max_splits(args) * (args.head_dim + 2) *
-         sizeof(float);
+  return uint64_t{args.tokens} * args.n_heads * attention_max_splits(args.max_position, args.split_size) *
+         (args.head_dim + 2) * sizeof(float);
 }
 
 namespace {
@@ -182,7 +182,7 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
                "attention: split_size 0 (each token's own) takes the decode pass");
   if (args.tokens == 0) return;
   const uint32_t hd = args.head_dim;
-  const uint32_t splits = attention_max_splits(args);
+  const uint32_t splits = attention_max_splits(args.max_position, args.split_size);
   const uint32_t width = args.n_heads * hd;
   const float scale = args.scale != 0 ? args.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   KVTRIE_CHECK(splits <= 65535 && args.tokens <= 65535 && args.n_heads <= 65535, "attention: grid too large");

@@ -87,9 +87,9 @@ uint64_t attention_scratch_bytes(const AttentionArgs& args);
 // 128 to 512 (what the engine's rule gives a decode step of one sequence).
 uint32_t attention_position_split(uint32_t position);
 
-// The most splits of any token these args allow: of split_size positions, or under split_size 0 the most
-// of any position up to max_position.
-uint32_t attention_max_splits(const AttentionArgs& args);
+// The most splits of any token up to max_position: of split_size positions, or under split_size 0 the most
+// of any position's own (attention_position_split).
+uint32_t attention_max_splits(uint32_t max_position, uint32_t split_size);
 
 // Whether attention() runs this call on tensor cores: args.tensor_cores, a device with matmul's CoopMat path
 // through VK_KHR_cooperative_matrix, head_dim 64 or 128, and q rows of whole 16-byte groups.

@@ -142,10 +142,8 @@ uint32_t GpuModel::Impl::split_size(uint32_t tokens, uint32_t max_position, bool
 }
 
 vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint32_t max_position) {
-  kernels::AttentionArgs shape;
-  shape.max_position = max_position;
-  shape.split_size = split_size(T, max_position, decode_step);
-  const uint32_t split = shape.split_size, splits = kernels::attention_max_splits(shape);
+  const uint32_t split = split_size(T, max_position, decode_step);
+  const uint32_t splits = kernels::attention_max_splits(max_position, split);
   ++steps;
   for (Recording& r : recordings)
     if (r.tokens == T && r.logits == L && r.split == split && r.splits == splits && r.decode == decode_step) {

@@ -431,7 +431,7 @@ TEST_P(AttentionTest, PositionSplitsMatchReferenceAndGiveAnyBatchTheSameBits) {
   const Batch b = make_batch(queries);
   ASSERT_TRUE(attention_uses_decode_pass(context().device(), args_of(b, 0, false)))
       << context().device().info().name << " has no subgroup arithmetic and shuffles";
-  ASSERT_EQ(attention_max_splits(args_of(b, 0, false)), 16u);  // 2047: 16 splits of 128
+  ASSERT_EQ(attention_max_splits(b.max_position, 0), 16u);  // 2047: 16 splits of 128
   const std::vector<uint16_t> pool_host = make_pool(kPages + kLongPages);
   vk::Buffer pool = device_buffer(pool_host);
   vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
@@ -469,8 +469,6 @@ TEST(AttentionPositionSplits, FollowTheTokensPositionAndBoundTheGrid) {
   EXPECT_EQ(attention_position_split(4095), 256u);
   EXPECT_EQ(attention_position_split(4096), 512u);
   EXPECT_EQ(attention_position_split(1u << 30), 512u);
-  AttentionArgs a;
-  a.split_size = 0;
   for (auto [max_position, splits] : {std::pair<uint32_t, uint32_t>{0, 1},
                                       {127, 1},
                                       {128, 2},
@@ -480,15 +478,12 @@ TEST(AttentionPositionSplits, FollowTheTokensPositionAndBoundTheGrid) {
                                       {8191, 16},
                                       {8192, 17},
                                       {32767, 64}}) {
-    a.max_position = max_position;
     uint32_t most = 0;
     for (uint32_t p = 0; p <= max_position; ++p) most = std::max(most, p / attention_position_split(p) + 1);
     EXPECT_EQ(most, splits) << max_position;
-    EXPECT_EQ(attention_max_splits(a), splits) << max_position;
+    EXPECT_EQ(attention_max_splits(max_position, 0), splits) << max_position;
   }
-  a.split_size = 64;
-  a.max_position = 4095;
-  EXPECT_EQ(attention_max_splits(a), 64u);
+  EXPECT_EQ(attention_max_splits(4095, 64), 64u);
 }
 
 // The split pass on tensor cores (attention_coopmat; GPU only: lavapipe has no cooperative matrices): the
