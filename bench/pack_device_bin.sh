@@ -11,11 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/BIN
 mkdir -p "$bin/lib"
-for b in kvtrie bench/kvtrie-bench bench/kvtrie-synth tests/kernels_test_matmul tests/kernels_test_matvec \
-         tests/kernels_test_matvec_q8 tests/kernels_test_weight_format tests/kernels_test_attention \
-         tests/kernels_test_fast_paths tests/kernels_test_tile_decode tests/kernels_test_kv_write \
-         tests/kernels_test_op_registry tests/kernels_test_pipeline_cache tests/runner_test_gpu_model \
-         tests/runner_test_gpu_engine; do
+. "$(dirname "$0")/gpu_tests.sh"
+for b in kvtrie bench/kvtrie-bench bench/kvtrie-synth $(printf 'tests/%s ' $GPU_TESTS); do
   [ -x "$build/$b" ] && strip --strip-debug -o "$bin/$(basename "$b")" "$build/$b"
 done
 for b in "$bin"/*; do [ -f "$b" ] && ldd "$b" | awk '/=> \//{print $3}'; done | sort -u |

@@ -50,10 +50,7 @@ MULTI_MODEL=${MULTI_MODEL:-llama3-8b Q4_0}
 LONG=${LONG:-4096}
 PAR_SEQUENCES=${PAR_SEQUENCES:-8 32}
 STEPS=${STEPS:-tests limits models multiturn http}
-# Every test binary with paths lavapipe lacks (the tests step runs them all).
-GPU_TESTS="kernels_test_matmul kernels_test_matvec kernels_test_matvec_q8 kernels_test_attention
-  kernels_test_fast_paths kernels_test_tile_decode kernels_test_kv_write kernels_test_weight_format
-  kernels_test_op_registry kernels_test_pipeline_cache runner_test_gpu_model runner_test_gpu_engine"
+. "$HERE/gpu_tests.sh"  # GPU_TESTS: the tests step runs them all
 [ "${MULTITURN:-1}" = 0 ] && STEPS=${STEPS//multiturn/}
 PEER_DIR=${PEER_DIR:-}
 PEER_NGL=${PEER_NGL:-99}
