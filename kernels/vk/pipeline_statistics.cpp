@@ -38,7 +38,8 @@ std::string format_value(const VkPipelineExecutableStatisticKHR& s) {
 std::vector<ExecutableStatistic> pipeline_statistics(const Device& device, const SpirvBlob& blob,
                                                      const SpecConstants& spec) {
   KVTRIE_CHECK(device.pipeline_statistics_enabled(),
-               "pipeline statistics: the device does not offer VK_KHR_pipeline_executable_properties");
+               "pipeline statistics: VK_KHR_pipeline_executable_properties is not enabled (asked for by "
+               "ContextOptions::pipeline_statistics, where the device offers it)");
   const VkDevice dev = device.handle();
   const auto get_properties =
       device_function<PFN_vkGetPipelineExecutablePropertiesKHR>(dev, "vkGetPipelineExecutablePropertiesKHR");
