@@ -30,6 +30,19 @@ int dot4_acc(uint a, uint b, int acc) {
 }
 #endif
 
+// The integer dot products of a unit's halves with x's groups A and B (bytes qa, qb), each a chain of four.
+ivec2 unit_dots(WUnit w, uvec4 qa, uvec4 qb) {
+  int ia = dot4_acc(w.a.x, qa.x, 0);
+  ia = dot4_acc(w.a.y, qa.y, ia);
+  ia = dot4_acc(w.a.z, qa.z, ia);
+  ia = dot4_acc(w.a.w, qa.w, ia);
+  int ib = dot4_acc(w.b.x, qb.x, 0);
+  ib = dot4_acc(w.b.y, qb.y, ib);
+  ib = dot4_acc(w.b.z, qb.z, ib);
+  ib = dot4_acc(w.b.w, qb.w, ib);
+  return ivec2(ia, ib);
+}
+
 #if WTYPE == T_Q4_0X8 || WTYPE == T_Q8_0X8
 #if WTYPE == T_Q4_0X8
 #define UNIT_OFFSET 8
@@ -48,15 +61,8 @@ UnitX unit_x(XGroup A, XGroup B) {
 // The offsets are added after the dot products, not as their first accumulator: an accumulator the
 // compiler cannot bound makes each saturating step cost more (8 sequences' products 6-8% slower).
 float unit_dot(WUnit w, UnitX x) {
-  int ia = dot4_acc(w.a.x, x.qa.x, 0);
-  ia = dot4_acc(w.a.y, x.qa.y, ia);
-  ia = dot4_acc(w.a.z, x.qa.z, ia);
-  ia = dot4_acc(w.a.w, x.qa.w, ia);
-  int ib = dot4_acc(w.b.x, x.qb.x, 0);
-  ib = dot4_acc(w.b.y, x.qb.y, ib);
-  ib = dot4_acc(w.b.z, x.qb.z, ib);
-  ib = dot4_acc(w.b.w, x.qb.w, ib);
-  precise float s = fma(x.da, float(ia + x.oa), x.db * float(ib + x.ob));
+  ivec2 i = unit_dots(w, x.qa, x.qb);
+  precise float s = fma(x.da, float(i.x + x.oa), x.db * float(i.y + x.ob));
   return w.f.x * s;
 }
 #else
@@ -67,16 +73,9 @@ UnitX unit_x(XGroup A, XGroup B) {
   return UnitX(A, B);
 }
 float unit_dot(WUnit w, UnitX x) {
-  int ia = dot4_acc(w.a.x, x.A.q.x, 0);
-  ia = dot4_acc(w.a.y, x.A.q.y, ia);
-  ia = dot4_acc(w.a.z, x.A.q.z, ia);
-  ia = dot4_acc(w.a.w, x.A.q.w, ia);
-  int ib = dot4_acc(w.b.x, x.B.q.x, 0);
-  ib = dot4_acc(w.b.y, x.B.q.y, ib);
-  ib = dot4_acc(w.b.z, x.B.q.z, ib);
-  ib = dot4_acc(w.b.w, x.B.q.w, ib);
-  precise float sa = fma(w.f.x, float(ia), -w.f.z * float(x.A.s));
-  precise float sb = fma(w.f.y, float(ib), -w.f.w * float(x.B.s));
+  ivec2 i = unit_dots(w, x.A.q, x.B.q);
+  precise float sa = fma(w.f.x, float(i.x), -w.f.z * float(x.A.s));
+  precise float sb = fma(w.f.y, float(i.y), -w.f.w * float(x.B.s));
   return fma(x.A.d, sa, x.B.d * sb);
 }
 #endif
