@@ -14,4 +14,16 @@ vec2 kq_scale_min(uvec3 s, uint j) {
   uint mn = low ? (b4 & 63u) : ((b4 >> 4) | ((b >> 6) << 4));
   return vec2(float(sc), float(mn));
 }
+
+// The scales and mins of sub-blocks 2p and 2p + 1 (p = 0..3) together, as bytes 0 and 1 of x (scales) and y
+// (mins): both bytes of a pair come from neighbouring bytes at the same shift, so each is one shift and mask
+// for the low 4 or 6 bits (and for sub-blocks 4-7 one more for the top 2).
+uvec2 kq_pair_scales_mins(uvec3 s, uint p) {
+  uint sh = 16u * (p & 1u);
+  bool low = p < 2u;
+  uint low_mask = low ? 0x3F3Fu : 0x0F0Fu, top_mask = low ? 0u : 0x3030u;
+  uint sc = (((low ? s.x : s.z) >> sh) & low_mask) | ((s.x >> (sh + 2u)) & top_mask);
+  uint mn = (((low ? s.y : s.z) >> (low ? sh : sh + 4u)) & low_mask) | ((s.y >> (sh + 2u)) & top_mask);
+  return uvec2(sc, mn);
+}
 #endif

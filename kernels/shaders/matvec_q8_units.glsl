@@ -1,13 +1,17 @@
 // Weight units and quantized activations of matvec_q8.comp. A unit is 32 weights of one row that one
 // 16-byte load of quants (two for Q8_0) holds; it pairs with two groups of 16 x values (A and B, UNIT_X_GAP
 // apart), each quantized to bytes with its own scale. A unit decodes to two vectors of 16 small integers
-// (`a`, `b`, one byte each) and four floats `f`, so that for the K-quants and Q6_K
+// (`a`, `b`, one byte each) and four floats `f`, so that for Q6_K
 //   sum(w * x) = A.d * (f.x * dot(a, A.q) - f.z * sum(A.q)) + B.d * (f.y * dot(b, B.q) - f.w * sum(B.q)).
 // Q4_0 and Q8_0 take a shorter form (a unit's two halves share the scale d = f.x and the offset o, 8 and 0):
 //   sum(w * x) = d * (A.d * (dot(a, A.q) - o sum(A.q)) + B.d * (dot(b, B.q) - o sum(B.q))),
-// the offsets' integer terms exact, and the parts that depend only on x (UnitX) computed once a unit for
-// all of a thread's rows: fewer instructions a unit, which the decode products with several rows a thread
-// need (docs/BENCHMARKS.md, session 21).
+// the offsets' integer terms exact; Q4_K and Q5_K keep their sub-blocks' 6-bit scales s and mins m as
+// integers (`sm`), with the superblock's d and dmin in f.x and f.y:
+//   sum(w * x) = d * (A.d * s_a dot(a, A.q) + B.d * s_b dot(b, B.q)) - dmin * (m_a A.d sum(A.q) + m_b B.d sum(B.q)).
+// The parts that depend only on x (UnitX) are computed once a unit for all of a thread's rows, and integers
+// become floats by exact_float (two full-rate instructions) rather than a conversion (a quarter-rate one on
+// NVIDIA): fewer and cheaper instructions a unit, which the decode products with several rows a thread need
+// (docs/BENCHMARKS.md, sessions 21 and 22).
 // The includer declares `readonly buffer { uvec4 w4[]; }` (rows of the device format, kernels/ops/
 // weight_format.h, 16-byte aligned), defines WTYPE and includes q8_activations.glsl first.
 
@@ -15,8 +19,18 @@
 
 struct WUnit {
   uvec4 a, b;  // the 16 + 16 integer weights, one byte each (0..63 except Q8_0's signed bytes)
-  vec4 f;      // scales of a and b, and the offsets times sum(q) that turn them into weights (Q4_0, Q8_0: d)
+  vec4 f;      // scales of a and b, and the offsets times sum(q) that turn them into weights (Q4_0, Q8_0: d;
+               // Q4_K, Q5_K: d, dmin)
+#if WTYPE == T_Q4_K || WTYPE == T_Q5_K
+  uvec2 sm;  // the scales (x) and mins (y) of a's and b's sub-blocks, in bytes 0 and 1
+#endif
 };
+
+// The float of an integer of magnitude below 2^22, exactly as float(i) gives it: the integer added to the
+// mantissa of 1.5 * 2^23, which is then subtracted.
+float exact_float(int i) {
+  return intBitsToFloat(0x4B400000 + i) - 12582912.0;
+}
 
 #ifdef INT_DOT
 int dot4_acc(uint a, uint b, int acc) { return dotPacked4x8AccSatEXT(int(a), int(b), acc); }
@@ -62,8 +76,24 @@ UnitX unit_x(XGroup A, XGroup B) {
 // compiler cannot bound makes each saturating step cost more (8 sequences' products 6-8% slower).
 float unit_dot(WUnit w, UnitX x) {
   ivec2 i = unit_dots(w, x.qa, x.qb);
-  precise float s = fma(x.da, float(i.x + x.oa), x.db * float(i.y + x.ob));
+  precise float s = fma(x.da, exact_float(i.x + x.oa), x.db * exact_float(i.y + x.ob));  // |i| <= 16 * 127^2
   return w.f.x * s;
+}
+#elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
+// A unit's x for Q4_K and Q5_K: both groups' bytes and scales, and each scale times its group's sum.
+struct UnitX {
+  uvec4 qa, qb;
+  float da, db, ma, mb;
+};
+UnitX unit_x(XGroup A, XGroup B) {
+  return UnitX(A.q, B.q, A.d, B.d, A.d * float(A.s), B.d * float(B.s));
+}
+float unit_dot(WUnit w, UnitX x) {
+  ivec2 i = unit_dots(w, x.qa, x.qb);
+  // |i.x * s_a| <= 16 * 31 * 127 * 63 (Q5_K's 5-bit weights) < 2^22.
+  precise float s = fma(x.da, exact_float(i.x * int(w.sm.x & 0xFFu)), x.db * exact_float(i.y * int(w.sm.x >> 8)));
+  precise float m = fma(x.ma, exact_float(int(w.sm.y & 0xFFu)), x.mb * exact_float(int(w.sm.y >> 8)));
+  return fma(w.f.x, s, -w.f.y * m);
 }
 #else
 struct UnitX {
@@ -74,8 +104,8 @@ UnitX unit_x(XGroup A, XGroup B) {
 }
 float unit_dot(WUnit w, UnitX x) {
   ivec2 i = unit_dots(w, x.A.q, x.B.q);
-  precise float sa = fma(w.f.x, float(i.x), -w.f.z * float(x.A.s));
-  precise float sb = fma(w.f.y, float(i.y), -w.f.w * float(x.B.s));
+  precise float sa = fma(w.f.x, exact_float(i.x), -w.f.z * float(x.A.s));  // |i| <= 16 * 63 * 127
+  precise float sb = fma(w.f.y, exact_float(i.y), -w.f.w * float(x.B.s));
   return fma(x.A.d, sa, x.B.d * sb);
 }
 #endif
@@ -138,8 +168,8 @@ WUnit load_unit(uint row, uint u) {
   uint p = (u & 7u) >> 1, h = u & 1u;
   uvec4 head = w4[base];
   uvec4 q = w4[base + QS + 2u * p + h];
-  vec2 dm = unpackHalf2x16(head.x);
-  vec2 sm_a = kq_scale_min(head.yzw, 2u * p), sm_b = kq_scale_min(head.yzw, 2u * p + 1u);
+  w.f = vec4(unpackHalf2x16(head.x), 0.0, 0.0);
+  w.sm = kq_pair_scales_mins(head.yzw, p);
   w.a = q & 0x0F0F0F0Fu;
   w.b = (q >> 4) & 0x0F0F0F0Fu;
 #if WTYPE == T_Q5_K
@@ -147,7 +177,6 @@ WUnit load_unit(uint row, uint u) {
   w.a |= ((qh >> (2u * p)) & 0x01010101u) << 4;
   w.b |= ((qh >> (2u * p + 1u)) & 0x01010101u) << 4;
 #endif
-  w.f = vec4(dm.x * sm_a.x, dm.x * sm_b.x, dm.y * sm_a.y, dm.y * sm_b.y);
 #elif WTYPE == T_Q6_KX8
   // Groups of 8 superblocks: 8 x (128 ql, 64 qh, 16 int8 scales) (13 words each), then 8 f16 d (1 word).
   uint s = u >> 3, n = (u >> 2) & 1u, a = (u >> 1) & 1u, b = u & 1u;
