@@ -61,7 +61,8 @@ constexpr kernels::OpRegistration kAttentionProbe{.op = "attention_probe",
 
 // attention_decode.comp's tuning builds for head_dim 128 on 32-lane subgroups (bench/CMakeLists.txt), with
 // the engine's work-group size for it (8 subgroups).
-// decode_p4: the engine's d128 build with 4 subgroups a work group instead of 8.
+// decode_p4: the engine's d128 build with 4 subgroups a work group instead of 8; decode_kl2, decode_kl4: with
+// 2 or 4 lanes scoring each key (KEY_LANES).
 constexpr std::string_view kDecodeProbes[] = {"probe1", "probe2", "probe5", "vk4"};
 vk::SpecConstants spec_decode_probe(const vk::Device& d) {
   return {8 * d.info().subgroup_size};
@@ -79,12 +80,26 @@ constexpr kernels::OpRegistration kDecodeP4{.op = "attention_decode_p4",
                                             .variants = kDecodeD128,
                                             .spec = spec_decode_p4,
                                             .shader = "attention_decode"};
+template <uint32_t KeyLanes>
+vk::SpecConstants spec_decode_key_lanes(const vk::Device& d) {
+  return {8 * d.info().subgroup_size, KeyLanes};
+}
+constexpr kernels::OpRegistration kDecodeKeyLanes2{.op = "attention_decode_kl2",
+                                                   .variants = kDecodeD128,
+                                                   .spec = spec_decode_key_lanes<2>,
+                                                   .shader = "attention_decode"};
+constexpr kernels::OpRegistration kDecodeKeyLanes4{.op = "attention_decode_kl4",
+                                                   .variants = kDecodeD128,
+                                                   .spec = spec_decode_key_lanes<4>,
+                                                   .shader = "attention_decode"};
 
 // The split pass of a --variants name: nullptr for the engine's (paged, decode); decode_<build> runs
 // attention_decode's build <build>.
 const vk::ComputePipeline* split_pass(const kernels::Kernels& k, const std::string& variant) {
   if (variant == "paged" || variant == "decode") return nullptr;
   if (variant == "decode_p4") return &k.pipeline(kDecodeP4, 0);
+  if (variant == "decode_kl2") return &k.pipeline(kDecodeKeyLanes2, 0);
+  if (variant == "decode_kl4") return &k.pipeline(kDecodeKeyLanes4, 0);
   if (variant.starts_with("decode_")) {
     const auto it = std::find(std::begin(kDecodeProbes), std::end(kDecodeProbes), variant.substr(7));
     if (it == std::end(kDecodeProbes))

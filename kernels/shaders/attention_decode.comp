@@ -18,6 +18,12 @@
 // split_count. Another summation order than attention.comp: the two are not batch-invariant against each
 // other. head_dim a multiple of 8. Builds: HD and SGC (the subgroup size they assume, checked on the host)
 // fixed, or neither (any head_dim / subgroup size the host allows).
+// KEY_LANES (a specialization constant, 1 unless a pipeline asks for 2 or 4): lanes that score a key
+// together, each head_dim / KEY_LANES of it, so a subgroup's block is subgroup-size / KEY_LANES keys: lane
+// j scores part j / keys of key j % keys, and the parts' sums meet in shared memory in part order (every lane
+// of a key gets the same bits). Shorter score chains and more subgroups busy in a short split, for more
+// blocks a subgroup in a long one: a tuning knob (bench/: sweep-attention --variants decode_kl2, decode_kl4),
+// not yet the engine's.
 // PROBE (tuning builds only, bench/: sweep-attention --variants decode_probe*): 1 leaves out P V and the V
 // loads, 2 the K loads (K is constant), 5 the whole key loop (q in, merge, out).
 #extension GL_KHR_shader_subgroup_basic : require
@@ -26,6 +32,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 layout(local_size_x_id = 0) in;  // PARTS subgroups (attention.cpp)
+layout(constant_id = 1) const uint KEY_LANES = 1u;  // 1, 2 or 4; head_dim a multiple of 8 x KEY_LANES
 
 #define MAXG 4u  // rows (query heads) a work group: a key's probabilities are one vec4
 #define ROW_FLOATS 512u  // rows x head_dim, at most
@@ -100,7 +107,9 @@ uint position_split(uint p) {
 shared vec4 qs4[MAXG * 64u];  // q * scale, [row][d] (rows of head_dim <= 256); at the end the output (mode 3)
 shared vec2 part_ml[PARTS * MAXG];  // each subgroup's (m, l) per row
 shared vec4 part_acc[PARTS * ROW_FLOATS / 4u];
-shared vec4 key_p[PARTS * SG_MAX];    // each subgroup's block: the probabilities of key j for rows 0..3
+// each subgroup's block: the probabilities of key j for rows 0..3 (KEY_LANES > 1: first each lane's part
+// of its key's scores)
+shared vec4 key_p[PARTS * SG_MAX];
 shared uint key_loc[PARTS * SG_MAX];  // ... and the location of its V row
 shared bool last_split;
 
@@ -124,7 +133,7 @@ vec4 unpack4(uvec2 w) {
 // This lane's K row (kloc; a row never leaves its page, so its binding) into kw.
 #define LOAD_K(BUF)                                            \
   UNROLL for (uint d8 = 0u; d8 < KPIECES; ++d8) {          \
-    if (d8 < hd / 8u) kw[d8] = BUF[ki + d8];                   \
+    if (d8 < pieces) kw[d8] = BUF[ki + piece0 + d8];           \
   }
 // The uvec2 (dimension quad qd) of the V row at location vl, from a known binding or through kv_load2.
 #define V_AT0(vl, qd) kv0q[(((vl)&0x3FFFFFFFu) >> 1) + (qd)]
@@ -203,8 +212,11 @@ void main() {
   end = start;
 #endif
   uint slot0 = sg * SG_MAX;  // this subgroup's key slots
-  for (uint kb = start + sg * sgs; kb < end; kb += nsg * sgs) {
-    uint key = kb + lane;
+  // A block of bk keys: lane j scores K pieces piece0.. (16 bytes each) of key j % bk.
+  uint bk = sgs / KEY_LANES, part = lane / bk;
+  uint pieces = hd / 8u / KEY_LANES, piece0 = part * pieces;
+  for (uint kb = start + sg * bk; kb < end; kb += nsg * bk) {
+    uint key = kb + lane % bk;
     bool valid = key < end;
     // A lane past the end reads the block's first key: finite values, weighed by p = 0.
     uint kloc = kv_word(pt_off, valid ? key : kb, kh, 0u);
@@ -233,27 +245,36 @@ void main() {
 
     vec4 s = vec4(0.0);  // this lane's key against rows 0..3 (rows past hn: q is 0)
     UNROLL for (uint d8 = 0u; d8 < KPIECES; ++d8) {
-      if (d8 < hd / 8u) {
+      if (d8 < pieces) {
         vec4 k0 = vec4(unpackHalf2x16(kw[d8].x), unpackHalf2x16(kw[d8].y));
         vec4 k1 = vec4(unpackHalf2x16(kw[d8].z), unpackHalf2x16(kw[d8].w));
-        UNROLL for (uint r = 0u; r < MAXG; ++r)
-          s[r] += dot(qs4[r * d4 + 2u * d8], k0) + dot(qs4[r * d4 + 2u * d8 + 1u], k1);
+        uint qi = 2u * (piece0 + d8);
+        UNROLL for (uint r = 0u; r < MAXG; ++r) s[r] += dot(qs4[r * d4 + qi], k0) + dot(qs4[r * d4 + qi + 1u], k1);
       }
+    }
+    if (KEY_LANES > 1u) {  // the parts' sums in part order, the same bits on every lane of the key
+      key_p[slot0 + lane] = s;
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      s = key_p[slot0 + lane % bk];
+      UNROLL for (uint q = 1u; q < KEY_LANES; ++q) s += key_p[slot0 + lane % bk + q * bk];
+      subgroupBarrier();  // every lane has read the parts before the probabilities overwrite them
     }
     vec4 p;
     UNROLL for (uint r = 0u; r < MAXG; ++r) {
       float m_new = max(m[r], subgroupMax(valid ? s[r] : NEG_BIG));
       p[r] = valid ? exp(s[r] - m_new) : 0.0;
       float alpha = exp(m[r] - m_new);
-      l[r] = l[r] * alpha + subgroupAdd(p[r]);
+      l[r] = l[r] * alpha + subgroupAdd(part == 0u ? p[r] : 0.0);
       m[r] = m_new;
       UNROLL for (uint i = 0u; i < QUADS; ++i) acc[r][i] *= alpha;
     }
-    key_p[slot0 + lane] = p;
+    // Slots bk.. (KEY_LANES > 1) weigh nothing: a round of VK keys may reach them.
+    key_p[slot0 + lane] = part == 0u ? p : vec4(0.0);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     // P V, VK keys a round; the next round's loads go out first.
-    uint nk = min(sgs, end - kb);
+    uint nk = min(bk, end - kb);
 #if defined(PROBE) && PROBE == 1
     nk = 0u;
 #endif

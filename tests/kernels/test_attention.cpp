@@ -18,10 +18,13 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/ops/attention.h"
+#include "kernels/ops/kernels.h"
 #include "kernels/ops/matvec_q8.h"
+#include "kernels/ops/op_registry.h"
 #include "kernels/vk/command_recorder.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
@@ -52,10 +55,37 @@ constexpr uint32_t kLayer = 1;  // not layer 0: the layer offset inside a page i
 constexpr uint32_t kPages = 16;
 constexpr uint32_t kLongPages = 132;  // sequence E's: pages kPages.. of a pool made for it
 
+// attention_decode with KEY_LANES (its specialization constant 1) 2 or 4, which the engine does not run
+// (sweep-attention's decode_kl builds): the build the engine would pick (d64 and d128 on 32-lane
+// subgroups, any otherwise) with 8 subgroups a work group.
+template <uint32_t KeyLanes>
+vk::SpecConstants spec_key_lanes(const vk::Device& d) {
+  return {8 * d.info().subgroup_size, KeyLanes};
+}
+constexpr std::string_view kDecodeFixed[] = {"d64", "d128"}, kDecodeAny[] = {"any"};
+constexpr OpRegistration kKeyLanes2Fixed{.op = "attention_decode_kl2",
+                                         .variants = kDecodeFixed,
+                                         .spec = spec_key_lanes<2>,
+                                         .shader = "attention_decode"};
+constexpr OpRegistration kKeyLanes4Fixed{.op = "attention_decode_kl4",
+                                         .variants = kDecodeFixed,
+                                         .spec = spec_key_lanes<4>,
+                                         .shader = "attention_decode"};
+constexpr OpRegistration kKeyLanes2Any{.op = "attention_decode_kl2",
+                                       .variants = kDecodeAny,
+                                       .spec = spec_key_lanes<2>,
+                                       .shader = "attention_decode"};
+constexpr OpRegistration kKeyLanes4Any{.op = "attention_decode_kl4",
+                                       .variants = kDecodeAny,
+                                       .spec = spec_key_lanes<4>,
+                                       .shader = "attention_decode"};
+
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
   bool decode_ = false;                         // run() asks for the decode pass (AttentionArgs::decode)
   const vk::Buffer* split_counters_ = nullptr;  // ... and its merge by the last split (split_counters)
+  const OpRegistration* split_row_ = nullptr;   // ... with this split pass instead of the engine's
+  uint32_t split_variant_ = 0;
 
   KvLayout layout() const { return {kLayers, kPageTokens, GetParam().n_kv_heads * GetParam().head_dim}; }
 
@@ -140,7 +170,10 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     if (split_counters_) a.split_counters = split_counters_->view();
     vk::CommandRecorder rec(context());
     rec.begin();
-    attention(rec, k, a);
+    if (split_row_)
+      attention(rec, k, a, k.pipeline(*split_row_, split_variant_));
+    else
+      attention(rec, k, a);
     rec.end();
     rec.submit_and_wait();
     if (half != nullptr) {
@@ -456,6 +489,43 @@ TEST_P(AttentionTest, PositionSplitsMatchReferenceAndGiveAnyBatchTheSameBits) {
     const QuantizedBuffers got(context().device(), b.tokens, width, false);
     EXPECT_EQ(run(b, {&pool}, 0, 0, false, got.view()), out);
     expect_quantized_as_quantize_q8(out, b.tokens, got);
+  }
+  for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
+}
+
+// The decode pass with 2 and 4 lanes scoring each key (KEY_LANES): against the reference with splits merged
+// by the last split (7 positions: splits shorter than a block; 48: cutting pages and blocks) and with one
+// split, and the same bits for a token alone as in the batch.
+TEST_P(AttentionTest, DecodePassWithLanesSharingAKeyMatchesReferenceAndIsBatchInvariant) {
+  const uint32_t hd = GetParam().head_dim, sg = context().device().info().subgroup_size;
+  if (hd % 16 != 0) GTEST_SKIP() << "head_dim " << hd << " is not split in two parts of 16-byte pieces";
+  decode_ = true;
+  const Batch b = make_batch({{1, 22}, {2, 4}, {3, 99}, {0, 39}});
+  ASSERT_TRUE(attention_uses_decode_pass(context().device(), args_of(b, 48, false)))
+      << context().device().info().name << " has no subgroup arithmetic and shuffles";
+  const std::vector<uint16_t> pool_host = make_pool();
+  vk::Buffer pool = device_buffer(pool_host);
+  const std::vector<double> ref = reference(b, pool_host);
+  vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
+  const bool fixed = sg == 32 && (hd == 64 || hd == 128);  // as attention() picks the engine's build
+  split_variant_ = fixed && hd == 128 ? 1 : 0;
+  const uint32_t width = GetParam().n_heads * hd;
+  for (uint32_t lanes : {2u, 4u}) {
+    if (hd % (8 * lanes) != 0 || lanes > sg) continue;  // head_dim 16 and 32 have no 4-lane build
+    SCOPED_TRACE(std::to_string(lanes) + " lanes a key");
+    split_row_ = lanes == 2 ? (fixed ? &kKeyLanes2Fixed : &kKeyLanes2Any)
+                            : (fixed ? &kKeyLanes4Fixed : &kKeyLanes4Any);
+    for (auto [split, merged] : {std::pair{7u, true}, {48u, true}, {256u, false}}) {
+      SCOPED_TRACE("split_size " + std::to_string(split));
+      split_counters_ = merged ? &counters : nullptr;
+      const std::vector<float> out = run(b, {&pool}, split);
+      expect_close(out, ref, hd);
+      for (uint32_t t = 0; t < b.tokens; ++t) {
+        const std::vector<float> alone = run(token_of(b, t), {&pool}, split);
+        EXPECT_EQ(std::memcmp(alone.data(), out.data() + uint64_t{t} * width, width * sizeof(float)), 0)
+            << "token " << t << " differs alone vs in the batch";
+      }
+    }
   }
   for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
 }
