@@ -4,7 +4,7 @@
 # product in 16 lanes of a row (matvec_q8_shape) as Q4_0's. Run from the repository root with .gl and .device
 # (bin.tar.xz, old.tar.xz with OLD/ and L16/) carried:
 #   1. GPU tests of the new code: attention (KEY_LANES 2 and 4 on the d64/d128 builds) and matvec_q8 (Q4_K/Q5_K);
-#   2. sweep-attention: the engine's decode pass against KEY_LANES 2 and 4 at 512-8192 and split sizes;
+#   2. sweep-attention: the engine's decode pass against KEY_LANES 2 and 4, with 8 and 16 subgroups, at 512-8192;
 #   3. sweep-matvec of Q4_K's one-token products: main, this branch, this branch's loads-only probe;
 #   4. whole decode, alternately: 8B Q4_K at 512 / 4096 (OLD, BIN, L16), Q4_0 at 1 and 8 sequences (exact_float
 #      is bit-identical there: speed only); a Q4_K profile with registers.
@@ -22,7 +22,7 @@ SP=$!
 timeout 150 $B/kernels_test_attention --gtest_brief=1 --gtest_filter='*LanesSharing*:*DecodePass*:*PositionSplits*' > $OUT/test_attention.log 2>&1; echo attention tests rc=$?; tail -3 $OUT/test_attention.log
 timeout 150 $B/kernels_test_matvec_q8 --gtest_brief=1 > $OUT/test_matvec_q8.log 2>&1; echo matvec_q8 tests rc=$?; tail -3 $OUT/test_matvec_q8.log
 A=$OUT/sweep_attention.jsonl
-timeout 120 $B/kvtrie-bench sweep-attention --model llama3-8b --contexts 512,2048,4096,8192 --sequences 1 --variants decode,decode_kl2,decode_kl4 --splits 64,128,256,512 2>>$OUT/bench.err | grep '^{' > $A
+timeout 120 $B/kvtrie-bench sweep-attention --model llama3-8b --contexts 512,2048,4096,8192 --sequences 1 --variants decode,decode_kl2,decode_kl4,decode_p16_kl2,decode_p16vk4_kl2,decode_p16_kl4,decode_p16vk4_kl4 --splits 64,128,256,512 2>>$OUT/bench.err | grep '^{' > $A
 python3 - $A <<'PY'
 import json,sys
 for l in open(sys.argv[1]):

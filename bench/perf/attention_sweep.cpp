@@ -59,53 +59,67 @@ constexpr kernels::OpRegistration kAttentionProbe{.op = "attention_probe",
                                                   .shader = "attention",
                                                   .spirv = find_bench_spirv};
 
-// attention_decode.comp's tuning builds for head_dim 128 on 32-lane subgroups (bench/CMakeLists.txt), with
-// the engine's work-group size for it (8 subgroups).
-// decode_p4: the engine's d128 build with 4 subgroups a work group instead of 8; decode_kl2, decode_kl4: with
-// 2 or 4 lanes scoring each key (KEY_LANES).
+// attention_decode.comp's builds for head_dim 128 on 32-lane subgroups, each with a number of subgroups a
+// work group and KEY_LANES (specialization constants 0 and 1): the engine's d128 (kernels/), and bench's
+// tuning builds (bench/CMakeLists.txt): probe1, probe2, probe5 without parts of the pass, vk4 loading V 4
+// keys a round, p16 and p16vk4 with shared arrays for 16 subgroups.
+template <uint32_t Subgroups, uint32_t KeyLanes>
+vk::SpecConstants spec_decode(const vk::Device& d) {
+  return {Subgroups * d.info().subgroup_size, KeyLanes};
+}
 constexpr std::string_view kDecodeProbes[] = {"probe1", "probe2", "probe5", "vk4"};
-vk::SpecConstants spec_decode_probe(const vk::Device& d) {
-  return {8 * d.info().subgroup_size};
-}
-vk::SpecConstants spec_decode_p4(const vk::Device& d) {
-  return {4 * d.info().subgroup_size};
-}
+constexpr std::string_view kDecodeD128[] = {"d128"};
+constexpr std::string_view kDecodeP16[] = {"p16", "p16vk4"};
 constexpr kernels::OpRegistration kDecodeProbe{.op = "attention_decode_probe",
                                                .variants = kDecodeProbes,
-                                               .spec = spec_decode_probe,
+                                               .spec = spec_decode<8, 1>,
                                                .shader = "attention_decode",
                                                .spirv = find_bench_spirv};
-constexpr std::string_view kDecodeD128[] = {"d128"};
 constexpr kernels::OpRegistration kDecodeP4{.op = "attention_decode_p4",
                                             .variants = kDecodeD128,
-                                            .spec = spec_decode_p4,
+                                            .spec = spec_decode<4, 1>,
                                             .shader = "attention_decode"};
-template <uint32_t KeyLanes>
-vk::SpecConstants spec_decode_key_lanes(const vk::Device& d) {
-  return {8 * d.info().subgroup_size, KeyLanes};
-}
-constexpr kernels::OpRegistration kDecodeKeyLanes2{.op = "attention_decode_kl2",
-                                                   .variants = kDecodeD128,
-                                                   .spec = spec_decode_key_lanes<2>,
-                                                   .shader = "attention_decode"};
-constexpr kernels::OpRegistration kDecodeKeyLanes4{.op = "attention_decode_kl4",
-                                                   .variants = kDecodeD128,
-                                                   .spec = spec_decode_key_lanes<4>,
-                                                   .shader = "attention_decode"};
+constexpr kernels::OpRegistration kDecodeKl2{.op = "attention_decode_kl2",
+                                             .variants = kDecodeD128,
+                                             .spec = spec_decode<8, 2>,
+                                             .shader = "attention_decode"};
+constexpr kernels::OpRegistration kDecodeKl4{.op = "attention_decode_kl4",
+                                             .variants = kDecodeD128,
+                                             .spec = spec_decode<8, 4>,
+                                             .shader = "attention_decode"};
+constexpr kernels::OpRegistration kDecodeP16Kl2{.op = "attention_decode_p16_kl2",
+                                                .variants = kDecodeP16,
+                                                .spec = spec_decode<16, 2>,
+                                                .shader = "attention_decode",
+                                                .spirv = find_bench_spirv};
+constexpr kernels::OpRegistration kDecodeP16Kl4{.op = "attention_decode_p16_kl4",
+                                                .variants = kDecodeP16,
+                                                .spec = spec_decode<16, 4>,
+                                                .shader = "attention_decode",
+                                                .spirv = find_bench_spirv};
+struct DecodeVariant {
+  std::string_view name;
+  const kernels::OpRegistration* row;
+  uint32_t variant;
+};
+constexpr DecodeVariant kDecodeVariants[] = {{"decode_probe1", &kDecodeProbe, 0},
+                                             {"decode_probe2", &kDecodeProbe, 1},
+                                             {"decode_probe5", &kDecodeProbe, 2},
+                                             {"decode_vk4", &kDecodeProbe, 3},
+                                             {"decode_p4", &kDecodeP4, 0},
+                                             {"decode_kl2", &kDecodeKl2, 0},
+                                             {"decode_kl4", &kDecodeKl4, 0},
+                                             {"decode_p16_kl2", &kDecodeP16Kl2, 0},
+                                             {"decode_p16vk4_kl2", &kDecodeP16Kl2, 1},
+                                             {"decode_p16_kl4", &kDecodeP16Kl4, 0},
+                                             {"decode_p16vk4_kl4", &kDecodeP16Kl4, 1}};
 
-// The split pass of a --variants name: nullptr for the engine's (paged, decode); decode_<build> runs
-// attention_decode's build <build>.
+// The split pass of a --variants name: nullptr for the engine's (paged, decode); decode_<build>[_kl<n>] runs
+// that build of attention_decode, <name> attention.comp's probe.
 const vk::ComputePipeline* split_pass(const kernels::Kernels& k, const std::string& variant) {
   if (variant == "paged" || variant == "decode") return nullptr;
-  if (variant == "decode_p4") return &k.pipeline(kDecodeP4, 0);
-  if (variant == "decode_kl2") return &k.pipeline(kDecodeKeyLanes2, 0);
-  if (variant == "decode_kl4") return &k.pipeline(kDecodeKeyLanes4, 0);
-  if (variant.starts_with("decode_")) {
-    const auto it = std::find(std::begin(kDecodeProbes), std::end(kDecodeProbes), variant.substr(7));
-    if (it == std::end(kDecodeProbes))
-      throw InputError("sweep-attention: unknown --variants entry " + variant);
-    return &k.pipeline(kDecodeProbe, static_cast<uint32_t>(it - std::begin(kDecodeProbes)));
-  }
+  for (const DecodeVariant& v : kDecodeVariants)
+    if (v.name == variant) return &k.pipeline(*v.row, v.variant);
   const auto it = std::find(std::begin(kProbes), std::end(kProbes), variant);
   if (it == std::end(kProbes)) throw InputError("sweep-attention: unknown --variants entry " + variant);
   return &k.pipeline(kAttentionProbe, static_cast<uint32_t>(it - std::begin(kProbes)));
