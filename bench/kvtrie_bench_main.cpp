@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
       ->add_option("--attention-split", decode.attention_split,
                    "positions per attention split (0: the model's rules)")
       ->capture_default_str();
+  decode_cmd
+      ->add_option("--attention-key-lanes", decode.attention_key_lanes,
+                   "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES)")
+      ->capture_default_str();
   decode_cmd->add_flag("--paged-decode", decode.paged_decode,
                        "decode steps' attention (every batch's under --deterministic) through attention.comp "
                        "instead of attention_decode");

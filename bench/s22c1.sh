@@ -7,7 +7,8 @@
 #   2. sweep-attention: the engine's decode pass against KEY_LANES 2 and 4, with 8 and 16 subgroups, at 512-8192;
 #   3. sweep-matvec of Q4_K's one-token products: main, this branch, this branch's loads-only probe;
 #   4. whole decode, alternately: 8B Q4_K at 512 / 4096 (OLD, BIN, L16), Q4_0 at 1 and 8 sequences (exact_float
-#      is bit-identical there: speed only); a Q4_K profile with registers.
+#      is bit-identical there: speed only), Q4_0 at 512 / 4096 with 1, 2, 4 lanes a key (--attention-key-lanes);
+#      a Q4_K profile with registers.
 R=$PWD
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -59,6 +60,9 @@ done
 for i in 1 2; do
   dec old $O /tmp/models/q4k.gguf 4096 1; dec new $B /tmp/models/q4k.gguf 4096 1; dec l16 $L /tmp/models/q4k.gguf 4096 1
   dec old $O /tmp/models/q40.gguf 512 1; dec new $B /tmp/models/q40.gguf 512 1
+done
+for c in 512 4096; do
+  for kl in 1 2 4 1 2 4; do dec kl$kl $B /tmp/models/q40.gguf $c 1 --attention-key-lanes $kl; done
 done
 dec old $O /tmp/models/q40.gguf 512 8; dec new $B /tmp/models/q40.gguf 512 8
 dec old $O /tmp/models/q4k.gguf 512 8; dec new $B /tmp/models/q4k.gguf 512 8

@@ -79,14 +79,6 @@ constexpr kernels::OpRegistration kDecodeP4{.op = "attention_decode_p4",
                                             .variants = kDecodeD128,
                                             .spec = spec_decode<4, 1>,
                                             .shader = "attention_decode"};
-constexpr kernels::OpRegistration kDecodeKl2{.op = "attention_decode_kl2",
-                                             .variants = kDecodeD128,
-                                             .spec = spec_decode<8, 2>,
-                                             .shader = "attention_decode"};
-constexpr kernels::OpRegistration kDecodeKl4{.op = "attention_decode_kl4",
-                                             .variants = kDecodeD128,
-                                             .spec = spec_decode<8, 4>,
-                                             .shader = "attention_decode"};
 constexpr kernels::OpRegistration kDecodeP16Kl2{.op = "attention_decode_p16_kl2",
                                                 .variants = kDecodeP16,
                                                 .spec = spec_decode<16, 2>,
@@ -107,17 +99,22 @@ constexpr DecodeVariant kDecodeVariants[] = {{"decode_probe1", &kDecodeProbe, 0}
                                              {"decode_probe5", &kDecodeProbe, 2},
                                              {"decode_vk4", &kDecodeProbe, 3},
                                              {"decode_p4", &kDecodeP4, 0},
-                                             {"decode_kl2", &kDecodeKl2, 0},
-                                             {"decode_kl4", &kDecodeKl4, 0},
                                              {"decode_p16_kl2", &kDecodeP16Kl2, 0},
                                              {"decode_p16vk4_kl2", &kDecodeP16Kl2, 1},
                                              {"decode_p16_kl4", &kDecodeP16Kl4, 0},
                                              {"decode_p16vk4_kl4", &kDecodeP16Kl4, 1}};
 
-// The split pass of a --variants name: nullptr for the engine's (paged, decode); decode_<build>[_kl<n>] runs
-// that build of attention_decode, <name> attention.comp's probe.
+// The lanes a key of a --variants name: decode_kl2 and decode_kl4 run the engine's decode pass with 2 or 4
+// (AttentionArgs::decode_key_lanes), the p16 builds as named.
+uint32_t key_lanes_of(const std::string& variant) {
+  return variant.ends_with("_kl2") ? 2 : variant.ends_with("_kl4") ? 4 : 1;
+}
+
+// The split pass of a --variants name: nullptr for the engine's (paged, decode, decode_kl2, decode_kl4);
+// decode_<build> runs that build of attention_decode, <name> attention.comp's probe.
 const vk::ComputePipeline* split_pass(const kernels::Kernels& k, const std::string& variant) {
-  if (variant == "paged" || variant == "decode") return nullptr;
+  if (variant == "paged" || variant == "decode" || variant == "decode_kl2" || variant == "decode_kl4")
+    return nullptr;
   for (const DecodeVariant& v : kDecodeVariants)
     if (v.name == variant) return &k.pipeline(*v.row, v.variant);
   const auto it = std::find(std::begin(kProbes), std::end(kProbes), variant);
@@ -202,6 +199,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
       auto time_layer_us = [&](uint32_t split, const std::string& variant) {
         kernels::AttentionArgs a = args_for(split);
         a.decode = variant.starts_with("decode");
+        a.decode_key_lanes = key_lanes_of(variant);
         vk::Buffer scratch(dev, kernels::attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
         a.scratch = scratch.view();
         vk::CommandRecorder rec(ctx);

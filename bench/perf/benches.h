@@ -39,14 +39,15 @@ struct DecodeOptions {
   std::filesystem::path model;
   uint32_t context = 512;
   uint32_t sequences = 1;
-  uint32_t tokens = 128;            // decode steps timed
-  double read_bandwidth = 4.44e12;  // bytes/s, for the bandwidth bound
-  bool profile = false;             // also time one step per dispatch (a decode_profile row per op)
-  bool deterministic = false;       // GpuModelOptions::deterministic
-  uint32_t attention_split = 0;     // GpuModelOptions::attention_split (0: the default)
-  uint32_t k_splits = 0;            // GpuModelOptions::k_splits
-  uint32_t q8_max_tokens = 0;       // GpuModelOptions::q8_max_tokens
-  bool paged_decode = false;        // !GpuModelOptions::decode_attention
+  uint32_t tokens = 128;             // decode steps timed
+  double read_bandwidth = 4.44e12;   // bytes/s, for the bandwidth bound
+  bool profile = false;              // also time one step per dispatch (a decode_profile row per op)
+  bool deterministic = false;        // GpuModelOptions::deterministic
+  uint32_t attention_split = 0;      // GpuModelOptions::attention_split (0: the default)
+  uint32_t attention_key_lanes = 1;  // GpuModelOptions::attention_key_lanes
+  uint32_t k_splits = 0;             // GpuModelOptions::k_splits
+  uint32_t q8_max_tokens = 0;        // GpuModelOptions::q8_max_tokens
+  bool paged_decode = false;         // !GpuModelOptions::decode_attention
   bool shader_stats = false;  // also the driver's statistics of every pipeline (a shader_stats row each)
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);

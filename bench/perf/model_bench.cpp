@@ -278,6 +278,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   GpuModelOptions knobs;
   knobs.deterministic = options.deterministic;
   knobs.attention_split = options.attention_split;
+  knobs.attention_key_lanes = options.attention_key_lanes;
   knobs.k_splits = options.k_splits;
   knobs.q8_max_tokens = options.q8_max_tokens;
   knobs.decode_attention = !options.paged_decode;
@@ -321,6 +322,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("tokens", options.tokens)
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
+      .integer("attention_key_lanes", options.attention_key_lanes)
       .integer("k_splits", options.k_splits)
       .integer("q8_tokens", options.q8_max_tokens)
       .integer("paged_decode", options.paged_decode ? 1 : 0)

@@ -113,6 +113,28 @@ constexpr OpRegistration kAttentionDecodeAny{.op = "attention_decode",
                                              .variants = kDecodeAnyVariants,
                                              .spec = spec_decode,
                                              .available = decode_subgroups};
+// The same builds with 2 or 4 lanes a key (AttentionArgs::decode_key_lanes): made when a run asks for them,
+// never prewarmed (not registered).
+template <uint32_t KeyLanes>
+vk::SpecConstants spec_decode_key_lanes(const vk::Device& d) {
+  return {kDecodeParts * d.info().subgroup_size, KeyLanes};
+}
+constexpr OpRegistration kAttentionDecode32Kl2{.op = "attention_decode_sg32_kl2",
+                                               .variants = kDecode32Variants,
+                                               .spec = spec_decode_key_lanes<2>,
+                                               .shader = "attention_decode"};
+constexpr OpRegistration kAttentionDecode32Kl4{.op = "attention_decode_sg32_kl4",
+                                               .variants = kDecode32Variants,
+                                               .spec = spec_decode_key_lanes<4>,
+                                               .shader = "attention_decode"};
+constexpr OpRegistration kAttentionDecodeAnyKl2{.op = "attention_decode_kl2",
+                                                .variants = kDecodeAnyVariants,
+                                                .spec = spec_decode_key_lanes<2>,
+                                                .shader = "attention_decode"};
+constexpr OpRegistration kAttentionDecodeAnyKl4{.op = "attention_decode_kl4",
+                                                .variants = kDecodeAnyVariants,
+                                                .spec = spec_decode_key_lanes<4>,
+                                                .shader = "attention_decode"};
 
 // attention_decode's push constants: the split pass's, then the output (out_mode 0: partials; the output
 // itself: 1 f32, 2 f16, 3 f32 and quantized), and whether the last split merges them all (fused).
@@ -278,9 +300,17 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
         vk::write(args.out),       vk::write(qout_bytes),
         vk::write(qout_scales),    vk::write(fused ? args.split_counters : args.scratch)};
     const bool fixed = decode_subgroups_32(k.device()) && (hd == 64 || hd == 128);
-    rec.dispatch(split_pass ? *split_pass
-                 : fixed    ? k.pipeline(kAttentionDecode32, hd == 64 ? 0 : 1)
-                            : k.pipeline(kAttentionDecodeAny, 0),
+    const uint32_t kl = args.decode_key_lanes;
+    KVTRIE_CHECK(
+        (kl == 1 || kl == 2 || kl == 4) && hd % (8 * kl) == 0 && kl <= k.device().info().subgroup_size,
+        "attention: decode_key_lanes is 1, 2 or 4, dividing head_dim / 8, at most the subgroup size");
+    const OpRegistration& decode_row = fixed ? (kl == 1   ? kAttentionDecode32
+                                                : kl == 2 ? kAttentionDecode32Kl2
+                                                          : kAttentionDecode32Kl4)
+                                             : (kl == 1   ? kAttentionDecodeAny
+                                                : kl == 2 ? kAttentionDecodeAnyKl2
+                                                          : kAttentionDecodeAnyKl4);
+    rec.dispatch(split_pass ? *split_pass : k.pipeline(decode_row, fixed && hd == 128 ? 1 : 0),
                  std::span<const vk::Binding>(bindings), push, splits, args.n_kv_heads * decode_groups,
                  args.tokens);
     if (whole) return;

@@ -65,6 +65,9 @@ struct AttentionArgs {
   float scale = 0;            // 0: 1 / sqrt(head_dim)
   bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
   bool decode = false;        // attention_decode where attention_uses_decode_pass (see the contract)
+  // The decode pass's lanes a key (its KEY_LANES): 1, or 2 and 4 (head_dim a multiple of 16 and 32, at most
+  // the subgroup size), each lane scoring that part of a key. A tuning knob, not the engine's default.
+  uint32_t decode_key_lanes = 1;
   // With the decode pass and several splits: a uint32 per (token, KV head, head group of 4 query heads),
   // zero before the call and left zero after it; the last split of each to finish merges them all and writes
   // the output, and no combine pass runs. Empty: the combine pass merges them.

@@ -44,6 +44,9 @@ struct GpuModelOptions {
   // Decode steps' attention through attention_decode (kernels::AttentionArgs::decode) where the device runs
   // it; false: attention.comp, as batches take. A tuning knob for kvtrie-bench (--paged-decode).
   bool decode_attention = true;
+  // attention_decode's lanes a key (kernels::AttentionArgs::decode_key_lanes): 1, 2 or 4. A tuning knob for
+  // kvtrie-bench (--attention-key-lanes).
+  uint32_t attention_key_lanes = 1;
   // The large products of prefill (kernels::coopmat2_wanted) through matmul's CoopMat2 path, x converted
   // to f16 first, where the device has VK_NV_cooperative_matrix2. Off by default: on an H100 it does not yet
   // outrun the CoopMat path in the whole forward pass (docs/BENCHMARKS.md). A tuning knob for kvtrie-bench.

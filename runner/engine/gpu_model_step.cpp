@@ -388,6 +388,7 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
   // token's own splits where it can (position_splits).
   at.tensor_cores = !options.deterministic && T > kSmallBatch;
   at.decode = decode_step || position_splits;
+  at.decode_key_lanes = options.attention_key_lanes;
   if (at.decode) at.split_counters = split_counters.view();
   // The o projection's input quantized by attention's combine pass (no dispatch of its own).
   if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();

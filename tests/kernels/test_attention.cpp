@@ -18,13 +18,10 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "kernels/ops/attention.h"
-#include "kernels/ops/kernels.h"
 #include "kernels/ops/matvec_q8.h"
-#include "kernels/ops/op_registry.h"
 #include "kernels/vk/command_recorder.h"
 #include "runner/model/quantization.h"
 #include "tests/support/vk_fixture.h"
@@ -55,37 +52,11 @@ constexpr uint32_t kLayer = 1;  // not layer 0: the layer offset inside a page i
 constexpr uint32_t kPages = 16;
 constexpr uint32_t kLongPages = 132;  // sequence E's: pages kPages.. of a pool made for it
 
-// attention_decode with KEY_LANES (its specialization constant 1) 2 or 4, which the engine does not run
-// (sweep-attention's decode_kl builds): the build the engine would pick (d64 and d128 on 32-lane
-// subgroups, any otherwise) with 8 subgroups a work group.
-template <uint32_t KeyLanes>
-vk::SpecConstants spec_key_lanes(const vk::Device& d) {
-  return {8 * d.info().subgroup_size, KeyLanes};
-}
-constexpr std::string_view kDecodeFixed[] = {"d64", "d128"}, kDecodeAny[] = {"any"};
-constexpr OpRegistration kKeyLanes2Fixed{.op = "attention_decode_kl2",
-                                         .variants = kDecodeFixed,
-                                         .spec = spec_key_lanes<2>,
-                                         .shader = "attention_decode"};
-constexpr OpRegistration kKeyLanes4Fixed{.op = "attention_decode_kl4",
-                                         .variants = kDecodeFixed,
-                                         .spec = spec_key_lanes<4>,
-                                         .shader = "attention_decode"};
-constexpr OpRegistration kKeyLanes2Any{.op = "attention_decode_kl2",
-                                       .variants = kDecodeAny,
-                                       .spec = spec_key_lanes<2>,
-                                       .shader = "attention_decode"};
-constexpr OpRegistration kKeyLanes4Any{.op = "attention_decode_kl4",
-                                       .variants = kDecodeAny,
-                                       .spec = spec_key_lanes<4>,
-                                       .shader = "attention_decode"};
-
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
   bool decode_ = false;                         // run() asks for the decode pass (AttentionArgs::decode)
   const vk::Buffer* split_counters_ = nullptr;  // ... and its merge by the last split (split_counters)
-  const OpRegistration* split_row_ = nullptr;   // ... with this split pass instead of the engine's
-  uint32_t split_variant_ = 0;
+  uint32_t key_lanes_ = 1;                      // ... with this many lanes a key (decode_key_lanes)
 
   KvLayout layout() const { return {kLayers, kPageTokens, GetParam().n_kv_heads * GetParam().head_dim}; }
 
@@ -139,6 +110,7 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.split_size = split_size;
     a.tensor_cores = tensor_cores;
     a.decode = decode_;
+    a.decode_key_lanes = key_lanes_;
     return a;
   }
 
@@ -170,10 +142,7 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     if (split_counters_) a.split_counters = split_counters_->view();
     vk::CommandRecorder rec(context());
     rec.begin();
-    if (split_row_)
-      attention(rec, k, a, k.pipeline(*split_row_, split_variant_));
-    else
-      attention(rec, k, a);
+    attention(rec, k, a);
     rec.end();
     rec.submit_and_wait();
     if (half != nullptr) {
@@ -507,14 +476,11 @@ TEST_P(AttentionTest, DecodePassWithLanesSharingAKeyMatchesReferenceAndIsBatchIn
   vk::Buffer pool = device_buffer(pool_host);
   const std::vector<double> ref = reference(b, pool_host);
   vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
-  const bool fixed = sg == 32 && (hd == 64 || hd == 128);  // as attention() picks the engine's build
-  split_variant_ = fixed && hd == 128 ? 1 : 0;
   const uint32_t width = GetParam().n_heads * hd;
   for (uint32_t lanes : {2u, 4u}) {
-    if (hd % (8 * lanes) != 0 || lanes > sg) continue;  // head_dim 16 and 32 have no 4-lane build
+    if (hd % (8 * lanes) != 0 || lanes > sg) continue;  // head_dim 16: not in 4 parts of 16 bytes
     SCOPED_TRACE(std::to_string(lanes) + " lanes a key");
-    split_row_ = lanes == 2 ? (fixed ? &kKeyLanes2Fixed : &kKeyLanes2Any)
-                            : (fixed ? &kKeyLanes4Fixed : &kKeyLanes4Any);
+    key_lanes_ = lanes;
     for (auto [split, merged] : {std::pair{7u, true}, {48u, true}, {256u, false}}) {
       SCOPED_TRACE("split_size " + std::to_string(split));
       split_counters_ = merged ? &counters : nullptr;
