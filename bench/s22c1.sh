@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Session 22's unmeasured changes (branch s22-unmeasured), the first call of the session that has device
+# Session 22's unmeasured changes (branch s22-unmeasured), the first two calls of a session that has device
 # time: BIN = this branch, OLD = main's kvtrie-bench (61e45da), L16 = this branch with Q4_K's one-token SwiGLU
 # product in 16 lanes of a row (matvec_q8_shape) as Q4_0's. Run from the repository root with .gl and .device
-# (bin.tar.xz, old.tar.xz with OLD/ and L16/) carried:
+# (bin.tar.xz, old.tar.xz with OLD/ and L16/) carried, in two calls of about 5 minutes each:
+#   bench/s22c1.sh attention   (1, 2 and the lanes-a-key decode rows of 4)
+#   bench/s22c1.sh kquant      (3 and the Q4_K rows of 4)
 #   1. GPU tests of the new code: attention (KEY_LANES 2 and 4 on the d64/d128 builds) and matvec_q8 (Q4_K/Q5_K);
 #   2. sweep-attention: the engine's decode pass against KEY_LANES 2 and 4, with 8 and 16 subgroups, at 512-8192;
 #   3. sweep-matvec of Q4_K's one-token products: main, this branch, this branch's loads-only probe;
@@ -16,12 +18,22 @@ mkdir -p /tmp/w && cd /tmp/w && tar xJf $R/.device/bin.tar.xz && tar xJf $R/.dev
 B=/tmp/w/BIN; O=/tmp/w/OLD; L=/tmp/w/L16
 export LD_LIBRARY_PATH=$B/lib
 cat $B/COMMIT; nvidia-smi --query-gpu=name --format=csv,noheader
+PART=${1:?attention or kquant}
 mkdir -p /tmp/models
-(timeout 150 $B/kvtrie-synth --preset llama3-8b --type Q4_K --threads 14 -o /tmp/models/q4k.gguf &&
- timeout 150 $B/kvtrie-synth --preset llama3-8b --type Q4_0 --threads 14 -o /tmp/models/q40.gguf) > $OUT/synth.log 2>&1 &
+if [ "$PART" = attention ]; then TYPE=Q4_0; M=/tmp/models/q40.gguf; else TYPE=Q4_K; M=/tmp/models/q4k.gguf; fi
+timeout 150 $B/kvtrie-synth --preset llama3-8b --type $TYPE --threads 14 -o $M > $OUT/synth.log 2>&1 &
 SP=$!
+J=$OUT/decode.jsonl
+dec() {  # label bin model ctx seqs [extra]
+  local lab=$1 bin=$2 m=$3 c=$4 n=$5; shift 5
+  timeout 60 $bin/kvtrie-bench decode --model $m --context $c --sequences $n --tokens 64 --read-bandwidth 2.87e12 "$@" \
+    2>>$OUT/bench.err | grep '^{' | sed "s/^{/{\"label\":\"$lab\",/" | tee -a $J | python3 -c 'import json,sys
+for l in sys.stdin:
+  r=json.loads(l)
+  if r["bench"]=="decode": print(r["label"], r["model"], r["context"], r["sequences"], round(r["tok_s"],1))'
+}
+if [ "$PART" = attention ]; then
 timeout 150 $B/kernels_test_attention --gtest_brief=1 --gtest_filter='*LanesSharing*:*DecodePass*:*PositionSplits*' > $OUT/test_attention.log 2>&1; echo attention tests rc=$?; tail -3 $OUT/test_attention.log
-timeout 150 $B/kernels_test_matvec_q8 --gtest_brief=1 > $OUT/test_matvec_q8.log 2>&1; echo matvec_q8 tests rc=$?; tail -3 $OUT/test_matvec_q8.log
 A=$OUT/sweep_attention.jsonl
 timeout 120 $B/kvtrie-bench sweep-attention --model llama3-8b --contexts 512,2048,4096,8192 --sequences 1 --variants decode,decode_kl2,decode_kl4,decode_p16_kl2,decode_p16vk4_kl2,decode_p16_kl4,decode_p16vk4_kl4 --splits 64,128,256,512 2>>$OUT/bench.err | grep '^{' > $A
 python3 - $A <<'PY'
@@ -29,6 +41,14 @@ import json,sys
 for l in open(sys.argv[1]):
   r=json.loads(l); print(r["context"], r["variant"], r["split"], round(r["us"],2), round(r["split_us"],2), round(r["combine_us"],2))
 PY
+wait $SP; echo synth rc=$?
+for c in 512 4096; do
+  for kl in 1 2 4 1 2 4; do dec kl$kl $B $M $c 1 --attention-key-lanes $kl; done
+done
+dec old $O $M 512 1; dec new $B $M 512 1; dec old $O $M 512 8; dec new $B $M 512 8
+exit 0
+fi
+timeout 150 $B/kernels_test_matvec_q8 --gtest_brief=1 > $OUT/test_matvec_q8.log 2>&1; echo matvec_q8 tests rc=$?; tail -3 $OUT/test_matvec_q8.log
 S=$OUT/sweep_matvec.jsonl
 sw() { local lab=$1 bin=$2; shift 2; timeout 90 $bin/kvtrie-bench sweep-matvec --model llama3-8b --tokens 1 --variants q8i "$@" 2>>$OUT/bench.err | grep '^{' | sed "s/^{/{\"label\":\"$lab\",/" >> $S; }
 sw old $O --types Q4_K --rows-per-lane 1,4 --workgroups 128,512
@@ -45,27 +65,13 @@ for l in open(sys.argv[1]):
   print(r["label"], r.get("type"), r.get("shape"), r.get("variant"), round(r["us"],2), round(r.get("weight_gbs",0)))
 PY
 wait $SP; echo synth rc=$?
-J=$OUT/decode.jsonl
-dec() {  # label bin model ctx seqs [extra]
-  local lab=$1 bin=$2 m=$3 c=$4 n=$5; shift 5
-  timeout 60 $bin/kvtrie-bench decode --model $m --context $c --sequences $n --tokens 64 --read-bandwidth 2.87e12 "$@" \
-    2>>$OUT/bench.err | grep '^{' | sed "s/^{/{\"label\":\"$lab\",/" | tee -a $J | python3 -c 'import json,sys
-for l in sys.stdin:
-  r=json.loads(l)
-  if r["bench"]=="decode": print(r["label"], r["model"], r["context"], r["sequences"], round(r["tok_s"],1))'
-}
 for i in 1 2 3; do
-  dec old $O /tmp/models/q4k.gguf 512 1; dec new $B /tmp/models/q4k.gguf 512 1; dec l16 $L /tmp/models/q4k.gguf 512 1
+  dec old $O $M 512 1; dec new $B $M 512 1; dec l16 $L $M 512 1
 done
 for i in 1 2; do
-  dec old $O /tmp/models/q4k.gguf 4096 1; dec new $B /tmp/models/q4k.gguf 4096 1; dec l16 $L /tmp/models/q4k.gguf 4096 1
-  dec old $O /tmp/models/q40.gguf 512 1; dec new $B /tmp/models/q40.gguf 512 1
+  dec old $O $M 4096 1; dec new $B $M 4096 1; dec l16 $L $M 4096 1
 done
-for c in 512 4096; do
-  for kl in 1 2 4 1 2 4; do dec kl$kl $B /tmp/models/q40.gguf $c 1 --attention-key-lanes $kl; done
-done
-dec old $O /tmp/models/q40.gguf 512 8; dec new $B /tmp/models/q40.gguf 512 8
-dec old $O /tmp/models/q4k.gguf 512 8; dec new $B /tmp/models/q4k.gguf 512 8
+dec old $O $M 512 8; dec new $B $M 512 8
 timeout 60 $B/kvtrie-bench decode --model /tmp/models/q4k.gguf --context 512 --sequences 1 --tokens 32 --read-bandwidth 2.87e12 --profile --shader-stats 2>>$OUT/bench.err | grep '^{' > $OUT/profile_q4k_new.jsonl
 python3 - $OUT/profile_q4k_new.jsonl <<'PY'
 import json,sys
