@@ -175,8 +175,8 @@ void main() {
     }
     [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
-#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads without the arithmetic
-        acc[i][t] += float((wu[i].a.x ^ wu[i].b.w ^ ux[t].qa.x ^ ux[t].qb.w) & 0xFFu);
+#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads (quants and scales) without the arithmetic
+        acc[i][t] += float((wu[i].a.x ^ wu[i].b.w ^ floatBitsToUint(wu[i].f.x) ^ ux[t].qa.x ^ ux[t].qb.w) & 0xFFu);
 #else
         acc[i][t] += unit_dot(wu[i], ux[t]);
 #endif
