@@ -212,11 +212,12 @@ void main() {
   end = start;
 #endif
   uint slot0 = sg * SG_MAX;  // this subgroup's key slots
-  // A block of bk keys: lane j scores K pieces piece0.. (16 bytes each) of key j % bk.
-  uint bk = sgs / KEY_LANES, part = lane / bk;
+  // A block of bk keys: lane j scores K pieces piece0.. (16 bytes each) of key kj = j % bk (with one lane a
+  // key, written so that the specialization folds it away).
+  uint bk = sgs / KEY_LANES, kj = KEY_LANES == 1u ? lane : lane % bk, part = KEY_LANES == 1u ? 0u : lane / bk;
   uint pieces = hd / 8u / KEY_LANES, piece0 = part * pieces;
   for (uint kb = start + sg * bk; kb < end; kb += nsg * bk) {
-    uint key = kb + lane % bk;
+    uint key = kb + kj;
     bool valid = key < end;
     // A lane past the end reads the block's first key: finite values, weighed by p = 0.
     uint kloc = kv_word(pt_off, valid ? key : kb, kh, 0u);
@@ -256,8 +257,8 @@ void main() {
       key_p[slot0 + lane] = s;
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      s = key_p[slot0 + lane % bk];
-      UNROLL for (uint q = 1u; q < KEY_LANES; ++q) s += key_p[slot0 + lane % bk + q * bk];
+      s = key_p[slot0 + kj];
+      UNROLL for (uint q = 1u; q < KEY_LANES; ++q) s += key_p[slot0 + kj + q * bk];
       subgroupBarrier();  // every lane has read the parts before the probabilities overwrite them
     }
     vec4 p;
