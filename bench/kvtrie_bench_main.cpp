@@ -260,6 +260,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sweep_at_cmd->add_option("--evict-mib", sweep_at.evict_mib, "device memory read between layers (0: none)")
       ->capture_default_str();
+  sweep_at_cmd->add_flag("--merge-in-pass", sweep_at.merge_in_pass,
+                         "decode variants: the last split merges the splits, as decode steps run it");
 
   // Per-subcommand repeat defaults: loads are slow, decode times each step (--tokens) and warms up steps.
   add_common(load_cmd, 3, 0);

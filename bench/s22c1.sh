@@ -35,7 +35,7 @@ for l in sys.stdin:
 if [ "$PART" = attention ]; then
 timeout 150 $B/kernels_test_attention --gtest_brief=1 --gtest_filter='*LanesSharing*:*DecodePass*:*PositionSplits*' > $OUT/test_attention.log 2>&1; echo attention tests rc=$?; tail -3 $OUT/test_attention.log
 A=$OUT/sweep_attention.jsonl
-timeout 120 $B/kvtrie-bench sweep-attention --model llama3-8b --contexts 512,2048,4096,8192 --sequences 1 --variants decode,decode_kl2,decode_kl4,decode_p16_kl2,decode_p16vk4_kl2,decode_p16_kl4,decode_p16vk4_kl4 --splits 64,128,256,512 2>>$OUT/bench.err | grep '^{' > $A
+timeout 120 $B/kvtrie-bench sweep-attention --model llama3-8b --contexts 512,2048,4096,8192 --sequences 1 --variants decode,decode_kl2,decode_kl4,decode_p16_kl2,decode_p16vk4_kl2,decode_p16_kl4,decode_p16vk4_kl4 --splits 64,128,256,512 --merge-in-pass 2>>$OUT/bench.err | grep '^{' > $A
 python3 - $A <<'PY'
 import json,sys
 for l in open(sys.argv[1]):

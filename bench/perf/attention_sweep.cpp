@@ -196,10 +196,15 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
         return a;
       };
       // {split pass, combine} microseconds a layer: medians over rounds of the summed timestamps.
+      // A counter per (token, query head) at most, left at zero by every merge.
+      const std::vector<uint32_t> zeros(uint64_t{sequences} * shape.n_heads, 0);
+      vk::Buffer counters =
+          vk::make_buffer(ctx, std::span<const uint32_t>(zeros), vk::MemoryKind::DeviceLocal);
       auto time_layer_us = [&](uint32_t split, const std::string& variant) {
         kernels::AttentionArgs a = args_for(split);
         a.decode = variant.starts_with("decode");
         a.decode_key_lanes = key_lanes_of(variant);
+        if (a.decode && options.merge_in_pass) a.split_counters = counters.view();
         vk::Buffer scratch(dev, kernels::attention_scratch_bytes(a), vk::MemoryKind::DeviceLocal);
         a.scratch = scratch.view();
         vk::CommandRecorder rec(ctx);
@@ -237,6 +242,7 @@ void run_sweep_attention(const CommonOptions& common, const SweepAttentionOption
             .integer("sequences", sequences)
             .text("variant", variant)
             .integer("split", split)
+            .integer("merged_in_pass", options.merge_in_pass && variant.starts_with("decode") ? 1 : 0)
             .num("us", us)
             .num("split_us", t.first)
             .num("combine_us", t.second)

@@ -157,6 +157,8 @@ struct SweepAttentionOptions {
   std::string splits = "32,64,128,256,512";
   std::string variants = "paged";  // split-pass builds: paged (the engine's), probe1..probe5 (attention.comp)
   uint64_t evict_mib = 256;        // device memory read between layers (0: none)
+  bool merge_in_pass =
+      false;  // decode variants: the last split merges them (split_counters), as decode steps do
 };
 void run_sweep_attention(const CommonOptions& common, const SweepAttentionOptions& options);
 
