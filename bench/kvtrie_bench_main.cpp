@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
       ->add_option("--attention-split", decode.attention_split,
                    "positions per attention split (0: the model's rules)")
       ->capture_default_str();
+  decode_cmd->add_flag("--logits-copy", decode.logits_copy,
+                       "the logits through device memory and a copy (the path before session 22)");
   decode_cmd
       ->add_option("--attention-key-lanes", decode.attention_key_lanes,
                    "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES)")

@@ -9,7 +9,8 @@
 #   2. sweep-attention: the engine's decode pass against KEY_LANES 2 and 4, with 8 and 16 subgroups, at 512-8192;
 #   3. sweep-matvec of Q4_K's one-token products: main, this branch, this branch's loads-only probe;
 #   4. whole decode, alternately: 8B Q4_K at 512 / 4096 (OLD, BIN, L16), Q4_0 at 1 and 8 sequences (exact_float
-#      is bit-identical there: speed only), Q4_0 at 512 / 4096 with 1, 2, 4 lanes a key (--attention-key-lanes);
+#      is bit-identical there: speed only), Q4_0 at 512 / 4096 with 1, 2, 4 lanes a key (--attention-key-lanes),
+#      8B and 1B Q4_0 with the logits written to host memory by their product or copied (--logits-copy);
 #      a Q4_K profile with registers.
 R=$PWD
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
@@ -21,7 +22,8 @@ cat $B/COMMIT; nvidia-smi --query-gpu=name --format=csv,noheader
 PART=${1:?attention or kquant}
 mkdir -p /tmp/models
 if [ "$PART" = attention ]; then TYPE=Q4_0; M=/tmp/models/q40.gguf; else TYPE=Q4_K; M=/tmp/models/q4k.gguf; fi
-timeout 150 $B/kvtrie-synth --preset llama3-8b --type $TYPE --threads 14 -o $M > $OUT/synth.log 2>&1 &
+(timeout 150 $B/kvtrie-synth --preset llama3-8b --type $TYPE --threads 14 -o $M &&
+ if [ "$PART" = attention ]; then timeout 60 $B/kvtrie-synth --preset llama3-1b --type Q4_0 --threads 14 -o /tmp/models/1q40.gguf; fi) > $OUT/synth.log 2>&1 &
 SP=$!
 J=$OUT/decode.jsonl
 dec() {  # label bin model ctx seqs [extra]
@@ -46,6 +48,10 @@ for c in 512 4096; do
   for kl in 1 2 4 1 2 4; do dec kl$kl $B $M $c 1 --attention-key-lanes $kl; done
 done
 dec old $O $M 512 1; dec new $B $M 512 1; dec old $O $M 512 8; dec new $B $M 512 8
+for i in 1 2; do  # the logits written to host memory by their product, or copied there (--logits-copy)
+  dec direct $B $M 512 1; dec copy $B $M 512 1 --logits-copy
+  dec direct $B /tmp/models/1q40.gguf 512 1; dec copy $B /tmp/models/1q40.gguf 512 1 --logits-copy
+done
 exit 0
 fi
 timeout 150 $B/kernels_test_matvec_q8 --gtest_brief=1 > $OUT/test_matvec_q8.log 2>&1; echo matvec_q8 tests rc=$?; tail -3 $OUT/test_matvec_q8.log

@@ -47,6 +47,10 @@ struct GpuModelOptions {
   // attention_decode's lanes a key (kernels::AttentionArgs::decode_key_lanes): 1, 2 or 4. A tuning knob for
   // kvtrie-bench (--attention-key-lanes).
   uint32_t attention_key_lanes = 1;
+  // The logits through device memory and a copy to the host at the end of the step (before session 22),
+  // instead of the output product writing them into host memory itself (a level and a 0.5 MB copy less a
+  // step). A tuning knob for kvtrie-bench (--logits-copy).
+  bool logits_copy = false;
   // The large products of prefill (kernels::coopmat2_wanted) through matmul's CoopMat2 path, x converted
   // to f16 first, where the device has VK_NV_cooperative_matrix2. Off by default: on an H100 it does not yet
   // outrun the CoopMat path in the whole forward pass (docs/BENCHMARKS.md). A tuning knob for kvtrie-bench.

@@ -226,8 +226,8 @@ struct GpuModel::Impl {
   void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T);
 
   void record(uint32_t T, uint32_t L, uint32_t max_position);
-  // The step's L logits rows to the host, and the recording's end.
-  void read_logits(uint32_t L);
+  // The recording's end, the step's L logits rows copied to the host first unless they were written there.
+  void finish_logits(uint32_t L, bool in_host_memory);
 
   void write_inputs(const Batch& batch, uint32_t& max_position);
 };

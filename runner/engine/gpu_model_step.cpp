@@ -488,17 +488,20 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
   }
   settle_residual(T);
   const DeviceTensor& out = weights.logits_matrix();
+  // The products below write the logits into host memory themselves, but for matmul's (a batch's many
+  // rows, which a copy brings over).
+  const vk::BufferView logits = options.logits_copy ? logits_device.view() : logits_host.view();
   if (T == 1 && L == 1 && xq_norm == &weights.output_norm) {
     // The decode step's last product wrote x normed and quantized for the output matrix.
-    kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits_device.view(), 1);
+    kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits, 1);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
-    read_logits(L);
+    finish_logits(L, !options.logits_copy);
     return;
   }
   if (T == 1 && L == 1 && fused(out, T)) {
-    fused_normed_product(out, weights.output_norm, logits_device.view(), 1, config.n_vocab);
-    read_logits(L);
+    fused_normed_product(out, weights.output_norm, logits, 1, config.n_vocab);
+    finish_logits(L, !options.logits_copy);
     return;
   }
   // Only the rows that are sampled go through the final norm and the output matrix.
@@ -514,23 +517,26 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
   kernels::get_rows(*rec, kernels, gather);
   if (q8(out, L)) {
     kernels::MatvecQ8Args a =
-        q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L), logits_device.view(), L);
+        q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L), logits, L);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
+    finish_logits(L, !options.logits_copy);
   } else if (options.deterministic && fused(out, L)) {
     // The sampled rows as a decode step's fused product takes its one row: the same bits.
-    fused_normed_product(out, weights.output_norm, logits_device.view(), L, config.n_vocab, false, &rows_x);
+    fused_normed_product(out, weights.output_norm, logits, L, config.n_vocab, false, &rows_x);
+    finish_logits(L, !options.logits_copy);
   } else {
     rms_norm(rows_x, weights.output_norm, rows_xn, L);
     matmul(out, rows_xn, logits_device, L);
+    finish_logits(L, false);
   }
-  read_logits(L);
 }
 
-void GpuModel::Impl::read_logits(uint32_t L) {
-  rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
-            logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
-  rec->end();
+void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory) {
+  if (!in_host_memory)
+    rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
+              logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
+  rec->end();  // its barrier makes the writes visible to the host after the fence
 }
 
 }  // namespace kvtrie::engine

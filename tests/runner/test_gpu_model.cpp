@@ -49,7 +49,7 @@ struct Rig {
 
   Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq = kPages,
       uint32_t attention_split = 0, bool deterministic = false, uint32_t max_batch_tokens = 32,
-      bool coopmat2 = false, bool decode_attention = true)
+      bool coopmat2 = false, bool decode_attention = true, bool logits_copy = false)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)), n_pages(pages_of_seq) {
     GpuModelOptions o;
     o.decode_attention = decode_attention;
@@ -59,6 +59,7 @@ struct Rig {
     o.max_sequences = 16;
     o.max_context = n_pages * 16;
     o.attention_split = attention_split;
+    o.logits_copy = logits_copy;
     model = std::make_unique<GpuModel>(ctx, file, config, o);
     pages = std::make_unique<VkPageStore>(ctx, model->kv_layout(), n_pages, 0);
     model->bind_pages(*pages);
@@ -152,6 +153,28 @@ TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {
   // A different token in the replayed shape gives different logits: the replay reads this step's inputs.
   const std::vector<float> c = replayed.step(std::span(decode).subspan(2, 1), P + 2);
   EXPECT_NE(c, a);
+}
+
+// The output product writes the logits into host memory itself (GpuModelOptions::logits_copy false): the
+// same bits as through device memory and a copy, for a prompt's rows (a batch) and decode steps, on a model
+// whose logits take matvec_q8 (Q8_0) and one whose take the fused float product (F16), also --deterministic.
+TEST_F(GpuModelTest, LogitsWrittenToHostMemoryEqualThoseCopiedThere) {
+  for (TensorType type : {TensorType::Q8_0, TensorType::F16}) {
+    for (bool deterministic : {false, true}) {
+      SCOPED_TRACE(std::string(tensor_type_info(type).name) + (deterministic ? ", deterministic" : ""));
+      const auto path = synth::write_preset(test::scratch_dir() / "gpu_model_logits.gguf", "tiny", type, 9);
+      Rig direct(context(), path, kPages, 0, deterministic),
+          copied(context(), path, kPages, 0, deterministic, 32, false, true, true);
+      EXPECT_EQ(direct.step(kPrompt, 0), copied.step(kPrompt, 0));
+      const auto P = static_cast<uint32_t>(kPrompt.size());
+      const std::vector<int32_t> next{41, 42, 43};
+      for (uint32_t i = 0; i < next.size(); ++i) {
+        const std::vector<float> a = direct.step(std::span(next).subspan(i, 1), P + i);
+        EXPECT_EQ(a, copied.step(std::span(next).subspan(i, 1), P + i)) << "decode step " << i;
+        EXPECT_GT(max_abs(a), 0.0f);
+      }
+    }
+  }
 }
 
 // Batches of up to 32 tokens split attention by their context (32 positions a split below 1024, 64 below
