@@ -69,7 +69,7 @@ struct ModelRig {
   }
 
   // Prefills `tokens` into sequence `seq` from position 0 in chunks; logits only for the last token.
-  void prefill(uint32_t seq, const std::vector<int32_t>& tokens, std::vector<float>& logits) {
+  void prefill(uint32_t seq, const std::vector<int32_t>& tokens) {
     const uint32_t chunk = model->options().max_batch_tokens;
     Batch batch;
     for (uint32_t begin = 0; begin < tokens.size(); begin += chunk) {
@@ -82,7 +82,7 @@ struct ModelRig {
         batch.seq.push_back(0);
       }
       batch.logits_for.push_back(end - begin - 1);
-      model->forward(batch, logits);
+      model->forward(batch);
     }
   }
 };
@@ -195,12 +195,11 @@ void run_prefill(const CommonOptions& common, const PrefillOptions& options) {
   }
   ModelRig rig(ctx, options.model, 1, options.prompt, options.max_batch_tokens, knobs);
   const auto prompt = pseudo_random_tokens(options.prompt, 11, rig.config.n_vocab);
-  std::vector<float> logits;
   // forward() waits for the GPU and reads the logits back.
-  const double med = median_seconds(common, [&] { rig.prefill(0, prompt, logits); });
+  const double med = median_seconds(common, [&] { rig.prefill(0, prompt); });
   if (options.profile) {  // the last chunk of one more prefill, per dispatch
     rig.model->set_profiling(true);
-    rig.prefill(0, prompt, logits);
+    rig.prefill(0, prompt);
     emit_profile("prefill", model_label(options.model), "prompt", options.prompt,
                  rig.model->last_dispatch_times(),
                  med * std::min<double>(1.0, static_cast<double>(options.max_batch_tokens) / options.prompt));
@@ -230,10 +229,9 @@ namespace {
 // One more decode step with a timestamp after every dispatch (recorded, then replayed: the replay is timed).
 void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, double step_seconds) {
   rig.model->set_profiling(true);
-  std::vector<float> logits;
   for (int i = 0; i < 2; ++i) {
     for (auto& p : batch.positions) ++p;
-    rig.model->forward(batch, logits);
+    rig.model->forward(batch);
   }
   const std::vector<vk::DispatchTime> times = rig.model->last_dispatch_times();
   rig.model->set_profiling(false);
@@ -285,10 +283,9 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.decode_attention = !options.paged_decode;
   ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,
                knobs);  // +2: profile steps
-  std::vector<float> logits;
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)
-    rig.prefill(s, pseudo_random_tokens(options.context, 100 + s, rig.config.n_vocab), logits);
+    rig.prefill(s, pseudo_random_tokens(options.context, 100 + s, rig.config.n_vocab));
   Batch batch;
   for (uint32_t s = 0; s < options.sequences; ++s) batch.add_sequence(rig.page_table(s));
   std::vector<double> step_seconds;
@@ -305,7 +302,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       batch.logits_for.push_back(s);  // a real decode reads every sequence's logits back
     }
     const auto start = Clock::now();
-    rig.model->forward(batch, logits);
+    rig.model->forward(batch);
     const double sec = seconds_since(start);
     if (step >= common.warmup) step_seconds.push_back(sec);
   }

@@ -69,7 +69,7 @@ void GpuEngine::State::run() {
         cache.sync();
         continue;
       }
-      model.forward(batch, logits);
+      logits = model.forward(batch);
       after_forward();
       // Copies that completed during the step are retired now, before the next admissions queue more: the
       // cache retires only when every queued copy is done (then promotions free their host pages).

@@ -8,6 +8,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -60,7 +61,7 @@ struct GpuEngine::State {
   std::vector<std::unique_ptr<Job>> running;  // in arrival order (the newest is preempted first)
   std::deque<std::unique_ptr<Job>> waiting;   // not admitted yet, or preempted; FIFO, preempted at the front
   Batch batch;                                // reused every step: no allocation in steady state
-  std::vector<float> logits;
+  std::span<const float> logits;              // the last step's, in the model's host memory
   struct Scheduled {
     Job* job;
     uint32_t tokens;  // consecutive batch tokens of this job

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <cstring>
 
 #include "base/error.h"
 #include "kernels/vk/device.h"
@@ -246,7 +245,7 @@ void GpuModel::bind_pages(const VkPageStore& pages) {
   impl_->kv_chunks.assign(chunks.begin(), chunks.end());
 }
 
-void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
+std::span<const float> GpuModel::forward(const Batch& batch) {
   Impl& m = *impl_;
   KVTRIE_CHECK(!m.kv_chunks.empty(), "bind_pages() before forward()");
   KVTRIE_CHECK(!batch.tokens.empty() && batch.tokens.size() <= m.options.max_batch_tokens,
@@ -261,12 +260,8 @@ void GpuModel::forward(const Batch& batch, std::vector<float>& logits) {
                                               static_cast<uint32_t>(batch.logits_for.size()), max_position);
   m.rec = &step;
   step.submit_and_wait();
-  const size_t n = batch.logits_for.size() * m.config.n_vocab;
   m.logits_host.invalidate();
-  logits.resize(n);
-  // A step with no logits rows (a prompt chunk that is not the prompt's last) leaves an empty vector, whose
-  // data() may be null: memcpy with a null pointer is undefined even for 0 bytes (UBSan reported it).
-  if (n > 0) std::memcpy(logits.data(), m.logits_host.data(), n * sizeof(float));
+  return {static_cast<const float*>(m.logits_host.data()), batch.logits_for.size() * m.config.n_vocab};
 }
 
 }  // namespace kvtrie::engine

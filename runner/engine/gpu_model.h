@@ -129,10 +129,11 @@ class GpuModel {
   bool uses_q8_activations() const;
   uint64_t compute_bytes() const;
 
-  // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, into `logits` (resized).
+  // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, in host memory the model
+  // owns (read in place, no copy: 0.5 MB a row for a 128K vocabulary), valid until the next forward().
   // A step is recorded once per shape (tokens, logits rows, attention splits) and replayed while the shape
   // repeats, as in steady decoding.
-  void forward(const Batch& batch, std::vector<float>& logits);
+  std::span<const float> forward(const Batch& batch);
 
   // Profiling (benchmarks): timestamps around every dispatch of the following steps, read back by
   // last_dispatch_times() after forward(). Turning it on or off drops the recorded steps.

@@ -77,9 +77,8 @@ struct Rig {
       b.seq.push_back(0);
       if (logits_last == 0 || i + logits_last >= tokens.size()) b.logits_for.push_back(i);
     }
-    std::vector<float> logits;
-    model->forward(b, logits);
-    return logits;
+    const std::span<const float> logits = model->forward(b);
+    return {logits.begin(), logits.end()};
   }
 };
 
