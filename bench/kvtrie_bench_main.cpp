@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
       ->add_option("--attention-split", decode.attention_split,
                    "positions per attention split (0: the model's rules)")
       ->capture_default_str();
+  decode_cmd->add_flag("--blocking-wait", decode.blocking_wait,
+                       "forward() blocks on the step's fence at once instead of polling it first");
   decode_cmd->add_flag("--logits-copy", decode.logits_copy,
                        "the logits through device memory and a copy (the path before session 22)");
   decode_cmd

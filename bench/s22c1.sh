@@ -10,7 +10,8 @@
 #   3. sweep-matvec of Q4_K's one-token products: main, this branch, this branch's loads-only probe;
 #   4. whole decode, alternately: 8B Q4_K at 512 / 4096 (OLD, BIN, L16), Q4_0 at 1 and 8 sequences (exact_float
 #      is bit-identical there: speed only), Q4_0 at 512 / 4096 with 1, 2, 4 lanes a key (--attention-key-lanes),
-#      8B and 1B Q4_0 with the logits written to host memory by their product or copied (--logits-copy);
+#      8B and 1B Q4_0 with the logits written to host memory by their product or copied (--logits-copy), and
+#      forward() blocking on the fence at once instead of polling it first (--blocking-wait);
 #      a Q4_K profile with registers.
 R=$PWD
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
@@ -49,8 +50,9 @@ for c in 512 4096; do
 done
 dec old $O $M 512 1; dec new $B $M 512 1; dec old $O $M 512 8; dec new $B $M 512 8
 for i in 1 2; do  # the logits written to host memory by their product, or copied there (--logits-copy)
-  dec direct $B $M 512 1; dec copy $B $M 512 1 --logits-copy
+  dec direct $B $M 512 1; dec copy $B $M 512 1 --logits-copy; dec block $B $M 512 1 --blocking-wait
   dec direct $B /tmp/models/1q40.gguf 512 1; dec copy $B /tmp/models/1q40.gguf 512 1 --logits-copy
+  dec block $B /tmp/models/1q40.gguf 512 1 --blocking-wait
 done
 exit 0
 fi

@@ -46,6 +46,7 @@ struct DecodeOptions {
   uint32_t attention_split = 0;      // GpuModelOptions::attention_split (0: the default)
   uint32_t attention_key_lanes = 1;  // GpuModelOptions::attention_key_lanes
   bool logits_copy = false;          // GpuModelOptions::logits_copy
+  bool blocking_wait = false;        // GpuModelOptions::spin_wait_us 0
   uint32_t k_splits = 0;             // GpuModelOptions::k_splits
   uint32_t q8_max_tokens = 0;        // GpuModelOptions::q8_max_tokens
   bool paged_decode = false;         // !GpuModelOptions::decode_attention

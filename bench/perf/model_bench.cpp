@@ -278,6 +278,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.attention_split = options.attention_split;
   knobs.attention_key_lanes = options.attention_key_lanes;
   knobs.logits_copy = options.logits_copy;
+  if (options.blocking_wait) knobs.spin_wait_us = 0;
   knobs.k_splits = options.k_splits;
   knobs.q8_max_tokens = options.q8_max_tokens;
   knobs.decode_attention = !options.paged_decode;
@@ -322,6 +323,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("attention_split", options.attention_split)
       .integer("attention_key_lanes", options.attention_key_lanes)
       .integer("logits_copy", options.logits_copy ? 1 : 0)
+      .integer("blocking_wait", options.blocking_wait ? 1 : 0)
       .integer("k_splits", options.k_splits)
       .integer("q8_tokens", options.q8_max_tokens)
       .integer("paged_decode", options.paged_decode ? 1 : 0)

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -260,6 +261,12 @@ void CommandRecorder::wait() {
   VK_CHECK(vkWaitForFences(context_->device().handle(), 1, &fence, VK_TRUE, UINT64_MAX));
   VK_CHECK(vkResetFences(context_->device().handle(), 1, &fence));
   context_->end_submission(std::exchange(serial_, 0));
+}
+
+void CommandRecorder::wait_spinning(std::chrono::microseconds spin) {
+  const auto until = std::chrono::steady_clock::now() + spin;
+  while (!poll() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  wait();  // blocks only past the spin; returns at once when poll() saw it done
 }
 
 bool CommandRecorder::poll() {

@@ -19,6 +19,7 @@
 #pragma once
 #include <vulkan/vulkan.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -126,6 +127,9 @@ class CommandRecorder {
   // Without blocking: whether the submission is complete (true when none is in flight); when it is, does
   // what wait() does.
   bool poll();
+  // wait() that polls the fence for up to `spin` first (yielding between polls), then blocks: a step of a few
+  // milliseconds is seen done as it completes, not when a blocked thread is woken.
+  void wait_spinning(std::chrono::microseconds spin);
   bool in_flight() const { return serial_ != 0; }
 
   // Timestamps into `pool` from the next begin() on (nullptr: off). Dispatches past the pool's size

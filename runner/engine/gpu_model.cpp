@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 
 #include "base/error.h"
@@ -259,7 +260,8 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
   vk::CommandRecorder& step = m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
                                               static_cast<uint32_t>(batch.logits_for.size()), max_position);
   m.rec = &step;
-  step.submit_and_wait();
+  step.submit();
+  step.wait_spinning(std::chrono::microseconds(m.options.spin_wait_us));
   m.logits_host.invalidate();
   return {static_cast<const float*>(m.logits_host.data()), batch.logits_for.size() * m.config.n_vocab};
 }

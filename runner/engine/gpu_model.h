@@ -51,6 +51,10 @@ struct GpuModelOptions {
   // instead of the output product writing them into host memory itself (a level and a 0.5 MB copy less a
   // step). A tuning knob for kvtrie-bench (--logits-copy).
   bool logits_copy = false;
+  // forward() polls the step's fence for up to this long before it blocks (0: blocks at once, as before
+  // session 22), so that a decode step is seen done as it completes rather than when a sleeping thread is
+  // woken, at the price of a busy core meanwhile. A tuning knob for kvtrie-bench (--blocking-wait).
+  uint32_t spin_wait_us = 20000;
   // The large products of prefill (kernels::coopmat2_wanted) through matmul's CoopMat2 path, x converted
   // to f16 first, where the device has VK_NV_cooperative_matrix2. Off by default: on an H100 it does not yet
   // outrun the CoopMat path in the whole forward pass (docs/BENCHMARKS.md). A tuning knob for kvtrie-bench.

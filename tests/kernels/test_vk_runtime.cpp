@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <regex>
+#include <utility>
 #include <vector>
 
 #include "kernels/vk/buffer.h"
@@ -155,6 +157,33 @@ TEST_F(VkRuntime, RetireListFreesAResourceOnlyAfterItsSubmissionCompleted) {
   EXPECT_EQ(live_allocation_count(), 1u);
   out.invalidate();
   EXPECT_EQ(static_cast<const float*>(out.data())[n - 1], 3.0f);
+}
+
+// wait_spinning polls the fence, then blocks past its budget: either way the submission is complete after it,
+// its writes visible to the host (a shader writing host memory itself), its retire list run, and it is no
+// longer in flight (a second submission is allowed).
+TEST_F(VkRuntime, SpinningWaitCompletesTheSubmissionWithinOrPastItsBudget) {
+  const uint32_t n = 4099, local = 64;
+  Buffer out(context().device(), n * 4, MemoryKind::HostCached);
+  CommandRecorder rec(context());
+  for (auto [spin, value] :
+       {std::pair{std::chrono::microseconds(0), 1.5f}, {std::chrono::seconds(5), 4.0f}}) {
+    rec.begin();
+    rec.dispatch(context().pipelines().get("fill_f32", {local}), {write(out.view())}, FillPush{n, value},
+                 (n + local - 1) / local);
+    rec.end();
+    rec.submit();
+    Buffer scratch(context().device(), 64, MemoryKind::DeviceLocal);
+    context().retire(std::move(scratch));
+    EXPECT_EQ(context().retired_pending(), 1u);
+    rec.wait_spinning(spin);
+    EXPECT_FALSE(rec.in_flight());
+    EXPECT_EQ(context().retired_pending(), 0u);
+    out.invalidate();
+    const auto* got = static_cast<const float*>(out.data());
+    EXPECT_EQ(got[0], value);
+    EXPECT_EQ(got[n - 1], value);
+  }
 }
 
 TEST_F(VkRuntime, DispatchRejectsMismatchedLayoutsAndOversizedBindings) {
