@@ -5,7 +5,9 @@
 # (bin.tar.xz, old.tar.xz with OLD/ and L16/) carried, in two calls of about 5 minutes each:
 #   bench/s22c1.sh attention   (1, 2 and the lanes-a-key decode rows of 4)
 #   bench/s22c1.sh kquant      (3 and the Q4_K rows of 4)
-#   1. GPU tests of the new code: attention (KEY_LANES 2 and 4 on the d64/d128 builds) and matvec_q8 (Q4_K/Q5_K);
+#   1. GPU tests of the new code: attention (KEY_LANES 2 and 4 on the d64/d128 builds; in `attention`), and in
+#      `kquant` matvec_q8 (Q4_K/Q5_K), vk_runtime (the spinning wait), GpuModel (logits written to host memory)
+#      and the engine (sampling the logits in place);
 #   2. sweep-attention: the engine's decode pass against KEY_LANES 2 and 4, with 8 and 16 subgroups, at 512-8192;
 #   3. sweep-matvec of Q4_K's one-token products: main, this branch, this branch's loads-only probe;
 #   4. whole decode, alternately: 8B Q4_K at 512 / 4096 (OLD, BIN, L16), Q4_0 at 1 and 8 sequences (exact_float
@@ -56,7 +58,9 @@ for i in 1 2; do  # the logits written to host memory by their product, or copie
 done
 exit 0
 fi
-timeout 150 $B/kernels_test_matvec_q8 --gtest_brief=1 > $OUT/test_matvec_q8.log 2>&1; echo matvec_q8 tests rc=$?; tail -3 $OUT/test_matvec_q8.log
+for t in kernels_test_matvec_q8 kernels_test_vk_runtime runner_test_gpu_model runner_test_gpu_engine; do
+  timeout 150 $B/$t --gtest_brief=1 > $OUT/$t.log 2>&1; echo $t rc=$?; tail -3 $OUT/$t.log
+done
 S=$OUT/sweep_matvec.jsonl
 sw() { local lab=$1 bin=$2; shift 2; timeout 90 $bin/kvtrie-bench sweep-matvec --model llama3-8b --tokens 1 --variants q8i "$@" 2>>$OUT/bench.err | grep '^{' | sed "s/^{/{\"label\":\"$lab\",/" >> $S; }
 sw old $O --types Q4_K --rows-per-lane 1,4 --workgroups 128,512
