@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
                        "the logits through device memory and a copy (the path before session 22)");
   decode_cmd
       ->add_option("--attention-key-lanes", decode.attention_key_lanes,
-                   "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES)")
+                   "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES; 0: by "
+                   "split size)")
       ->capture_default_str();
   decode_cmd->add_flag("--paged-decode", decode.paged_decode,
                        "decode steps' attention (every batch's under --deterministic) through attention.comp "

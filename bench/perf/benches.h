@@ -44,7 +44,7 @@ struct DecodeOptions {
   bool profile = false;              // also time one step per dispatch (a decode_profile row per op)
   bool deterministic = false;        // GpuModelOptions::deterministic
   uint32_t attention_split = 0;      // GpuModelOptions::attention_split (0: the default)
-  uint32_t attention_key_lanes = 1;  // GpuModelOptions::attention_key_lanes
+  uint32_t attention_key_lanes = 0;  // GpuModelOptions::attention_key_lanes
   bool logits_copy = false;          // GpuModelOptions::logits_copy
   bool blocking_wait = false;        // GpuModelOptions::spin_wait_us 0
   uint32_t k_splits = 0;             // GpuModelOptions::k_splits

@@ -113,8 +113,9 @@ constexpr OpRegistration kAttentionDecodeAny{.op = "attention_decode",
                                              .variants = kDecodeAnyVariants,
                                              .spec = spec_decode,
                                              .available = decode_subgroups};
-// The same builds with 2 or 4 lanes a key (AttentionArgs::decode_key_lanes): made when a run asks for them,
-// never prewarmed (not registered).
+// The same builds with 2 or 4 lanes a key (AttentionArgs::decode_key_lanes). Short splits take 2
+// (attention_decode_key_lanes), so those are registered and prewarmed; 4, a tuning knob, is made when a run
+// asks for it.
 template <uint32_t KeyLanes>
 vk::SpecConstants spec_decode_key_lanes(const vk::Device& d) {
   return {kDecodeParts * d.info().subgroup_size, KeyLanes};
@@ -122,6 +123,7 @@ vk::SpecConstants spec_decode_key_lanes(const vk::Device& d) {
 constexpr OpRegistration kAttentionDecode32Kl2{.op = "attention_decode_sg32_kl2",
                                                .variants = kDecode32Variants,
                                                .spec = spec_decode_key_lanes<2>,
+                                               .available = decode_subgroups_32,
                                                .shader = "attention_decode"};
 constexpr OpRegistration kAttentionDecode32Kl4{.op = "attention_decode_sg32_kl4",
                                                .variants = kDecode32Variants,
@@ -130,6 +132,7 @@ constexpr OpRegistration kAttentionDecode32Kl4{.op = "attention_decode_sg32_kl4"
 constexpr OpRegistration kAttentionDecodeAnyKl2{.op = "attention_decode_kl2",
                                                 .variants = kDecodeAnyVariants,
                                                 .spec = spec_decode_key_lanes<2>,
+                                                .available = decode_subgroups,
                                                 .shader = "attention_decode"};
 constexpr OpRegistration kAttentionDecodeAnyKl4{.op = "attention_decode_kl4",
                                                 .variants = kDecodeAnyVariants,
@@ -181,6 +184,14 @@ uint32_t attention_max_splits(uint32_t max_position, uint32_t split_size) {
     most = std::max(most, p / attention_position_split(p) + 1);
   }
   return most;
+}
+
+uint32_t attention_decode_key_lanes(const vk::Device& device, uint32_t split_size, uint32_t head_dim) {
+  // On an H100 (session 23, llama3-8b Q4_0, one sequence): 2 lanes a key took a 128-position split from 14.5
+  // to 12.8 us (decode 384 -> 392 tok/s at 512) and a 512-position split from 24.5 to 26.3 (342 -> 334 at
+  // 4096); 4 lanes lost to 2 at every split but 64.
+  const bool short_split = split_size > 0 && split_size < kDecodeParts * device.info().subgroup_size;
+  return short_split && head_dim % 16 == 0 ? 2 : 1;
 }
 
 uint64_t attention_scratch_bytes(const AttentionArgs& args) {
@@ -300,7 +311,8 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
         vk::write(args.out),       vk::write(qout_bytes),
         vk::write(qout_scales),    vk::write(fused ? args.split_counters : args.scratch)};
     const bool fixed = decode_subgroups_32(k.device()) && (hd == 64 || hd == 128);
-    const uint32_t kl = args.decode_key_lanes;
+    const uint32_t kl = args.decode_key_lanes ? args.decode_key_lanes
+                                              : attention_decode_key_lanes(k.device(), args.split_size, hd);
     KVTRIE_CHECK(
         (kl == 1 || kl == 2 || kl == 4) && hd % (8 * kl) == 0 && kl <= k.device().info().subgroup_size,
         "attention: decode_key_lanes is 1, 2 or 4, dividing head_dim / 8, at most the subgroup size");
@@ -357,6 +369,7 @@ void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& 
   record_attention(rec, k, args, &split_pass);
 }
 
-KVTRIE_REGISTER_OPS(attention, &kAttention, &kAttentionCoopmat, &kAttentionDecode32, &kAttentionDecodeAny);
+KVTRIE_REGISTER_OPS(attention, &kAttention, &kAttentionCoopmat, &kAttentionDecode32, &kAttentionDecodeAny,
+                    &kAttentionDecode32Kl2, &kAttentionDecodeAnyKl2);
 
 }  // namespace kvtrie::kernels

@@ -66,8 +66,8 @@ struct AttentionArgs {
   bool tensor_cores = false;  // attention_coopmat where attention_uses_tensor_cores (see the contract)
   bool decode = false;        // attention_decode where attention_uses_decode_pass (see the contract)
   // The decode pass's lanes a key (its KEY_LANES): 1, or 2 and 4 (head_dim a multiple of 16 and 32, at most
-  // the subgroup size), each lane scoring that part of a key. A tuning knob, not the engine's default.
-  uint32_t decode_key_lanes = 1;
+  // the subgroup size), each lane scoring that part of a key. 0: attention_decode_key_lanes(split_size).
+  uint32_t decode_key_lanes = 0;
   // With the decode pass and several splits: a uint32 per (token, KV head, head group of 4 query heads),
   // zero before the call and left zero after it; the last split of each to finish merges them all and writes
   // the output, and no combine pass runs. Empty: the combine pass merges them.
@@ -93,6 +93,10 @@ uint32_t attention_position_split(uint32_t position);
 // The most splits of any token up to max_position: of split_size positions, or under split_size 0 the most
 // of any position's own (attention_position_split).
 uint32_t attention_max_splits(uint32_t max_position, uint32_t split_size);
+// The decode pass's lanes a key under decode_key_lanes 0: 2 where a split of split_size positions has fewer
+// keys than the work group has lanes (8 subgroups) and head_dim is a multiple of 16, so that every lane
+// scores; else 1 (split_size 0 too: each token's own splits, whatever the batch).
+uint32_t attention_decode_key_lanes(const vk::Device& device, uint32_t split_size, uint32_t head_dim);
 
 // Whether attention() runs this call on tensor cores: args.tensor_cores, a device with matmul's CoopMat path
 // through VK_KHR_cooperative_matrix, head_dim 64 or 128, and q rows of whole 16-byte groups.

@@ -44,9 +44,9 @@ struct GpuModelOptions {
   // Decode steps' attention through attention_decode (kernels::AttentionArgs::decode) where the device runs
   // it; false: attention.comp, as batches take. A tuning knob for kvtrie-bench (--paged-decode).
   bool decode_attention = true;
-  // attention_decode's lanes a key (kernels::AttentionArgs::decode_key_lanes): 1, 2 or 4. A tuning knob for
-  // kvtrie-bench (--attention-key-lanes).
-  uint32_t attention_key_lanes = 1;
+  // attention_decode's lanes a key (kernels::AttentionArgs::decode_key_lanes): 1, 2 or 4; 0: by the split
+  // size (kernels::attention_decode_key_lanes). A tuning knob for kvtrie-bench (--attention-key-lanes).
+  uint32_t attention_key_lanes = 0;
   // The logits through device memory and a copy to the host at the end of the step (before session 22),
   // instead of the output product writing them into host memory itself (a level and a 0.5 MB copy less a
   // step). A tuning knob for kvtrie-bench (--logits-copy).

@@ -52,6 +52,8 @@ constexpr uint32_t kLayer = 1;  // not layer 0: the layer offset inside a page i
 constexpr uint32_t kPages = 16;
 constexpr uint32_t kLongPages = 132;  // sequence E's: pages kPages.. of a pool made for it
 
+class AttentionDecodeKeyLanes : public test::VulkanTest {};
+
 class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterface<Shape> {
  protected:
   bool decode_ = false;                         // run() asks for the decode pass (AttentionArgs::decode)
@@ -462,9 +464,10 @@ TEST_P(AttentionTest, PositionSplitsMatchReferenceAndGiveAnyBatchTheSameBits) {
   for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
 }
 
-// The decode pass with 2 and 4 lanes scoring each key (KEY_LANES): against the reference with splits merged
-// by the last split (7 positions: splits shorter than a block; 48: cutting pages and blocks) and with one
-// split, and the same bits for a token alone as in the batch.
+// The decode pass with 2 and 4 lanes scoring each key (KEY_LANES), and with those its split size gives
+// (decode_key_lanes 0): against the reference with splits merged by the last split (7 positions: splits
+// shorter than a block; 48: cutting pages and blocks) and with one split, and the same bits for a token
+// alone as in the batch.
 TEST_P(AttentionTest, DecodePassWithLanesSharingAKeyMatchesReferenceAndIsBatchInvariant) {
   const uint32_t hd = GetParam().head_dim, sg = context().device().info().subgroup_size;
   if (hd % 16 != 0) GTEST_SKIP() << "head_dim " << hd << " is not split in two parts of 16-byte pieces";
@@ -477,9 +480,9 @@ TEST_P(AttentionTest, DecodePassWithLanesSharingAKeyMatchesReferenceAndIsBatchIn
   const std::vector<double> ref = reference(b, pool_host);
   vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
   const uint32_t width = GetParam().n_heads * hd;
-  for (uint32_t lanes : {2u, 4u}) {
-    if (hd % (8 * lanes) != 0 || lanes > sg) continue;  // head_dim 16: not in 4 parts of 16 bytes
-    SCOPED_TRACE(std::to_string(lanes) + " lanes a key");
+  for (uint32_t lanes : {0u, 2u, 4u}) {
+    if (lanes && (hd % (8 * lanes) != 0 || lanes > sg)) continue;  // head_dim 16: not in 4 parts of 16 bytes
+    SCOPED_TRACE(lanes ? std::to_string(lanes) + " lanes a key" : "lanes a key by split size");
     key_lanes_ = lanes;
     for (auto [split, merged] : {std::pair{7u, true}, {48u, true}, {256u, false}}) {
       SCOPED_TRACE("split_size " + std::to_string(split));
@@ -494,6 +497,19 @@ TEST_P(AttentionTest, DecodePassWithLanesSharingAKeyMatchesReferenceAndIsBatchIn
     }
   }
   for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
+}
+
+// By default a split shorter than the decode pass's work group (8 subgroups) takes 2 lanes a key, so that
+// every lane scores; a longer one, a token's own splits (split_size 0) and a head_dim not in two halves of
+// 16-byte pieces take 1.
+TEST_F(AttentionDecodeKeyLanes, AreTwoForSplitsShorterThanTheWorkGroup) {
+  const uint32_t lanes = 8 * context().device().info().subgroup_size;
+  EXPECT_EQ(attention_decode_key_lanes(context().device(), 1, 128), 2u);
+  EXPECT_EQ(attention_decode_key_lanes(context().device(), lanes - 1, 64), 2u);
+  EXPECT_EQ(attention_decode_key_lanes(context().device(), lanes, 128), 1u);
+  EXPECT_EQ(attention_decode_key_lanes(context().device(), 4 * lanes, 128), 1u);
+  EXPECT_EQ(attention_decode_key_lanes(context().device(), 0, 128), 1u);
+  EXPECT_EQ(attention_decode_key_lanes(context().device(), 1, 24), 1u);
 }
 
 // A token's splits under split_size 0: an 8th of its positions as a power of two, 128 to 512; the most of
