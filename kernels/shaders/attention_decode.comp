@@ -22,8 +22,9 @@
 // together, each head_dim / KEY_LANES of it, so a subgroup's block is subgroup-size / KEY_LANES keys: lane
 // j scores part j / keys of key j % keys, and the parts' sums meet in shared memory in part order (every lane
 // of a key gets the same bits). Shorter score chains and more subgroups busy in a short split, for more
-// blocks a subgroup in a long one: a tuning knob (AttentionArgs::decode_key_lanes; kvtrie-bench decode
-// --attention-key-lanes, sweep-attention --variants decode_kl2 ...), not yet the engine's default.
+// blocks a subgroup in a long one. The engine takes 2 for splits shorter than the work group
+// (attention_decode_key_lanes); AttentionArgs::decode_key_lanes, kvtrie-bench decode --attention-key-lanes and
+// sweep-attention --variants decode_kl2 ... choose otherwise.
 // PROBE (tuning builds only, bench/: sweep-attention --variants decode_probe*): 1 leaves out P V and the V
 // loads, 2 the K loads (K is constant), 5 the whole key loop (q in, merge, out).
 #extension GL_KHR_shader_subgroup_basic : require
