@@ -94,6 +94,15 @@ int main(int argc, char** argv) {
                    "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES; 0: by "
                    "split size)")
       ->capture_default_str();
+  decode_cmd->add_flag("--prefetch-o", decode.prefetch_o,
+                       "decode steps' attention pulls the o product's weights into the L2 cache");
+  decode_cmd
+      ->add_option("--prefetch-ffn-mib", decode.prefetch_ffn_mib,
+                   "... and this many MiB of the gate and up products' first rows")
+      ->capture_default_str();
+  decode_cmd
+      ->add_option("--prefetch-groups", decode.prefetch_groups, "work groups that prefetch (0: the kernel's)")
+      ->capture_default_str();
   decode_cmd->add_flag("--paged-decode", decode.paged_decode,
                        "decode steps' attention (every batch's under --deterministic) through attention.comp "
                        "instead of attention_decode");

@@ -151,6 +151,8 @@ struct GpuModel::Impl {
   static constexpr uint32_t kDeterministicMinTokens = 16, kDeterministicMaxTokens = 256;
   static constexpr uint32_t kPrefillSplitTokens = 512;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const;
+  // The layer's next products' weights for the decode pass to pull into the L2 cache (options.prefetch_*).
+  void l2_prefetch_during_attention(const DeviceLayer& w, kernels::AttentionArgs& at) const;
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
   vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -50,16 +51,23 @@ struct Rig {
   Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq = kPages,
       uint32_t attention_split = 0, bool deterministic = false, uint32_t max_batch_tokens = 32,
       bool coopmat2 = false, bool decode_attention = true, bool logits_copy = false)
+      : Rig(ctx, path, pages_of_seq, [&](GpuModelOptions& o) {
+          o.decode_attention = decode_attention;
+          o.max_batch_tokens = max_batch_tokens;
+          o.deterministic = deterministic;
+          o.coopmat2 = coopmat2;
+          o.attention_split = attention_split;
+          o.logits_copy = logits_copy;
+        }) {}
+
+  // With the options `tune` sets (16 sequences of pages_of_seq pages each).
+  Rig(vk::Context& ctx, const std::filesystem::path& path, uint32_t pages_of_seq,
+      const std::function<void(GpuModelOptions&)>& tune)
       : file(GgufFile::open(path)), config(ModelConfig::from_gguf(file)), n_pages(pages_of_seq) {
     GpuModelOptions o;
-    o.decode_attention = decode_attention;
-    o.max_batch_tokens = max_batch_tokens;
-    o.deterministic = deterministic;
-    o.coopmat2 = coopmat2;
     o.max_sequences = 16;
     o.max_context = n_pages * 16;
-    o.attention_split = attention_split;
-    o.logits_copy = logits_copy;
+    tune(o);
     model = std::make_unique<GpuModel>(ctx, file, config, o);
     pages = std::make_unique<VkPageStore>(ctx, model->kv_layout(), n_pages, 0);
     model->bind_pages(*pages);
@@ -172,6 +180,32 @@ TEST_F(GpuModelTest, LogitsWrittenToHostMemoryEqualThoseCopiedThere) {
         EXPECT_EQ(a, copied.step(std::span(next).subspan(i, 1), P + i)) << "decode step " << i;
         EXPECT_GT(max_abs(a), 0.0f);
       }
+    }
+  }
+}
+
+// Decode steps' attention pulling the next products' weights into the L2 cache (prefetch_o,
+// prefetch_ffn_mib) changes no bit of the logits, by default and under --deterministic (whose batches take
+// the decode pass too).
+TEST_F(GpuModelTest, WeightsPrefetchedDuringAttentionChangeNoLogit) {
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_prefetch.gguf", "tiny", TensorType::Q8_0, 5);
+  for (bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "default");
+    Rig plain(context(), path, kPages, [&](GpuModelOptions& o) { o.deterministic = deterministic; });
+    Rig prefetching(context(), path, kPages, [&](GpuModelOptions& o) {
+      o.deterministic = deterministic;
+      o.prefetch_o = true;
+      o.prefetch_ffn_mib = 1;
+      o.prefetch_groups = 5;
+    });
+    EXPECT_EQ(plain.step(kPrompt, 0), prefetching.step(kPrompt, 0));
+    const auto P = static_cast<uint32_t>(kPrompt.size());
+    const std::vector<int32_t> next{7, 8, 9};
+    for (uint32_t i = 0; i < next.size(); ++i) {
+      const std::vector<float> a = plain.step(std::span(next).subspan(i, 1), P + i);
+      EXPECT_EQ(a, prefetching.step(std::span(next).subspan(i, 1), P + i)) << "decode step " << i;
+      EXPECT_GT(max_abs(a), 0.0f);
     }
   }
 }
