@@ -144,10 +144,7 @@ constexpr OpRegistration kAttentionDecodeAnyKl4{.op = "attention_decode_kl4",
 struct DecodePush {
   PagedPush paged;
   uint32_t out_stride, out_mode, q_out_stride, fused;
-  uint32_t tokens;             // work groups of z >= tokens read the prefetch ranges
-  uint32_t prefetch_words[3];  // 16-byte words of each
 };
-constexpr uint32_t kDefaultPrefetchGroups = 128;
 
 }  // namespace
 
@@ -294,8 +291,8 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
     const bool whole = splits == 1 || fused;
     KVTRIE_CHECK(whole || args.split_size > 0,
                  "attention: split_size 0 needs split_counters (the combine pass splits by split_size)");
-    DecodePush push{paged,           out_stride,  0, args.quantized_out ? args.quantized_out->stride : 0,
-                    fused ? 1u : 0u, args.tokens, {}};
+    DecodePush push{paged, out_stride, 0, args.quantized_out ? args.quantized_out->stride : 0,
+                    fused ? 1u : 0u};
     push.paged.heads_per_wg = decode_heads;
     if (whole) push.out_mode = args.quantized_out ? 3u : args.half_out ? 2u : 1u;
     vk::BufferView qout_bytes = args.scratch, qout_scales = args.scratch;  // unused unless out_mode 3
@@ -306,28 +303,13 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
       qout_bytes = args.quantized_out->bytes;
       qout_scales = args.quantized_out->scales;
     }
-    vk::Binding bindings[] = {
+    const vk::Binding bindings[] = {
         vk::read(args.q),          vk::read(pools[0]),
         vk::read(pools[1]),        vk::read(pools[2]),
         vk::read(pools[3]),        vk::read(args.page_table),
         vk::read(args.token_info), vk::write(args.scratch),
         vk::write(args.out),       vk::write(qout_bytes),
-        vk::write(qout_scales),    vk::write(fused ? args.split_counters : args.scratch),
-        vk::read(args.q),          vk::read(args.q),
-        vk::read(args.q)};
-    // The prefetch ranges (unused slots: q, read 0 words) and the slices of work groups that read them.
-    uint32_t prefetch_slices = 0;
-    for (size_t i = 0; i < args.l2_prefetch.size(); ++i) {
-      const vk::BufferView& range = args.l2_prefetch[i];
-      if (range.empty()) continue;
-      KVTRIE_CHECK(range.range % 16 == 0 && range.range / 16 <= UINT32_MAX,
-                   "attention: a prefetch range is whole 16-byte words, fewer than 2^32");
-      bindings[12 + i] = vk::read(range);
-      push.prefetch_words[i] = static_cast<uint32_t>(range.range / 16);
-      const uint32_t groups = args.l2_prefetch_groups ? args.l2_prefetch_groups : kDefaultPrefetchGroups;
-      const uint32_t slice = splits * args.n_kv_heads * decode_groups;
-      prefetch_slices = (groups + slice - 1) / slice;
-    }
+        vk::write(qout_scales),    vk::write(fused ? args.split_counters : args.scratch)};
     const bool fixed = decode_subgroups_32(k.device()) && (hd == 64 || hd == 128);
     const uint32_t kl = args.decode_key_lanes ? args.decode_key_lanes
                                               : attention_decode_key_lanes(k.device(), args.split_size, hd);
@@ -342,7 +324,7 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
                                                           : kAttentionDecodeAnyKl4);
     rec.dispatch(split_pass ? *split_pass : k.pipeline(decode_row, fixed && hd == 128 ? 1 : 0),
                  std::span<const vk::Binding>(bindings), push, splits, args.n_kv_heads * decode_groups,
-                 args.tokens + prefetch_slices);
+                 args.tokens);
     if (whole) return;
   } else if (coopmat) {
     // One split: attention_coopmat writes the output itself (f32 or f16), and no combine pass runs.

@@ -72,12 +72,6 @@ struct AttentionArgs {
   // zero before the call and left zero after it; the last split of each to finish merges them all and writes
   // the output, and no combine pass runs. Empty: the combine pass merges them.
   vk::BufferView split_counters;
-  // The decode pass only (ignored by the others): byte ranges (multiples of 16 bytes) that extra work
-  // groups read and discard while the pass runs, to bring them into the L2 cache for the product after it
-  // (the o product's weights): the pass itself is latency-bound and leaves most of the device idle. The
-  // output is the same bits with or without them. l2_prefetch_groups: how many such work groups (0: 128).
-  std::array<vk::BufferView, 3> l2_prefetch;
-  uint32_t l2_prefetch_groups = 0;
   // Set: out is also written quantized for matvec_q8 (head_dim a multiple of 16), as quantize_q8 would
   // write it, in the pass that writes out (no dispatch of its own).
   std::optional<QuantizedX> quantized_out;

@@ -25,8 +25,6 @@
 // blocks a subgroup in a long one. The engine takes 2 for splits shorter than the work group
 // (attention_decode_key_lanes); AttentionArgs::decode_key_lanes, kvtrie-bench decode --attention-key-lanes and
 // sweep-attention --variants decode_kl2 ... choose otherwise.
-// Work groups past the tokens' (z >= tokens) only read the prefetch ranges (bindings 12-14), bringing the
-// next product's weights into the L2 cache while this latency-bound pass leaves most of the device idle.
 // PROBE (tuning builds only, bench/: sweep-attention --variants decode_probe*): 1 leaves out P V and the V
 // loads, 2 the K loads (K is constant), 5 the whole key loop (q in, merge, out).
 #extension GL_KHR_shader_subgroup_basic : require
@@ -75,11 +73,6 @@ layout(set = 0, binding = 9) writeonly buffer OQ { uvec4 out_q[]; };     // out_
 layout(set = 0, binding = 10) writeonly buffer ODS { vec2 out_ds[]; };
 // fused: per (token, work-group row y) the splits that have finished, 0 between dispatches.
 layout(set = 0, binding = 11) coherent buffer SplitCount { uint split_count[]; };
-// Ranges the work groups past the tokens' (z >= tokens) read and discard: into the L2 cache for the product
-// after this pass (AttentionArgs::l2_prefetch).
-layout(set = 0, binding = 12) readonly buffer Prefetch0 { uvec4 prefetch0[]; };
-layout(set = 0, binding = 13) readonly buffer Prefetch1 { uvec4 prefetch1[]; };
-layout(set = 0, binding = 14) readonly buffer Prefetch2 { uvec4 prefetch2[]; };
 
 layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_keys, row_stride4 unused)
   uint n_heads;
@@ -101,8 +94,6 @@ layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_ke
   uint out_mode;      // 0: partials; the output: 1 f32, 2 f16, 3 f32 and quantized
   uint q_out_stride;  // out_mode 3: values between tokens in the quantized output
   uint fused;         // 1: several splits, merged by the last of them to finish (split_count), out_mode != 0
-  uint tokens;        // work groups of z >= tokens prefetch
-  uint prefetch_words0, prefetch_words1, prefetch_words2;  // 16-byte words of each range
 } pc;
 
 #include "kv_pool.glsl"
@@ -187,33 +178,7 @@ void write_out(uint i, uint at, vec4 v) {
   if (pc.out_mode == 3u) qs4[i] = v;
 }
 
-// This work group's share of the prefetch ranges, PREFETCH_ROUND loads a thread in flight. What is read
-// feeds a store that never happens (fused is 0 or 1), so that the loads stay.
-#define PREFETCH_ROUND 8u
-#define PREFETCH_RANGE(BUF, WORDS)                                              \
-  for (uint i = first; i < (WORDS); i += PREFETCH_ROUND * stride) {           \
-    [[unroll]] for (uint u = 0u; u < PREFETCH_ROUND; ++u) {                   \
-      if (i + u * stride < (WORDS)) seen ^= BUF[i + u * stride];               \
-    }                                                                          \
-  }
-void prefetch() {
-  uint per_slice = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
-  uint group =
-      (gl_WorkGroupID.z - pc.tokens) * per_slice + gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  uint stride = (gl_NumWorkGroups.z - pc.tokens) * per_slice * gl_WorkGroupSize.x;
-  uint first = group * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
-  uvec4 seen = uvec4(0u);
-  PREFETCH_RANGE(prefetch0, pc.prefetch_words0)
-  PREFETCH_RANGE(prefetch1, pc.prefetch_words1)
-  PREFETCH_RANGE(prefetch2, pc.prefetch_words2)
-  if (pc.fused > 1u && seen.x == seen.y) split_count[0] = seen.z;
-}
-
 void main() {
-  if (gl_WorkGroupID.z >= pc.tokens) {
-    prefetch();
-    return;
-  }
   uint c = gl_WorkGroupID.x, t = gl_WorkGroupID.z;
   uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, nsg = gl_NumSubgroups;

@@ -53,6 +53,14 @@ uint64_t validation_message_count() {
   return g_validation_messages.load();
 }
 
+bool validation_layer_installed() {
+  return has_layer(kValidationLayer);
+}
+
+bool validation_requested_by_environment() {
+  return env_validation();
+}
+
 Instance::Instance(InstanceOptions options) {
   const bool validation = options.validation || env_validation();
   if (validation && !has_layer(kValidationLayer))

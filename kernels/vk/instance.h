@@ -24,6 +24,9 @@ struct InstanceOptions {
 
 // Warning and error messages reported by the validation layer so far, across all instances of the process.
 uint64_t validation_message_count();
+// Whether the Khronos validation layer is installed, and whether KVTRIE_VALIDATION=1 asks for it.
+bool validation_layer_installed();
+bool validation_requested_by_environment();
 
 class Instance {
  public:

@@ -86,6 +86,7 @@ void GpuModel::Impl::allocate_activations() {
   // leaves them zero.
   const uint64_t counted = position_splits ? deterministic_attention_tokens() : kSmallBatch;
   split_counters = scratch(dev, std::min(T, counted) * config.n_heads);
+  prefetch_sink = scratch(dev, 4);
   {
     vk::CommandRecorder zero(context);
     zero.begin();

@@ -47,10 +47,10 @@ struct GpuModelOptions {
   // attention_decode's lanes a key (kernels::AttentionArgs::decode_key_lanes): 1, 2 or 4; 0: by the split
   // size (kernels::attention_decode_key_lanes). A tuning knob for kvtrie-bench (--attention-key-lanes).
   uint32_t attention_key_lanes = 0;
-  // Decode steps' attention pulls the o product's weights (and the first prefetch_ffn_mib MiB of the gate
-  // and up products', half each) into the L2 cache with prefetch_groups extra work groups (0: the kernel's
-  // default) while it runs (kernels::AttentionArgs::l2_prefetch). Tuning knobs for kvtrie-bench
-  // (--prefetch-o, --prefetch-ffn-mib, --prefetch-groups).
+  // Beside decode steps' attention, kernels::l2_prefetch pulls the o product's weights (and the first
+  // prefetch_ffn_mib MiB of the gate and up products', half each) into the L2 cache with prefetch_groups
+  // work groups (0: the kernel's default). Tuning knobs for kvtrie-bench (--prefetch-o, --prefetch-ffn-mib,
+  // --prefetch-groups).
   bool prefetch_o = false;
   uint32_t prefetch_ffn_mib = 0;
   uint32_t prefetch_groups = 0;

@@ -58,6 +58,7 @@ struct GpuModel::Impl {
   // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
   vk::Buffer split_scratch;  // split-K partial outputs of tensor-core products (empty: no split-K)
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
+  vk::Buffer prefetch_sink;  // l2_prefetch's never-written 16 bytes
   vk::Buffer logits_host;
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
@@ -151,8 +152,8 @@ struct GpuModel::Impl {
   static constexpr uint32_t kDeterministicMinTokens = 16, kDeterministicMaxTokens = 256;
   static constexpr uint32_t kPrefillSplitTokens = 512;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const;
-  // The layer's next products' weights for the decode pass to pull into the L2 cache (options.prefetch_*).
-  void l2_prefetch_during_attention(const DeviceLayer& w, kernels::AttentionArgs& at) const;
+  // Records l2_prefetch of the layer's next products' weights (options.prefetch_*), beside attention.
+  void l2_prefetch_after_attention(const DeviceLayer& w);
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
   vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position);

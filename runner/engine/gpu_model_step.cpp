@@ -1,6 +1,7 @@
 // What a GpuModel step records (GpuModel::Impl, gpu_model_impl.h): the layers, their products (matvec_q8,
 // the fused float products, the tensor-core tiles), norms, rope, attention and the logits.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 
@@ -10,6 +11,7 @@
 #include "kernels/ops/convert.h"
 #include "kernels/ops/get_rows.h"
 #include "kernels/ops/kv_write.h"
+#include "kernels/ops/l2_prefetch.h"
 #include "kernels/ops/matvec.h"
 #include "kernels/ops/swiglu.h"
 #include "kernels/vk/device.h"
@@ -389,7 +391,6 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
   at.tensor_cores = !options.deterministic && T > kSmallBatch;
   at.decode = decode_step || position_splits;
   at.decode_key_lanes = options.attention_key_lanes;
-  if (at.decode) l2_prefetch_during_attention(w, at);
   if (at.decode) at.split_counters = split_counters.view();
   // The o projection's input quantized by attention's combine pass (no dispatch of its own).
   if (q8(w.wo, T) && config.head_dim_k % 16 == 0) at.quantized_out = hidden_q();
@@ -397,13 +398,14 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
   at.half_out = half_out_for(w.wo, attn, T, kProductO);
   if (at.half_out) at.out = x_f16.view();
   attention_in_blocks(at);
+  // Beside the latency-bound decode pass (no barrier between them), the next products' weights into L2.
+  if (at.decode && (options.prefetch_o || options.prefetch_ffn_mib)) l2_prefetch_after_attention(w);
   residual_product(kProductO, w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T), at.half_out);
 }
 
-void GpuModel::Impl::l2_prefetch_during_attention(const DeviceLayer& w, kernels::AttentionArgs& at) const {
-  at.l2_prefetch_groups = options.prefetch_groups;
-  if (options.prefetch_o) at.l2_prefetch[0] = w.wo.view();
-  if (options.prefetch_ffn_mib == 0) return;
+void GpuModel::Impl::l2_prefetch_after_attention(const DeviceLayer& w) {
+  std::array<vk::BufferView, 3> ranges;
+  if (options.prefetch_o) ranges[0] = w.wo.view();
   // The first rows of gate and of up: the product's first work groups read those. A range starts where a
   // binding may (256 bytes covers every device's alignment), at most a few bytes past the rows' start.
   const uint64_t half = uint64_t{options.prefetch_ffn_mib} << 19;
@@ -412,14 +414,16 @@ void GpuModel::Impl::l2_prefetch_during_attention(const DeviceLayer& w, kernels:
     if (skip >= bytes) return {};
     return m.view().sub(offset + skip, std::min(half, bytes - skip) / 16 * 16);
   };
-  if (w.w_gate_up.buffer.valid()) {
+  if (half == 0) {
+  } else if (w.w_gate_up.buffer.valid()) {
     const uint64_t gate_bytes = w.w_gate_up.view().range / 2;
-    at.l2_prefetch[1] = head(w.w_gate_up, 0, gate_bytes);
-    at.l2_prefetch[2] = head(w.w_gate_up, gate_bytes, gate_bytes);
+    ranges[1] = head(w.w_gate_up, 0, gate_bytes);
+    ranges[2] = head(w.w_gate_up, gate_bytes, gate_bytes);
   } else {
-    at.l2_prefetch[1] = head(w.w_gate, 0, w.w_gate.view().range);
-    at.l2_prefetch[2] = head(w.w_up, 0, w.w_up.view().range);
+    ranges[1] = head(w.w_gate, 0, w.w_gate.view().range);
+    ranges[2] = head(w.w_up, 0, w.w_up.view().range);
   }
+  kernels::l2_prefetch(*rec, kernels, ranges, prefetch_sink.view(), options.prefetch_groups);
 }
 
 void GpuModel::Impl::attention_in_blocks(const kernels::AttentionArgs& a) {

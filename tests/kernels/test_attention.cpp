@@ -59,8 +59,6 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
   bool decode_ = false;                         // run() asks for the decode pass (AttentionArgs::decode)
   const vk::Buffer* split_counters_ = nullptr;  // ... and its merge by the last split (split_counters)
   uint32_t key_lanes_ = 1;                      // ... with this many lanes a key (decode_key_lanes)
-  std::array<vk::BufferView, 3> prefetch_{};    // ... and these ranges read by extra work groups
-  uint32_t prefetch_groups_ = 0;
 
   KvLayout layout() const { return {kLayers, kPageTokens, GetParam().n_kv_heads * GetParam().head_dim}; }
 
@@ -115,8 +113,6 @@ class AttentionTest : public test::VulkanTest, public ::testing::WithParamInterf
     a.tensor_cores = tensor_cores;
     a.decode = decode_;
     a.decode_key_lanes = key_lanes_;
-    a.l2_prefetch = prefetch_;
-    a.l2_prefetch_groups = prefetch_groups_;
     return a;
   }
 
@@ -500,36 +496,6 @@ TEST_P(AttentionTest, DecodePassWithLanesSharingAKeyMatchesReferenceAndIsBatchIn
       }
     }
   }
-  for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
-}
-
-// The decode pass with work groups that read prefetch ranges beside it (an odd number of them, ranges
-// shorter and longer than one pass of them): the same bits as without, merged by the last split or not, and
-// the split counters left zero.
-TEST_P(AttentionTest, DecodePassPrefetchingRangesGivesTheSameBits) {
-  if (GetParam().head_dim % 8 != 0)
-    GTEST_SKIP() << "head_dim " << GetParam().head_dim << ": the decode pass reads K/V 16 bytes at a time";
-  decode_ = true;
-  const Batch b = make_batch({{1, 22}, {2, 4}, {3, 99}, {0, 39}});
-  ASSERT_TRUE(attention_uses_decode_pass(context().device(), args_of(b, 48, false)))
-      << context().device().info().name << " has no subgroup arithmetic and shuffles";
-  const std::vector<uint16_t> pool_host = make_pool();
-  vk::Buffer pool = device_buffer(pool_host);
-  vk::Buffer counters = device_buffer(std::vector<uint32_t>(b.tokens * GetParam().n_heads, 0));
-  vk::Buffer bytes = device_buffer(random_floats(40000));
-  for (bool merged : {true, false}) {
-    SCOPED_TRACE(merged ? "merged by the last split" : "combine pass");
-    split_counters_ = merged ? &counters : nullptr;
-    prefetch_ = {};
-    const std::vector<float> plain = run(b, {&pool}, 48);
-    prefetch_ = {bytes.view().sub(0, 16), bytes.view().sub(32, 16 * 9000), bytes.view().sub(16, 16 * 3)};
-    prefetch_groups_ = 7;
-    const std::vector<float> prefetching = run(b, {&pool}, 48);
-    prefetch_groups_ = 0;
-    ASSERT_EQ(plain.size(), prefetching.size());
-    EXPECT_EQ(std::memcmp(plain.data(), prefetching.data(), plain.size() * sizeof(float)), 0);
-  }
-  prefetch_ = {};
   for (uint32_t c : read_back<uint32_t>(counters, b.tokens * GetParam().n_heads)) EXPECT_EQ(c, 0u);
 }
 

@@ -267,8 +267,12 @@ TEST_F(VkRuntime, VkCheckNamesTheResultAndTheCall) {
   EXPECT_STREQ(result_name(VK_ERROR_OUT_OF_POOL_MEMORY), "VK_ERROR_OUT_OF_POOL_MEMORY");
 }
 
-// Not a VulkanTest: it provokes a validation error on purpose, in its own instance.
+// Not a VulkanTest: it provokes a validation error on purpose, in its own instance. Where the layer is not
+// installed and the environment does not ask for validation (the GPU machine's runs of this binary), there
+// is nothing to count; under KVTRIE_VALIDATION=1 (ctest, CI) a missing layer fails it.
 TEST(VkValidation, AnInvalidCallIsCountedAsAMessage) {
+  if (!validation_layer_installed() && !validation_requested_by_environment())
+    GTEST_SKIP() << "VK_LAYER_KHRONOS_validation is not installed and KVTRIE_VALIDATION=1 is not set";
   Instance instance(InstanceOptions{true});
   ASSERT_TRUE(instance.validation_enabled());
   const std::vector<PhysicalDeviceInfo> devices = list_physical_devices(instance);
