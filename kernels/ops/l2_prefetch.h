@@ -15,7 +15,7 @@
 
 namespace kvtrie::kernels {
 
-// Reads every range (each whole 16-byte words, empty ones skipped) with `groups` work groups (0: 128).
+// Reads every range (each whole 16-byte words, empty ones skipped) with `groups` work groups (0: 512).
 void l2_prefetch(vk::CommandRecorder& rec, const Kernels& k, const std::array<vk::BufferView, 3>& ranges,
                  vk::BufferView sink, uint32_t groups = 0);
 

@@ -50,7 +50,8 @@ struct GpuModelOptions {
   // Beside decode steps' attention, kernels::l2_prefetch pulls the o product's weights (and the first
   // prefetch_ffn_mib MiB of the gate and up products', half each) into the L2 cache with prefetch_groups
   // work groups (0: the kernel's default). Tuning knobs for kvtrie-bench (--prefetch-o, --prefetch-ffn-mib,
-  // --prefetch-groups).
+  // --prefetch-groups), off by default: on an H100 (session 23, docs/BENCHMARKS.md) 8B Q4_0 at 512 gained
+  // 3% with the o weights and 16 MiB, while Q4_K and Q8_0 lost 1-4% with every setting tried.
   bool prefetch_o = false;
   uint32_t prefetch_ffn_mib = 0;
   uint32_t prefetch_groups = 0;
