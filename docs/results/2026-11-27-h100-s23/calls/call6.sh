@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23, call 6 (after call 5 of the same build, bench/s23c5.sh): 512 and 1024 prefetching work groups
+# Session 23, call 6 (after call 5 of the same build, call5.sh): 512 and 1024 prefetching work groups
 # on every model. Call 5: kernels::l2_prefetch recorded beside decode steps' attention (no barrier between), pulling
 # the next products' weights into the L2 cache (--prefetch-o, --prefetch-ffn-mib, --prefetch-groups; call 4 had
 # the same reads inside attention_decode's own grid, which lengthened it), against none, alternately
