@@ -11,11 +11,11 @@ layout(set = 0, binding = 3) writeonly buffer Sink { uvec4 sink[]; };
 layout(push_constant) uniform Push { uint words0, words1, words2; } pc;
 
 #define ROUND 8u
-#define READ_RANGE(BUF, WORDS)                              \
-  for (uint i = first; i < (WORDS); i += ROUND * stride) { \
-    [[unroll]] for (uint u = 0u; u < ROUND; ++u) {          \
+#define READ_RANGE(BUF, WORDS)                                   \
+  for (uint i = first; i < (WORDS); i += ROUND * stride) {      \
+    [[unroll]] for (uint u = 0u; u < ROUND; ++u) {               \
       if (i + u * stride < (WORDS)) seen ^= BUF[i + u * stride]; \
-    }                                                       \
+    }                                                            \
   }
 
 void main() {

@@ -407,19 +407,18 @@ void GpuModel::Impl::l2_prefetch_after_attention(const DeviceLayer& w) {
   std::array<vk::BufferView, 3> ranges;
   if (options.prefetch_o) ranges[0] = w.wo.view();
   // The first rows of gate and of up: the product's first work groups read those. A range starts where a
-  // binding may (256 bytes covers every device's alignment), at most a few bytes past the rows' start.
+  // binding may (256 bytes covers every device's alignment), up to 255 bytes past the rows' start.
   const uint64_t half = uint64_t{options.prefetch_ffn_mib} << 19;
   const auto head = [&](const DeviceTensor& m, uint64_t offset, uint64_t bytes) -> vk::BufferView {
     const uint64_t skip = (256 - (m.view().offset + offset) % 256) % 256;
     if (skip >= bytes) return {};
     return m.view().sub(offset + skip, std::min(half, bytes - skip) / 16 * 16);
   };
-  if (half == 0) {
-  } else if (w.w_gate_up.buffer.valid()) {
+  if (half > 0 && w.w_gate_up.buffer.valid()) {
     const uint64_t gate_bytes = w.w_gate_up.view().range / 2;
     ranges[1] = head(w.w_gate_up, 0, gate_bytes);
     ranges[2] = head(w.w_gate_up, gate_bytes, gate_bytes);
-  } else {
+  } else if (half > 0) {
     ranges[1] = head(w.w_gate, 0, w.w_gate.view().range);
     ranges[2] = head(w.w_up, 0, w.w_up.view().range);
   }
