@@ -94,8 +94,10 @@ int main(int argc, char** argv) {
                    "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES; 0: by "
                    "split size)")
       ->capture_default_str();
+  decode_cmd->add_flag("--no-prefetch", decode.no_prefetch,
+                       "no weights pulled into the L2 cache beside attention (default: the model's rule)");
   decode_cmd->add_flag("--prefetch-o", decode.prefetch_o,
-                       "decode steps' attention pulls the o product's weights into the L2 cache");
+                       "every decode step's attention pulls the o product's weights into the L2 cache");
   decode_cmd
       ->add_option("--prefetch-ffn-mib", decode.prefetch_ffn_mib,
                    "... and this many MiB of the gate and up products' first rows")

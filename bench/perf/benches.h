@@ -45,9 +45,10 @@ struct DecodeOptions {
   bool deterministic = false;        // GpuModelOptions::deterministic
   uint32_t attention_split = 0;      // GpuModelOptions::attention_split (0: the default)
   uint32_t attention_key_lanes = 0;  // GpuModelOptions::attention_key_lanes
-  bool prefetch_o = false;           // GpuModelOptions::prefetch_o
-  uint32_t prefetch_ffn_mib = 0;     // GpuModelOptions::prefetch_ffn_mib
-  uint32_t prefetch_groups = 0;      // GpuModelOptions::prefetch_groups
+  bool no_prefetch = false;          // GpuModelOptions::l2_prefetch Off
+  bool prefetch_o = false;           // ... Custom, with GpuModelOptions::prefetch_plan's o
+  uint32_t prefetch_ffn_mib = 0;     // ... and ffn_mib
+  uint32_t prefetch_groups = 0;      // ... and groups
   bool logits_copy = false;          // GpuModelOptions::logits_copy
   bool blocking_wait = false;        // GpuModelOptions::spin_wait_us 0
   uint32_t k_splits = 0;             // GpuModelOptions::k_splits

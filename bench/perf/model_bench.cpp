@@ -277,9 +277,12 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.deterministic = options.deterministic;
   knobs.attention_split = options.attention_split;
   knobs.attention_key_lanes = options.attention_key_lanes;
-  knobs.prefetch_o = options.prefetch_o;
-  knobs.prefetch_ffn_mib = options.prefetch_ffn_mib;
-  knobs.prefetch_groups = options.prefetch_groups;
+  if (options.no_prefetch) {
+    knobs.l2_prefetch = engine::L2Prefetch::Off;
+  } else if (options.prefetch_o || options.prefetch_ffn_mib) {
+    knobs.l2_prefetch = engine::L2Prefetch::Custom;
+    knobs.prefetch_plan = {options.prefetch_o, options.prefetch_ffn_mib, options.prefetch_groups};
+  }
   knobs.logits_copy = options.logits_copy;
   if (options.blocking_wait) knobs.spin_wait_us = 0;
   knobs.k_splits = options.k_splits;
@@ -325,6 +328,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("deterministic", options.deterministic ? 1 : 0)
       .integer("attention_split", options.attention_split)
       .integer("attention_key_lanes", options.attention_key_lanes)
+      .integer("no_prefetch", options.no_prefetch ? 1 : 0)
       .integer("prefetch_o", options.prefetch_o ? 1 : 0)
       .integer("prefetch_ffn_mib", options.prefetch_ffn_mib)
       .integer("prefetch_groups", options.prefetch_groups)

@@ -28,6 +28,26 @@
 
 namespace kvtrie::engine {
 
+// What kernels::l2_prefetch reads into the L2 cache beside a decode step's attention (a latency-bound level
+// that leaves the device's read bandwidth idle): the o product's weights, and the first ffn_mib MiB of the
+// gate and up products' (half each), with `groups` work groups (0: the kernel's default).
+struct L2PrefetchPlan {
+  bool o = false;
+  uint32_t ffn_mib = 0;
+  uint32_t groups = 0;
+  bool any() const { return o || ffn_mib > 0; }
+  bool operator==(const L2PrefetchPlan&) const = default;
+};
+enum class L2Prefetch { Auto, Off, Custom };
+
+// The default plan for one-token decode steps of a layer whose o product has type `o` and whose gate and
+// up products have type `gate_up` and gate_up_bytes together: the o weights and 16 MiB with 512 groups for
+// Q4_0 products (device format Q4_0x8) with gate and up of 64 MiB or more, else nothing. On an H100
+// (session 23, docs/BENCHMARKS.md) llama3-8b Q4_0 at context 512 decoded 3-5% faster with it in 9 runs
+// of 9, and as fast at 4096; Q4_K and Q8_0 were as fast or lost 1-4%, and llama3-1b (19 MB of gate and up)
+// lost 1%.
+L2PrefetchPlan auto_l2_prefetch(TensorType o, TensorType gate_up, uint64_t gate_up_bytes);
+
 // The matrix products of a layer, for per-product tuning knobs.
 enum GpuProduct : uint8_t { kProductQkv, kProductO, kProductGateUp, kProductDown };
 
@@ -47,14 +67,11 @@ struct GpuModelOptions {
   // attention_decode's lanes a key (kernels::AttentionArgs::decode_key_lanes): 1, 2 or 4; 0: by the split
   // size (kernels::attention_decode_key_lanes). A tuning knob for kvtrie-bench (--attention-key-lanes).
   uint32_t attention_key_lanes = 0;
-  // Beside decode steps' attention, kernels::l2_prefetch pulls the o product's weights (and the first
-  // prefetch_ffn_mib MiB of the gate and up products', half each) into the L2 cache with prefetch_groups
-  // work groups (0: the kernel's default). Tuning knobs for kvtrie-bench (--prefetch-o, --prefetch-ffn-mib,
-  // --prefetch-groups), off by default: on an H100 (session 23, docs/BENCHMARKS.md) 8B Q4_0 at 512 gained
-  // 3% with the o weights and 16 MiB, while Q4_K and Q8_0 lost 1-4% with every setting tried.
-  bool prefetch_o = false;
-  uint32_t prefetch_ffn_mib = 0;
-  uint32_t prefetch_groups = 0;
+  // Weights pulled into the L2 cache beside decode steps' attention: Auto, auto_l2_prefetch's plan for
+  // one-token steps; Off; Custom, prefetch_plan for every decode step. Tuning knobs for kvtrie-bench
+  // (--no-prefetch, --prefetch-o, --prefetch-ffn-mib, --prefetch-groups).
+  L2Prefetch l2_prefetch = L2Prefetch::Auto;
+  L2PrefetchPlan prefetch_plan;
   // The logits through device memory and a copy to the host at the end of the step (before session 22),
   // instead of the output product writing them into host memory itself (a level and a 0.5 MB copy less a
   // step). A tuning knob for kvtrie-bench (--logits-copy).

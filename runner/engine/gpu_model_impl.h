@@ -152,8 +152,10 @@ struct GpuModel::Impl {
   static constexpr uint32_t kDeterministicMinTokens = 16, kDeterministicMaxTokens = 256;
   static constexpr uint32_t kPrefillSplitTokens = 512;
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const;
-  // Records l2_prefetch of the layer's next products' weights (options.prefetch_*), beside attention.
-  void l2_prefetch_after_attention(const DeviceLayer& w);
+  // What l2_prefetch reads beside this layer's attention in a step of T tokens (options.l2_prefetch).
+  L2PrefetchPlan l2_prefetch_plan(const DeviceLayer& w, uint32_t T) const;
+  // Records l2_prefetch of the layer's next products' weights, as the plan says, beside attention.
+  void l2_prefetch_after_attention(const DeviceLayer& w, const L2PrefetchPlan& plan);
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
   vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position);

@@ -399,16 +399,38 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
   if (at.half_out) at.out = x_f16.view();
   attention_in_blocks(at);
   // Beside the latency-bound decode pass (no barrier between them), the next products' weights into L2.
-  if (at.decode && (options.prefetch_o || options.prefetch_ffn_mib)) l2_prefetch_after_attention(w);
+  if (const L2PrefetchPlan plan = l2_prefetch_plan(w, T); at.decode && plan.any())
+    l2_prefetch_after_attention(w, plan);
   residual_product(kProductO, w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T), at.half_out);
 }
 
-void GpuModel::Impl::l2_prefetch_after_attention(const DeviceLayer& w) {
+L2PrefetchPlan auto_l2_prefetch(TensorType o, TensorType gate_up, uint64_t gate_up_bytes) {
+  if (o != TensorType::Q4_0x8 || gate_up != TensorType::Q4_0x8 || gate_up_bytes < (64ull << 20)) return {};
+  return {.o = true, .ffn_mib = 16, .groups = 512};
+}
+
+L2PrefetchPlan GpuModel::Impl::l2_prefetch_plan(const DeviceLayer& w, uint32_t T) const {
+  switch (options.l2_prefetch) {
+    case L2Prefetch::Off:
+      return {};
+    case L2Prefetch::Custom:
+      return options.prefetch_plan;
+    case L2Prefetch::Auto:
+      break;
+  }
+  if (T != 1) return {};
+  if (w.w_gate_up.buffer.valid())
+    return auto_l2_prefetch(w.wo.type, w.w_gate_up.type, w.w_gate_up.view().range);
+  if (w.w_gate.type != w.w_up.type) return {};
+  return auto_l2_prefetch(w.wo.type, w.w_gate.type, w.w_gate.view().range + w.w_up.view().range);
+}
+
+void GpuModel::Impl::l2_prefetch_after_attention(const DeviceLayer& w, const L2PrefetchPlan& plan) {
   std::array<vk::BufferView, 3> ranges;
-  if (options.prefetch_o) ranges[0] = w.wo.view();
+  if (plan.o) ranges[0] = w.wo.view();
   // The first rows of gate and of up: the product's first work groups read those. A range starts where a
   // binding may (256 bytes covers every device's alignment), up to 255 bytes past the rows' start.
-  const uint64_t half = uint64_t{options.prefetch_ffn_mib} << 19;
+  const uint64_t half = uint64_t{plan.ffn_mib} << 19;
   const auto head = [&](const DeviceTensor& m, uint64_t offset, uint64_t bytes) -> vk::BufferView {
     const uint64_t skip = (256 - (m.view().offset + offset) % 256) % 256;
     if (skip >= bytes) return {};
@@ -422,7 +444,7 @@ void GpuModel::Impl::l2_prefetch_after_attention(const DeviceLayer& w) {
     ranges[1] = head(w.w_gate, 0, w.w_gate.view().range);
     ranges[2] = head(w.w_up, 0, w.w_up.view().range);
   }
-  kernels::l2_prefetch(*rec, kernels, ranges, prefetch_sink.view(), options.prefetch_groups);
+  kernels::l2_prefetch(*rec, kernels, ranges, prefetch_sink.view(), plan.groups);
 }
 
 void GpuModel::Impl::attention_in_blocks(const kernels::AttentionArgs& a) {
