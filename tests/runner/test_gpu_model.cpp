@@ -213,16 +213,16 @@ TEST_F(GpuModelTest, WeightsPrefetchedDuringAttentionChangeNoLogit) {
   }
 }
 
-// The default plan prefetches only for Q4_0 products (device format Q4_0x8) with 64 MiB or more of gate and
-// up, the o weights and 16 MiB with 512 groups (measured on llama3-8b Q4_0: 117 MB; llama3-1b's 19 MB lost).
+// The default plan prefetches only for Q4_0 products (device format Q4_0x8) with 32 MiB or more of gate and
+// up, the o weights and 16 MiB with 512 groups (measured on llama3-8b Q4_0: 66 MB; llama3-1b's 19 MB lost).
 TEST(L2PrefetchRule, OnlyLargeQ4_0Products) {
-  const L2PrefetchPlan plan = auto_l2_prefetch(TensorType::Q4_0x8, TensorType::Q4_0x8, 117440512);
+  const L2PrefetchPlan plan = auto_l2_prefetch(TensorType::Q4_0x8, TensorType::Q4_0x8, 66060288);
   EXPECT_EQ(plan, (L2PrefetchPlan{.o = true, .ffn_mib = 16, .groups = 512}));
   EXPECT_TRUE(plan.any());
   EXPECT_FALSE(auto_l2_prefetch(TensorType::Q4_0x8, TensorType::Q4_0x8, 18874368).any());
-  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q4_K, TensorType::Q4_K, 117440512).any());
-  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q8_0x8, TensorType::Q8_0x8, 234881024).any());
-  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q6_Kx8, TensorType::Q4_0x8, 117440512).any());
+  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q4_K, TensorType::Q4_K, 66060288).any());
+  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q8_0x8, TensorType::Q8_0x8, 124780544).any());
+  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q6_Kx8, TensorType::Q4_0x8, 66060288).any());
 }
 
 // Batches of up to 32 tokens split attention by their context (32 positions a split below 1024, 64 below
