@@ -162,6 +162,17 @@ TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {
   EXPECT_NE(c, a);
 }
 
+// Both rigs give the same bits for kPrompt's rows and then for each of `next` as a decode step (not all 0).
+void expect_same_logits(Rig& a, Rig& b, const std::vector<int32_t>& next) {
+  EXPECT_EQ(a.step(kPrompt, 0), b.step(kPrompt, 0));
+  const auto P = static_cast<uint32_t>(kPrompt.size());
+  for (uint32_t i = 0; i < next.size(); ++i) {
+    const std::vector<float> logits = a.step(std::span(next).subspan(i, 1), P + i);
+    EXPECT_EQ(logits, b.step(std::span(next).subspan(i, 1), P + i)) << "decode step " << i;
+    EXPECT_GT(max_abs(logits), 0.0f);
+  }
+}
+
 // The output product writes the logits into host memory itself (GpuModelOptions::logits_copy false): the
 // same bits as through device memory and a copy, for a prompt's rows (a batch) and decode steps, on a model
 // whose logits take matvec_q8 (Q8_0) and one whose take the fused float product (F16), also --deterministic.
@@ -172,22 +183,14 @@ TEST_F(GpuModelTest, LogitsWrittenToHostMemoryEqualThoseCopiedThere) {
       const auto path = synth::write_preset(test::scratch_dir() / "gpu_model_logits.gguf", "tiny", type, 9);
       Rig direct(context(), path, kPages, 0, deterministic),
           copied(context(), path, kPages, 0, deterministic, 32, false, true, true);
-      EXPECT_EQ(direct.step(kPrompt, 0), copied.step(kPrompt, 0));
-      const auto P = static_cast<uint32_t>(kPrompt.size());
-      const std::vector<int32_t> next{41, 42, 43};
-      for (uint32_t i = 0; i < next.size(); ++i) {
-        const std::vector<float> a = direct.step(std::span(next).subspan(i, 1), P + i);
-        EXPECT_EQ(a, copied.step(std::span(next).subspan(i, 1), P + i)) << "decode step " << i;
-        EXPECT_GT(max_abs(a), 0.0f);
-      }
+      expect_same_logits(direct, copied, {41, 42, 43});
     }
   }
 }
 
 // Decode steps' attention pulling the next products' weights into the L2 cache (a Custom plan: the tiny
 // model's products are not the default plan's) changes no bit of the logits, by default and under
-// --deterministic (whose batches take
-// the decode pass too).
+// --deterministic (whose batches take the decode pass too).
 TEST_F(GpuModelTest, WeightsPrefetchedDuringAttentionChangeNoLogit) {
   const auto path =
       synth::write_preset(test::scratch_dir() / "gpu_model_prefetch.gguf", "tiny", TensorType::Q8_0, 5);
@@ -202,14 +205,7 @@ TEST_F(GpuModelTest, WeightsPrefetchedDuringAttentionChangeNoLogit) {
       o.l2_prefetch = L2Prefetch::Custom;
       o.prefetch_plan = {.o = true, .ffn_mib = 1, .groups = 5};
     });
-    EXPECT_EQ(plain.step(kPrompt, 0), prefetching.step(kPrompt, 0));
-    const auto P = static_cast<uint32_t>(kPrompt.size());
-    const std::vector<int32_t> next{7, 8, 9};
-    for (uint32_t i = 0; i < next.size(); ++i) {
-      const std::vector<float> a = plain.step(std::span(next).subspan(i, 1), P + i);
-      EXPECT_EQ(a, prefetching.step(std::span(next).subspan(i, 1), P + i)) << "decode step " << i;
-      EXPECT_GT(max_abs(a), 0.0f);
-    }
+    expect_same_logits(plain, prefetching, {7, 8, 9});
   }
 }
 
