@@ -189,18 +189,17 @@ void main() {
   uint h0 = kh * group_heads + hg * pc.heads_per_wg;
   uint hd = HEAD_DIM, d4 = hd / 4u;
 
-  // q's loads go out beside the token's (neither waits for the other); a split past the token's end leaves
-  // after the barrier, its q loaded for nothing.
   uvec2 tk = tokens[t];
+  uint chunk = pc.chunk != 0u ? pc.chunk : position_split(tk.y);
+  uint pt_off = tk.x, start = c * chunk;
+  if (start > tk.y) return;  // uniform: the token's context ends before this split
+  uint end = min(start + chunk, tk.y + 1u);
+
   for (uint i = tid; i < MAXG * d4; i += wg) {  // rows past hn are 0: their scores are 0, never written
     uint b = t * pc.q_stride + h0 * hd + 4u * i;
     qs4[i] = i < hn * d4 ? vec4(q[b], q[b + 1u], q[b + 2u], q[b + 3u]) * pc.scale : vec4(0.0);
   }
-  uint chunk = pc.chunk != 0u ? pc.chunk : position_split(tk.y);
-  uint pt_off = tk.x, start = c * chunk;
-  uint end = min(start + chunk, tk.y + 1u);
   barrier();
-  if (start > tk.y) return;  // uniform: the token's context ends before this split
 
   float m[MAXG], l[MAXG];
   vec4 acc[MAXG][QUADS];
