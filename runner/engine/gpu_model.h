@@ -43,8 +43,8 @@ enum class L2Prefetch { Auto, Off, Custom };
 // The default plan for one-token decode steps of a layer whose o product has type `o` and whose gate and
 // up products have type `gate_up` and gate_up_bytes together: the o weights and 16 MiB with 512 groups for
 // Q4_0 products (device format Q4_0x8) with gate and up of 32 MiB or more, else nothing. On an H100
-// (session 23, docs/BENCHMARKS.md) llama3-8b Q4_0 at context 512 decoded 3-5% faster with it in 9 runs
-// of 9, and as fast at 4096; Q4_K and Q8_0 were as fast or lost 1-4%, and llama3-1b (19 MB of gate and up)
+// (session 23, docs/BENCHMARKS.md) llama3-8b Q4_0 at context 512 decoded 3-5% faster with it in 13 runs
+// of 13, and as fast at 4096; Q4_K and Q8_0 were as fast or lost 1-4%, and llama3-1b (19 MB of gate and up)
 // lost 1%.
 L2PrefetchPlan auto_l2_prefetch(TensorType o, TensorType gate_up, uint64_t gate_up_bytes);
 
