@@ -41,11 +41,12 @@ struct L2PrefetchPlan {
 enum class L2Prefetch { Auto, Off, Custom };
 
 // The default plan for one-token decode steps of a layer whose o product has type `o` and whose gate and
-// up products have type `gate_up` and gate_up_bytes together: the o weights and 16 MiB with 512 groups for
-// Q4_0 products (device format Q4_0x8) with gate and up of 32 MiB or more, else nothing. On an H100
-// (session 23, docs/BENCHMARKS.md) llama3-8b Q4_0 at context 512 decoded 3-5% faster with it in 13 runs
-// of 13, and as fast at 4096; Q4_K and Q8_0 were as fast or lost 1-4%, and llama3-1b (19 MB of gate and up)
-// lost 1%.
+// up products have type `gate_up` and gate_up_bytes together, 512 groups each: for Q4_0 products (device
+// format Q4_0x8) with gate and up of 32 MiB or more, the o weights and 16 MiB; for Q8_0 products (Q8_0x8)
+// with 64 MiB or more, the o weights alone; else nothing. On an H100 (docs/BENCHMARKS.md) llama3-8b Q4_0 at
+// context 512 decoded 3-5% faster with its plan in 13 runs of 13 (session 23) and llama3-8b Q8_0 1.1% in 5
+// of 5 (session 24), both as fast at 4096; Q4_K was as fast or lost 1-4% with every plan, the 16 MiB lost
+// on Q8_0, and llama3-1b (19 MB of Q4_0 gate and up, 34 MiB of Q8_0) lost or moved within noise.
 L2PrefetchPlan auto_l2_prefetch(TensorType o, TensorType gate_up, uint64_t gate_up_bytes);
 
 // The matrix products of a layer, for per-product tuning knobs.

@@ -405,8 +405,12 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
 }
 
 L2PrefetchPlan auto_l2_prefetch(TensorType o, TensorType gate_up, uint64_t gate_up_bytes) {
-  if (o != TensorType::Q4_0x8 || gate_up != TensorType::Q4_0x8 || gate_up_bytes < (32ull << 20)) return {};
-  return {.o = true, .ffn_mib = 16, .groups = 512};
+  if (o != gate_up) return {};
+  if (o == TensorType::Q4_0x8 && gate_up_bytes >= (32ull << 20))
+    return {.o = true, .ffn_mib = 16, .groups = 512};
+  if (o == TensorType::Q8_0x8 && gate_up_bytes >= (64ull << 20))
+    return {.o = true, .ffn_mib = 0, .groups = 512};
+  return {};
 }
 
 L2PrefetchPlan GpuModel::Impl::l2_prefetch_plan(const DeviceLayer& w, uint32_t T) const {

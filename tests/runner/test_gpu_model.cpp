@@ -195,30 +195,40 @@ TEST_F(GpuModelTest, WeightsPrefetchedDuringAttentionChangeNoLogit) {
   const auto path =
       synth::write_preset(test::scratch_dir() / "gpu_model_prefetch.gguf", "tiny", TensorType::Q8_0, 5);
   for (bool deterministic : {false, true}) {
-    SCOPED_TRACE(deterministic ? "deterministic" : "default");
     Rig plain(context(), path, kPages, [&](GpuModelOptions& o) {
       o.deterministic = deterministic;
       o.l2_prefetch = L2Prefetch::Off;
     });
-    Rig prefetching(context(), path, kPages, [&](GpuModelOptions& o) {
-      o.deterministic = deterministic;
-      o.l2_prefetch = L2Prefetch::Custom;
-      o.prefetch_plan = {.o = true, .ffn_mib = 1, .groups = 5};
-    });
-    expect_same_logits(plain, prefetching, {7, 8, 9});
+    // The o weights with the start of gate and up (the Q4_0 plan's shape), and alone (the Q8_0 plan's).
+    for (uint32_t ffn_mib : {1u, 0u}) {
+      SCOPED_TRACE(std::string(deterministic ? "deterministic" : "default") + ", ffn_mib " +
+                   std::to_string(ffn_mib));
+      Rig prefetching(context(), path, kPages, [&](GpuModelOptions& o) {
+        o.deterministic = deterministic;
+        o.l2_prefetch = L2Prefetch::Custom;
+        o.prefetch_plan = {.o = true, .ffn_mib = ffn_mib, .groups = 5};
+      });
+      expect_same_logits(plain, prefetching, {7, 8, 9});
+    }
   }
 }
 
-// The default plan prefetches only for Q4_0 products (device format Q4_0x8) with 32 MiB or more of gate and
-// up, the o weights and 16 MiB with 512 groups (measured on llama3-8b Q4_0: 66 MB; llama3-1b's 19 MB lost).
-TEST(L2PrefetchRule, OnlyLargeQ4_0Products) {
+// The default plan prefetches only for the products it was measured to win on, with 512 groups: Q4_0
+// (device format Q4_0x8) with 32 MiB or more of gate and up, the o weights and 16 MiB (llama3-8b's 66 MB;
+// llama3-1b's 19 MB lost); Q8_0 (Q8_0x8) with 64 MiB or more, the o weights alone (llama3-8b's 125 MB;
+// llama3-1b's 36 MB moved within noise).
+TEST(L2PrefetchRule, OnlyLargeQ4_0AndQ8_0Products) {
   const L2PrefetchPlan plan = auto_l2_prefetch(TensorType::Q4_0x8, TensorType::Q4_0x8, 66060288);
   EXPECT_EQ(plan, (L2PrefetchPlan{.o = true, .ffn_mib = 16, .groups = 512}));
   EXPECT_TRUE(plan.any());
   EXPECT_FALSE(auto_l2_prefetch(TensorType::Q4_0x8, TensorType::Q4_0x8, 18874368).any());
+  const L2PrefetchPlan q8 = auto_l2_prefetch(TensorType::Q8_0x8, TensorType::Q8_0x8, 124780544);
+  EXPECT_EQ(q8, (L2PrefetchPlan{.o = true, .ffn_mib = 0, .groups = 512}));
+  EXPECT_TRUE(q8.any());
+  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q8_0x8, TensorType::Q8_0x8, 35651584).any());
   EXPECT_FALSE(auto_l2_prefetch(TensorType::Q4_K, TensorType::Q4_K, 66060288).any());
-  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q8_0x8, TensorType::Q8_0x8, 124780544).any());
   EXPECT_FALSE(auto_l2_prefetch(TensorType::Q6_Kx8, TensorType::Q4_0x8, 66060288).any());
+  EXPECT_FALSE(auto_l2_prefetch(TensorType::Q8_0x8, TensorType::Q4_0x8, 124780544).any());
 }
 
 // Batches of up to 32 tokens split attention by their context (32 positions a split below 1024, 64 below
