@@ -24,6 +24,39 @@ bool ranks_before(float logit_a, T id_a, float logit_b, T id_b) {
   return logit_a != logit_b ? logit_a > logit_b : id_a < id_b;
 }
 
+// Logits a block of the scans below: a block whose largest logit cannot matter is passed over whole.
+constexpr size_t kBlock = 64;
+
+// The larger of a logit and a running maximum, a NaN logit read as -inf: the form that compiles to a vector
+// max instruction (whose NaN rule it matches).
+float max_keeping(float running, float v) {
+  return v > running ? v : running;
+}
+
+// The largest of n raw logits, NaN read as -inf. Eight running maxima, so the loop runs on vector registers:
+// the engine scans a row of 128k logits after every step while the GPU waits for the next token.
+float max_of(const float* p, size_t n) {
+  float m[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t j = 0; j < 8; ++j) m[j] = max_keeping(m[j], p[i + j]);
+  float best = kNegInf;
+  for (; i < n; ++i) best = max_keeping(best, p[i]);
+  for (float v : m) best = max_keeping(best, v);
+  return best;
+}
+
+// The first of n raw logits that reads as `value` (NaN as -inf), or n: whole blocks by their maximum first.
+size_t first_holding(const float* p, size_t n, float value) {
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    if (max_of(p + b, e - b) != value) continue;
+    for (size_t i = b; i < e; ++i)
+      if (sanitize(p[i]) == value) return i;
+  }
+  return n;
+}
+
 }  // namespace
 
 std::optional<std::string> validate(const SamplingParams& p) {
@@ -52,17 +85,27 @@ Sampler::Sampler(const SamplingParams& params)
   if (auto problem = validate(params)) throw Error("invalid sampling parameters: " + *problem);
 }
 
-template <typename Fn>
-void Sampler::for_each_logit(std::span<const float> logits, Fn&& fn) const {
+template <typename Run, typename Penalized>
+void Sampler::for_each_run(std::span<const float> logits, Run&& run, Penalized&& penalized) const {
   // The penalized tokens are few: walk the raw logits in runs between them instead of copying the row.
   size_t i = 0;
   for (const Override& o : overrides_) {
     const auto token = static_cast<size_t>(o.token);
-    for (; i < token; ++i) fn(i, sanitize(logits[i]));
-    fn(i, o.logit);
-    ++i;
+    if (i < token) run(i, token);
+    penalized(token, o.logit);
+    i = token + 1;
   }
-  for (; i < logits.size(); ++i) fn(i, sanitize(logits[i]));
+  if (i < logits.size()) run(i, logits.size());
+}
+
+template <typename Fn>
+void Sampler::for_each_logit(std::span<const float> logits, Fn&& fn) const {
+  for_each_run(
+      logits,
+      [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) fn(i, sanitize(logits[i]));
+      },
+      fn);
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
@@ -130,16 +173,23 @@ void Sampler::collect_penalties(std::span<const float> logits, std::span<const i
 }
 
 int32_t Sampler::greedy(std::span<const float> logits) const {
-  // Ids arrive in increasing order, so a strict > keeps the lowest id among equal logits.
+  // The best logit (vectorized over the raw runs), then the lowest id that holds it. With every logit -inf
+  // or NaN that is id 0, as a scan keeping the first strictly better logit gives.
   float best = kNegInf;
-  size_t best_id = 0;
-  for_each_logit(logits, [&](size_t i, float v) {
-    if (v > best) {
-      best = v;
-      best_id = i;
-    }
-  });
-  return static_cast<int32_t>(best_id);
+  for_each_run(
+      logits,
+      [&](size_t begin, size_t end) { best = max_keeping(best, max_of(logits.data() + begin, end - begin)); },
+      [&](size_t, float v) { best = max_keeping(best, v); });
+  size_t begin = 0;
+  for (const Override& o : overrides_) {
+    const auto token = static_cast<size_t>(o.token);
+    if (const size_t at = first_holding(logits.data() + begin, token - begin, best); at < token - begin)
+      return static_cast<int32_t>(begin + at);
+    if (o.logit == best) return o.token;
+    begin = token + 1;
+  }
+  const size_t at = first_holding(logits.data() + begin, logits.size() - begin, best);
+  return at < logits.size() - begin ? static_cast<int32_t>(begin + at) : 0;
 }
 
 size_t Sampler::select_top_k(std::span<const float> logits, size_t k) {
@@ -149,13 +199,23 @@ size_t Sampler::select_top_k(std::span<const float> logits, size_t k) {
   candidates_.clear();
   float threshold = kNegInf;
   bool filling = true;
-  for_each_logit(logits, [&](size_t i, float v) {
+  const auto offer = [&](size_t i, float v) {
     // Ids only grow, so a logit equal to the front's ranks after it and is rightly skipped.
     if (filling || v > threshold) [[unlikely]] {
       threshold = offer_top_k(static_cast<int32_t>(i), v, k);
       filling = candidates_.size() < k;
     }
-  });
+  };
+  // Once the heap is full, a block none of whose logits beats its front offers nothing: one vectorized max
+  // instead of a comparison a logit.
+  const auto run = [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; b += kBlock) {
+      const size_t e = std::min(end, b + kBlock);
+      if (!filling && max_of(logits.data() + b, e - b) <= threshold) continue;
+      for (size_t i = b; i < e; ++i) offer(i, sanitize(logits[i]));
+    }
+  };
+  for_each_run(logits, run, offer);
   auto before = [](const Candidate& a, const Candidate& b) {
     return ranks_before(a.logit, a.id, b.logit, b.id);
   };

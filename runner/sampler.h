@@ -69,6 +69,10 @@ class Sampler {
   };
 
   void collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens);
+  // Calls run(begin, end) for each stretch of raw logits between the penalized tokens and
+  // penalized(id, logit) for each penalized token, in id order.
+  template <typename Run, typename Penalized>
+  void for_each_run(std::span<const float> logits, Run&& run, Penalized&& penalized) const;
   // Calls fn(id, logit) for every token in id order, with penalties applied and NaN read as -inf.
   template <typename Fn>
   void for_each_logit(std::span<const float> logits, Fn&& fn) const;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -63,6 +64,74 @@ TEST(Sampler, GreedyTiesGoToLowestId) {
   p.temperature = 0.0f;
   Sampler d(p);
   EXPECT_EQ(d.sample(std::vector<float>{-1.0f, 7.0f, 7.0f}, {}), 1);
+}
+
+// The penalized row as the transform order defines it (NaN read as -inf first), for the scans below.
+std::vector<float> penalized_row(std::vector<float> logits, const std::vector<int32_t>& window,
+                                 const SamplingParams& p) {
+  std::map<int32_t, int> counts;
+  for (int32_t t : window) ++counts[t];
+  for (float& v : logits)
+    if (std::isnan(v)) v = -std::numeric_limits<float>::infinity();
+  for (const auto& [t, n] : counts) {
+    float& v = logits[static_cast<size_t>(t)];
+    v = v > 0.0f ? v / p.repeat_penalty : v * p.repeat_penalty;
+    v -= static_cast<float>(n) * p.frequency_penalty + p.presence_penalty;
+  }
+  return logits;
+}
+
+// Greedy on a vocabulary of many 64-logit blocks (the vectorized max, then the first id holding it) against
+// a plain scan: ties, NaN, -inf and +inf anywhere, penalized tokens among them.
+TEST(Sampler, GreedyOnALargeVocabularyMatchesAPlainScan) {
+  SamplingParams p = plain(0.0f);
+  p.repeat_penalty = 1.3f;
+  p.frequency_penalty = 0.1f;
+  p.presence_penalty = 0.2f;
+  p.repeat_last_n = 64;
+  Sampler s(p);
+  std::mt19937 rng(7);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int round = 0; round < 300; ++round) {
+    std::vector<float> logits(10007);
+    for (float& v : logits) v = static_cast<float>(rng() % 40) * 0.25f - 5.0f;  // many ties
+    for (int i = 0; i < 20; ++i) logits[rng() % logits.size()] = std::nanf("");
+    for (int i = 0; i < 20; ++i) logits[rng() % logits.size()] = -inf;
+    if (round % 10 == 0) logits[rng() % logits.size()] = inf;
+    std::vector<int32_t> recent(80);
+    for (int32_t& t : recent) t = static_cast<int32_t>(rng() % 64);  // the first block's ids, repeated
+    const std::vector<int32_t> window(recent.end() - 64, recent.end());
+    const std::vector<float> row = penalized_row(logits, window, p);
+    const auto expected = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    ASSERT_EQ(s.sample(logits, recent), expected) << "round " << round;
+  }
+  std::vector<float> masked(10007, -inf);
+  for (size_t i = 0; i < masked.size(); i += 3) masked[i] = std::nanf("");
+  EXPECT_EQ(s.sample(masked, {}), 0);
+}
+
+// top_k on a vocabulary of many blocks: the k drawn tokens are the k best wherever they sit (a block's
+// first or last logit, next to NaN, just above the cut in a late block), the tie at the cut goes to the
+// lower id even when the higher one sits in a block whose best only equals the cut, and a penalized token
+// is ranked by its penalized logit.
+TEST(Sampler, TopKOnALargeVocabularyKeepsTheKBestAcrossBlocks) {
+  SamplingParams p = plain(1.0f, 99);
+  p.top_k = 5;
+  p.repeat_penalty = 100.0f;
+  Sampler s(p);
+  std::vector<float> logits(4096, -10.0f);
+  for (size_t i = 5; i < logits.size(); i += 97) logits[i] = std::nanf("");
+  logits[0] = 3.0f;     // the first block's first logit
+  logits[127] = 2.9f;   // the second block's last
+  logits[128] = 2.8f;   // the third's first
+  logits[1999] = 2.7f;  // the 5th place, tied with 2000, 3000 and 3001: the lowest id takes it
+  logits[2000] = 2.7f;
+  logits[3000] = 2.7f;
+  logits[3001] = 2.7f;
+  logits[3500] = 2.75f;  // the 4th, found when the cut is already 2.7
+  logits[4095] = 3.5f;   // the best of all, but penalized: 3.5 / 100
+  const std::map<int32_t, int> drawn = histogram(s, logits, 3000, {4095});
+  EXPECT_EQ(keys(drawn), (std::set<int32_t>{0, 127, 128, 1999, 3500}));
 }
 
 TEST(Sampler, MaskedTokensAreNeverDrawn) {
