@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool no_baseline = false;
   multi_cmd->add_flag("--no-baseline", no_baseline, "skip the cache-off run");
+  multi_cmd->add_option("--temperature", multi.temperature, "0: greedy; else with the sampler's defaults")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 
   CopyOptions copy;
   auto* copy_cmd =

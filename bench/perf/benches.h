@@ -70,6 +70,7 @@ struct MultiturnOptions {
   uint64_t kv_device_mib = 0;  // 0: the engine's default (capped at one binding)
   uint64_t kv_host_mib = 0;    // 0: the engine's default (as large as the device tier)
   bool baseline = true;        // also run with the cache effectively off
+  float temperature = 0;       // 0: greedy; else the sampler's defaults (top-k 40, top-p 0.95, min-p 0.05)
 };
 void run_multiturn(const CommonOptions& common, const MultiturnOptions& options);
 

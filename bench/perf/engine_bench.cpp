@@ -1,9 +1,9 @@
 // multiturn: `conversations` conversations of `turns` turns sharing one system prompt, through GpuEngine
-// (greedy, ignore_eos). Each turn submits every conversation's next prompt (history + new user tokens) at
-// once. Probes run alone so their TTFT has no queueing: the very first request (cold), then after the run
-// the newest conversation's next turn (a device hit) and the oldest one's (a host hit when the device tier
-// was too small for the working set). The baseline repeats the run with a distinct cache_namespace per
-// request, so nothing is shared.
+// (greedy, or --temperature with the sampler's other defaults and seed 1; ignore_eos). Each turn submits
+// every conversation's next prompt (history + new user tokens) at once. Probes run alone so their TTFT has no
+// queueing: the very first request (cold), then after the run the newest conversation's next turn (a device
+// hit) and the oldest one's (a host hit when the device tier was too small for the working set). The baseline
+// repeats the run with a distinct cache_namespace per request, so nothing is shared.
 #include <algorithm>
 #include <optional>
 #include <thread>
@@ -28,11 +28,13 @@ struct Outcome {
   GenerationStats stats;
 };
 
-GenerationStream submit(Engine& eng, const std::vector<int32_t>& prompt, uint32_t answer, std::string ns) {
+GenerationStream submit(Engine& eng, const std::vector<int32_t>& prompt, uint32_t answer, std::string ns,
+                        float temperature = 0) {
   GenerateRequest r;
   r.prompt = prompt;
   r.max_tokens = static_cast<int32_t>(answer);
-  r.sampling.temperature = 0;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = 1;
   r.ignore_eos = true;
   r.cache_namespace = std::move(ns);
   auto submitted = eng.submit(std::move(r));
@@ -89,7 +91,7 @@ RunTotals run_conversations(Engine& eng, const MultiturnOptions& o, uint32_t voc
     for (uint32_t c = 0; c < o.conversations; ++c) {
       const auto user = pseudo_random_tokens(o.user, 1000 + c * 64 + turn, vocab);
       history[c].insert(history[c].end(), user.begin(), user.end());
-      streams.push_back(submit(eng, history[c], o.answer, ns()));
+      streams.push_back(submit(eng, history[c], o.answer, ns(), o.temperature));
       if (turn == 0 && c == 0) {
         // The first request alone: the system prompt is computed once, cold, with no queueing.
         Outcome first = collect(streams.back());
@@ -113,7 +115,7 @@ RunTotals run_conversations(Engine& eng, const MultiturnOptions& o, uint32_t voc
     auto probe = [&](uint32_t c) {
       auto prompt = history[c];
       prompt.insert(prompt.end(), probe_user.begin(), probe_user.end());
-      GenerationStream s = submit(eng, prompt, o.answer, "");
+      GenerationStream s = submit(eng, prompt, o.answer, "", o.temperature);
       return collect(s).stats;
     };
     t.device_probe = probe(o.conversations - 1);
@@ -133,6 +135,7 @@ void emit_run(const MultiturnOptions& o, const std::string& device, const char* 
       .integer("system", o.system)
       .integer("user", o.user)
       .integer("answer", o.answer)
+      .num("temperature", o.temperature)
       .integer("parallel", o.parallel)
       .num("seconds", t.seconds)
       .integer("prompt_tokens", static_cast<int64_t>(t.prompt_tokens))
