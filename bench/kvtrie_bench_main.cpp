@@ -145,6 +145,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 
+  SampleOptions sample;
+  auto* sample_cmd =
+      app.add_subcommand("sample", "Sampler::sample on one row of logits (CPU only), us a draw");
+  sample_cmd->add_option("--vocab", sample.vocab)->check(CLI::PositiveNumber)->capture_default_str();
+  sample_cmd->add_option("--draws", sample.draws, "draws a repeat")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
   CopyOptions copy;
   auto* copy_cmd =
       app.add_subcommand("copy", "host<->device KV page copies (VkPageStore) vs one vkCmdCopyBuffer");
@@ -287,6 +295,7 @@ int main(int argc, char** argv) {
   add_common(prefill_cmd, 5, 1);
   add_common(decode_cmd, 1, 3);
   add_common(multi_cmd, 1, 0);
+  add_common(sample_cmd, 5, 1);
   add_common(copy_cmd, 5, 1);
   add_common(promote_cmd, 3, 0);
   add_common(disk_read_cmd, 3, 0);
@@ -297,10 +306,11 @@ int main(int argc, char** argv) {
   add_common(sweep_at_cmd, 5, 1);
   common.repeats = 0;
   common.warmup = 0;
-  const Defaults defaults[] = {{3, 0}, {5, 1},  {1, 3}, {1, 0}, {5, 1}, {3, 0},
+  const Defaults defaults[] = {{3, 0}, {5, 1},  {1, 3}, {1, 0}, {5, 1}, {5, 1}, {3, 0},
                                {3, 0}, {10, 2}, {5, 1}, {5, 1}, {3, 1}, {5, 1}};
-  CLI::App* commands[] = {load_cmd,      prefill_cmd, decode_cmd, multi_cmd, copy_cmd,     promote_cmd,
-                          disk_read_cmd, bw_cmd,      kernel_cmd, sweep_cmd, sweep_mm_cmd, sweep_at_cmd};
+  CLI::App* commands[] = {load_cmd,  prefill_cmd,  decode_cmd,    multi_cmd, sample_cmd,
+                          copy_cmd,  promote_cmd,  disk_read_cmd, bw_cmd,    kernel_cmd,
+                          sweep_cmd, sweep_mm_cmd, sweep_at_cmd};
   CLI11_PARSE(app, argc, argv);
   for (size_t i = 0; i < std::size(commands); ++i) {
     if (!commands[i]->parsed()) continue;
@@ -317,6 +327,7 @@ int main(int argc, char** argv) {
     if (prefill_cmd->parsed()) run_prefill(common, prefill);
     if (decode_cmd->parsed()) run_decode(common, decode);
     if (multi_cmd->parsed()) run_multiturn(common, multi);
+    if (sample_cmd->parsed()) run_sample(common, sample);
     if (copy_cmd->parsed()) run_copy(common, copy);
     if (promote_cmd->parsed()) run_promote(common, promote);
     if (disk_read_cmd->parsed()) run_disk_read(common, disk_read);

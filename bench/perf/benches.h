@@ -74,6 +74,13 @@ struct MultiturnOptions {
 };
 void run_multiturn(const CommonOptions& common, const MultiturnOptions& options);
 
+// sample: Sampler::sample on one row of `vocab` logits, `draws` times a repeat, per sampling setting.
+struct SampleOptions {
+  uint32_t vocab = 128256;  // llama3's
+  uint32_t draws = 1000;
+};
+void run_sample(const CommonOptions& common, const SampleOptions& options);
+
 // copy: host<->device page copies through VkPageStore, against one plain vkCmdCopyBuffer.
 struct CopyOptions {
   uint32_t pages = 1024;
