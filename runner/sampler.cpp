@@ -1,6 +1,8 @@
 #include "runner/sampler.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -26,6 +28,9 @@ bool ranks_before(float logit_a, T id_a, float logit_b, T id_b) {
 
 // Logits a block of the scans below: a block whose largest logit cannot matter is passed over whole.
 constexpr size_t kBlock = 64;
+
+// Candidates above which top_p finds its cut through weight octaves (sampling without top_k).
+constexpr size_t kWholeVocabulary = 1024;
 
 // The larger of a logit and a running maximum, a NaN logit read as -inf: the form that compiles to a vector
 // max instruction (whose NaN rule it matches).
@@ -302,9 +307,44 @@ size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
   auto before = [](const Candidate& a, const Candidate& b) {
     return ranks_before(a.logit, a.id, b.logit, b.id);
   };
-  const size_t kept = prefix_reaching(count, static_cast<double>(params_.top_p) * total, before, sorted);
+  const double target = static_cast<double>(params_.top_p) * total;
+  if (!sorted && count > kWholeVocabulary) {
+    // The heaviest octaves reaching the target, sorted, hold the cut: the same sorted prefix and sums as
+    // prefix_reaching's, found with one pass and one partition instead of a selection a growing prefix.
+    const size_t front = move_heaviest_octaves_first(count, target);
+    std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(front), before);
+    double cumulative = 0.0;
+    for (size_t i = 0; i < front; ++i) {
+      cumulative += candidates_[i].weight;
+      if (cumulative >= target) {
+        sorted = true;
+        return i + 1;
+      }
+    }
+    // The octaves' sums and the sorted sum differ in their last bits: the general search below.
+  }
+  const size_t kept = prefix_reaching(count, target, before, sorted);
   sorted = true;
   return kept;
+}
+
+size_t Sampler::move_heaviest_octaves_first(size_t count, double target) {
+  // Weights are in (0, 1] (the best is exp(0)) or 0: octave o holds [2^-(o+1), 2^-o), 127 also what is
+  // smaller. A weight never grows down the ranks, so every set of the first octaves is a prefix in rank
+  // order.
+  const auto octave = [](float w) {
+    const uint32_t exponent = (std::bit_cast<uint32_t>(w) >> 23) & 0xFFu;
+    return 127u - std::min(127u, exponent);
+  };
+  std::array<double, 128> mass{};
+  for (size_t i = 0; i < count; ++i) mass[octave(candidates_[i].weight)] += candidates_[i].weight;
+  uint32_t last = 0;
+  for (double cumulative = mass[0]; cumulative < target && last < 127; cumulative += mass[++last]) {
+  }
+  const auto end =
+      std::partition(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(count),
+                     [&](const Candidate& c) { return octave(c.weight) <= last; });
+  return static_cast<size_t>(end - candidates_.begin());
 }
 
 size_t Sampler::apply_min_p(size_t count, bool sorted) {

@@ -85,6 +85,9 @@ class Sampler {
   size_t prefix_reaching(size_t count, double target, Before before, bool presorted);
   size_t apply_typical(size_t count, bool& sorted, double& total, float max, float inv_temperature);
   size_t apply_top_p(size_t count, bool& sorted, double total);
+  // Moves the candidates of the heaviest weight octaves whose mass reaches `target` to the front of
+  // candidates_[0, count) (a prefix in rank order, in no order of its own); returns how many.
+  size_t move_heaviest_octaves_first(size_t count, double target);
   size_t apply_min_p(size_t count, bool sorted);
   int32_t draw(size_t count);
 

@@ -310,6 +310,20 @@ std::vector<float> likely_token_over_flat_tail() {
   return logits_of(probs);
 }
 
+// top_p over a whole vocabulary of 20,000 (no top_k: the cut found through weight octaves) keeps exactly the
+// reference's most-likely-first prefix: 8 of the 10 heavy tokens at top_p 0.6.
+TEST(Sampler, TopPOverAWholeVocabularyKeepsTheReferencePrefix) {
+  std::vector<float> logits(20000, 0.0f);
+  for (int i = 0; i < 10; ++i)
+    logits[static_cast<size_t>(i * 1999 % 20000)] = 9.0f - 0.1f * static_cast<float>(i);
+  SamplingParams p = plain(1.0f);
+  p.top_p = 0.6f;
+  Sampler s(p);
+  const std::set<int32_t> expected = ids_of(ref_top_p(ref_softmax(logits), 0.6));
+  ASSERT_EQ(expected.size(), 8u);
+  EXPECT_EQ(keys(histogram(s, logits, 3000)), expected);
+}
+
 TEST(Sampler, TypicalPKeepsTheTokensClosestToTheEntropy) {
   const auto logits = likely_token_over_flat_tail();
   const std::set<int32_t> expected = ids_of(ref_typical(ref_softmax(logits), 0.5));
