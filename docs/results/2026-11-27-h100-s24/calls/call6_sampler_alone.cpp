@@ -2,14 +2,19 @@
 #include <cstdio>
 #include <random>
 #include <vector>
+
 #include "runner/sampler.h"
 int main() {
   std::vector<float> logits(128256);
-  std::mt19937 g(1); std::normal_distribution<float> n(0, 3);
+  std::mt19937 g(1);
+  std::normal_distribution<float> n(0, 3);
   for (auto& x : logits) x = n(g);
-  std::vector<int32_t> recent(200); for (auto& t : recent) t = g() % 128256;
+  std::vector<int32_t> recent(200);
+  for (auto& t : recent) t = g() % 128256;
   for (float temp : {0.0f, 0.8f}) {
-    kvtrie::SamplingParams p; p.temperature = temp; p.seed = 1;
+    kvtrie::SamplingParams p;
+    p.temperature = temp;
+    p.seed = 1;
     kvtrie::Sampler s(p);
     int sink = 0;
     for (int i = 0; i < 50; ++i) sink += s.sample(logits, recent);

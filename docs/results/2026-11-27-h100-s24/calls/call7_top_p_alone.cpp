@@ -2,12 +2,16 @@
 #include <cstdio>
 #include <random>
 #include <vector>
+
 #include "runner/sampler.h"
 int main() {
   std::vector<float> logits(128256);
-  std::mt19937 g(1); std::normal_distribution<float> n(0, 3);
+  std::mt19937 g(1);
+  std::normal_distribution<float> n(0, 3);
   for (auto& x : logits) x = n(g);
-  kvtrie::SamplingParams p; p.top_k = 0; p.seed = 1;
+  kvtrie::SamplingParams p;
+  p.top_k = 0;
+  p.seed = 1;
   kvtrie::Sampler s(p);
   int sink = 0;
   for (int i = 0; i < 10; ++i) sink += s.sample(logits, {});
