@@ -113,6 +113,13 @@ void Sampler::for_each_logit(std::span<const float> logits, Fn&& fn) const {
       fn);
 }
 
+bool Sampler::picks_the_largest_logit() const {
+  const bool penalties =
+      params_.repeat_last_n != 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                                     params_.frequency_penalty != 0.0f);
+  return params_.temperature <= 0.0f && !penalties;
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   KVTRIE_CHECK(!logits.empty(), "sample() needs at least one logit");
   KVTRIE_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),

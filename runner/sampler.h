@@ -53,6 +53,9 @@ class Sampler {
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent_tokens);
 
   const SamplingParams& params() const { return params_; }
+  // Whether sample() returns the raw row's first largest logit whatever the history: greedy, with no penalty
+  // that applies. A caller may then take that token from elsewhere (the GPU's argmax of the row).
+  bool picks_the_largest_logit() const;
   uint64_t seed() const { return seed_; }  // the seed in use, drawn at construction when none was given
 
  private:

@@ -61,6 +61,9 @@ HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& c
            "result=\"completed\"");
   p.metric("kvtrie_requests_total", "counter", "", c.requests_cancelled, "result=\"cancelled\"");
   p.metric("kvtrie_requests_total", "counter", "", c.requests_rejected, "result=\"rejected\"");
+  p.metric("kvtrie_completion_tokens_gpu_greedy_total", "counter",
+           "Completion tokens picked by the GPU's argmax (greedy requests without penalties or logprobs)",
+           c.completion_tokens_gpu_greedy);
   p.metric("kvtrie_requests_preempted_total", "counter",
            "Running requests preempted for KV room (they resume from the cache)", c.requests_preempted);
   p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted",

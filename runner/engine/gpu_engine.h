@@ -44,7 +44,10 @@ struct GpuEngineConfig {
   // tokens, 514 and 94 ms with steps of 513, 518-531 and 199-206 ms with steps of 2048 (docs/BENCHMARKS.md,
   // session 15).
   uint32_t shared_step_tokens = 512;
-  bool deterministic = false;    // batch-invariant kernels: cached and cold runs agree bit for bit
+  bool deterministic = false;  // batch-invariant kernels: cached and cold runs agree bit for bit
+  // A step whose sampled rows are all greedy (no penalty, no logprobs) takes their tokens from the GPU's
+  // argmax of the rows (Batch::greedy_only) instead of reading the logits back; false: always read back.
+  bool gpu_greedy = true;
   double tenant_kv_share = 1.0;  // a tenant's share of the device tier (KvCacheConfig::group_device_share)
   // Disk tier (--kv-disk-dir, --kv-disk-mb): host-tier drops go there and survive a restart; at shutdown
   // every cached page is persisted. Empty dir or 0 bytes: none. Needs a host tier (pages pass through it).

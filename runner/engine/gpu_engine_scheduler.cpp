@@ -254,6 +254,12 @@ bool GpuEngine::State::build_batch() {
       scheduled.push_back({&job, n, sample});
     }
   }
+  // Greedy rows with nothing else read from them take their token from the GPU: no logits read back and
+  // scanned here while the GPU waits (docs/BENCHMARKS.md, session 24).
+  batch.greedy_only = config.gpu_greedy && !batch.logits_for.empty() &&
+                      std::all_of(scheduled.begin(), scheduled.end(), [](const Scheduled& s) {
+                        return !s.sampled || s.job->request->wants_only_the_largest_logit();
+                      });
   return !batch.tokens.empty();
 }
 
@@ -267,9 +273,16 @@ void GpuEngine::State::after_forward() {
     if (!s.sampled) continue;
     Request& request = *job.request;
     if (request.prompt_ms == 0) request.prompt_ms = ms_between(job.prompt_started, Clock::now());
+    if (batch.greedy_only) {
+      const int32_t token = model.greedy_tokens()[row++];
+      request.emit_greedy(token);
+      job.tokens.push_back(token);
+      continue;
+    }
     const std::span<const float> logits_row(logits.data() + row++ * n_vocab, n_vocab);
     job.tokens.push_back(request.sample_and_emit(logits_row, job.tokens));
   }
+  if (batch.greedy_only) queue.report_gpu_greedy(static_cast<uint32_t>(row));
   for (size_t i = running.size(); i-- > 0;)
     if (running[i]->request->generation->done())
       end_running(i, *running[i]->request->generation->stop_kind());

@@ -113,6 +113,7 @@ void GpuModel::Impl::allocate_activations() {
   page_table = scratch(dev, uint64_t{options.max_sequences} * pages_per_seq, host);
   logits_index = scratch(dev, max_logits, host);
   logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
+  argmax_host = scratch(dev, max_logits, vk::MemoryKind::HostCached);
   for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
                               &logits_device, &x_f16, &split_scratch, &split_counters, &norm_sums})
     compute_bytes += b->size();
@@ -142,12 +143,14 @@ uint32_t GpuModel::Impl::split_size(uint32_t tokens, uint32_t max_position, bool
   return std::max(split, kernels::attention_position_split(step_positions));
 }
 
-vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint32_t max_position) {
+vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint32_t max_position,
+                                                   bool greedy) {
   const uint32_t split = split_size(T, max_position, decode_step);
   const uint32_t splits = kernels::attention_max_splits(max_position, split);
   ++steps;
   for (Recording& r : recordings)
-    if (r.tokens == T && r.logits == L && r.split == split && r.splits == splits && r.decode == decode_step) {
+    if (r.tokens == T && r.logits == L && r.split == split && r.splits == splits && r.decode == decode_step &&
+        r.greedy == greedy) {
       r.last_use = steps;
       return *r.recorder;
     }
@@ -159,10 +162,10 @@ vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint3
     slot = &*std::min_element(recordings.begin(), recordings.end(),
                               [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
   }
-  *slot = {T, L, split, splits, decode_step, steps, std::move(slot->recorder)};
+  *slot = {T, L, split, splits, decode_step, greedy, steps, std::move(slot->recorder)};
   slot->recorder->set_profiling(profile_pool.get());
   rec = slot->recorder.get();
-  record(T, L, max_position);
+  record(T, L, max_position, greedy);
   ++recordings_made;
   return *slot->recorder;
 }
@@ -258,13 +261,25 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
     KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < m.config.n_vocab, "token id outside the vocabulary");
   uint32_t max_position = 0;
   m.write_inputs(batch, max_position);  // nothing is in flight: every step is waited for
-  vk::CommandRecorder& step = m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
-                                              static_cast<uint32_t>(batch.logits_for.size()), max_position);
+  const bool greedy = batch.greedy_only && !batch.logits_for.empty();
+  vk::CommandRecorder& step =
+      m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
+                      static_cast<uint32_t>(batch.logits_for.size()), max_position, greedy);
   m.rec = &step;
   step.submit();
   step.wait_spinning(std::chrono::microseconds(m.options.spin_wait_us));
+  m.greedy_rows = greedy ? batch.logits_for.size() : 0;
+  if (greedy) {
+    m.argmax_host.invalidate();
+    return {};
+  }
   m.logits_host.invalidate();
   return {static_cast<const float*>(m.logits_host.data()), batch.logits_for.size() * m.config.n_vocab};
+}
+
+std::span<const int32_t> GpuModel::greedy_tokens() const {
+  const Impl& m = *impl_;
+  return {static_cast<const int32_t*>(m.argmax_host.data()), m.greedy_rows};
 }
 
 }  // namespace kvtrie::engine

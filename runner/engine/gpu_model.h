@@ -113,6 +113,9 @@ struct Batch {
   std::vector<uint32_t> logits_for;   // token indices
   std::vector<uint32_t> pages;        // every sequence's device page ids, end to end
   std::vector<uint32_t> table_begin;  // where sequence s's table starts in pages (it ends at the next one's)
+  // Every row of logits_for wants only its greedy token: the logits stay in device memory, forward() returns
+  // none and greedy_tokens() has the rows' argmax (what Sampler's greedy picks from the same rows).
+  bool greedy_only = false;
 
   // Appends a sequence's page table (covering its positions); returns its index for seq[].
   uint32_t add_sequence(std::span<const uint32_t> table) {
@@ -132,6 +135,7 @@ struct Batch {
     logits_for.clear();
     pages.clear();
     table_begin.clear();
+    greedy_only = false;
   }
 };
 
@@ -163,7 +167,10 @@ class GpuModel {
   // owns (read in place, no copy: 0.5 MB a row for a 128K vocabulary), valid until the next forward().
   // A step is recorded once per shape (tokens, logits rows, attention splits) and replayed while the shape
   // repeats, as in steady decoding.
+  // With batch.greedy_only it reads back no logits (an empty span) and greedy_tokens() has one id a row.
   std::span<const float> forward(const Batch& batch);
+  // The last greedy_only forward()'s tokens, one a logits_for row, valid until the next forward().
+  std::span<const int32_t> greedy_tokens() const;
 
   // Profiling (benchmarks): timestamps around every dispatch of the following steps, read back by
   // last_dispatch_times() after forward(). Turning it on or off drops the recorded steps.

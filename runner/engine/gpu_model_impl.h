@@ -60,6 +60,8 @@ struct GpuModel::Impl {
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
   vk::Buffer prefetch_sink;  // l2_prefetch's never-written 16 bytes
   vk::Buffer logits_host;
+  vk::Buffer argmax_host;  // a greedy step's one id a logits row (Batch::greedy_only)
+  size_t greedy_rows = 0;  // rows of argmax_host the last forward() wrote
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
   std::vector<PageChunk> kv_chunks;  // the device tier: attention binds up to 4 chunks of equal size
@@ -69,6 +71,7 @@ struct GpuModel::Impl {
   struct Recording {
     uint32_t tokens = 0, logits = 0, split = 0, splits = 0;  // splits of `split` attention positions
     bool decode = false;                                     // attention's decode pass (decode_step)
+    bool greedy = false;                                     // ends in argmax_rows (Batch::greedy_only)
     uint64_t last_use = 0;
     std::unique_ptr<vk::CommandRecorder> recorder;
   };
@@ -158,7 +161,7 @@ struct GpuModel::Impl {
   void l2_prefetch_after_attention(const DeviceLayer& w, const L2PrefetchPlan& plan);
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
-  vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position);
+  vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position, bool greedy);
 
   // The decode step, batches of up to kQ8Tokens tokens (kQ8TokensNoCoopmat without cooperative matrices:
   // bigger batches are faster on tensor cores, kernels/ops/matmul.h) and every product under
@@ -230,9 +233,10 @@ struct GpuModel::Impl {
 
   void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T);
 
-  void record(uint32_t T, uint32_t L, uint32_t max_position);
-  // The recording's end, the step's L logits rows copied to the host first unless they were written there.
-  void finish_logits(uint32_t L, bool in_host_memory);
+  void record(uint32_t T, uint32_t L, uint32_t max_position, bool greedy);
+  // The recording's end: greedy, each of the step's L logits rows' argmax into argmax_host; else the rows
+  // copied to the host first unless they were written there.
+  void finish_logits(uint32_t L, bool in_host_memory, bool greedy);
 
   void write_inputs(const Batch& batch, uint32_t& max_position);
 };

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "kernels/ops/add.h"
 #include "kernels/ops/add_bias.h"
+#include "kernels/ops/argmax_rows.h"
 #include "kernels/ops/convert.h"
 #include "kernels/ops/get_rows.h"
 #include "kernels/ops/kv_write.h"
@@ -529,7 +530,7 @@ void GpuModel::Impl::ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
   residual_product(kProductDown, w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T), half);
 }
 
-void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
+void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, bool greedy) {
   rec->begin();
   pending_residual = false;
   xq_norm = nullptr;
@@ -542,18 +543,20 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
   const DeviceTensor& out = weights.logits_matrix();
   // The products below write the logits into host memory themselves, but for matmul's (a batch's many
   // rows, which a copy brings over).
-  const vk::BufferView logits = options.logits_copy ? logits_device.view() : logits_host.view();
+  // A greedy step keeps them in device memory, where argmax_rows reads them.
+  const bool on_device = options.logits_copy || greedy;
+  const vk::BufferView logits = on_device ? logits_device.view() : logits_host.view();
   if (T == 1 && L == 1 && xq_norm == &weights.output_norm) {
     // The decode step's last product wrote x normed and quantized for the output matrix.
     kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits, 1);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
-    finish_logits(L, !options.logits_copy);
+    finish_logits(L, !on_device, greedy);
     return;
   }
   if (T == 1 && L == 1 && fused(out, T)) {
     fused_normed_product(out, weights.output_norm, logits, 1, config.n_vocab);
-    finish_logits(L, !options.logits_copy);
+    finish_logits(L, !on_device, greedy);
     return;
   }
   // Only the rows that are sampled go through the final norm and the output matrix.
@@ -572,20 +575,23 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position) {
         q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L), logits, L);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
-    finish_logits(L, !options.logits_copy);
+    finish_logits(L, !on_device, greedy);
   } else if (options.deterministic && fused(out, L)) {
     // The sampled rows as a decode step's fused product takes its one row: the same bits.
     fused_normed_product(out, weights.output_norm, logits, L, config.n_vocab, false, &rows_x);
-    finish_logits(L, !options.logits_copy);
+    finish_logits(L, !on_device, greedy);
   } else {
     rms_norm(rows_x, weights.output_norm, rows_xn, L);
     matmul(out, rows_xn, logits_device, L);
-    finish_logits(L, false);
+    finish_logits(L, false, greedy);
   }
 }
 
-void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory) {
-  if (!in_host_memory)
+void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, bool greedy) {
+  if (greedy)
+    kernels::argmax_rows(*rec, kernels, logits_device.view(0, uint64_t{L} * config.n_vocab * 4), L,
+                         config.n_vocab, argmax_host.view(0, uint64_t{L} * 4));
+  else if (!in_host_memory)
     rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
               logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
   rec->end();  // its barrier makes the writes visible to the host after the fence

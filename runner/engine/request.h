@@ -36,6 +36,16 @@ struct Request {
   // Engine thread: samples the next token from `logits` (`history`: the tokens so far, for penalties),
   // feeds it to the Generation and pushes what became final to the client. Returns the token.
   int32_t sample_and_emit(std::span<const float> logits, const std::vector<int32_t>& history);
+  // Whether its next token is the raw logits row's first largest with nothing else read from the row
+  // (greedy, no penalty, no logprobs): the model may pick it on the GPU (Batch::greedy_only).
+  bool wants_only_the_largest_logit() const {
+    return params.logprobs == 0 && sampler->picks_the_largest_logit();
+  }
+  // Engine thread: as sample_and_emit, for a token the model picked (GpuModel::greedy_tokens()).
+  void emit_greedy(int32_t token) { emit(token, std::nullopt); }
+
+ private:
+  void emit(int32_t token, std::optional<TokenLogprob> logprob);
 };
 
 }  // namespace kvtrie::engine

@@ -116,6 +116,11 @@ void RequestQueue::report_preempted() {
   ++counters_.requests_preempted;
 }
 
+void RequestQueue::report_gpu_greedy(uint32_t tokens) {
+  std::lock_guard lock(mutex_);
+  counters_.completion_tokens_gpu_greedy += tokens;
+}
+
 void RequestQueue::post(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);

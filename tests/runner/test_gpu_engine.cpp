@@ -165,6 +165,55 @@ TEST_F(GpuEngineTest, StoriesGreedyThroughVulkanMatchesTheReferenceText) {
   engine.shutdown(std::chrono::milliseconds(0));
 }
 
+// Greedy rows without penalties or logprobs take their token from the GPU's argmax (gpu_greedy, the
+// default): the same tokens and logprobs as reading the logits back and sampling them here, with greedy,
+// penalized, logprob and sampled requests running together (steps mixing them read the logits back), and
+// only the eligible tokens counted as picked on the GPU.
+TEST_F(GpuEngineTest, GreedyTokensPickedOnTheGpuEqualTheSamplersAmongOtherRequests) {
+  std::vector<GenerateRequest> requests;
+  for (uint64_t i = 0; i < 3; ++i)
+    requests.push_back(greedy(pseudo_random_tokens(40 + 9 * i, 10 + i, 320), 40));
+  GenerateRequest penalized = greedy(pseudo_random_tokens(50, 20, 320), 40);
+  penalized.sampling.repeat_penalty = 1.5f;
+  GenerateRequest with_logprobs = greedy(pseudo_random_tokens(45, 21, 320), 12);
+  with_logprobs.logprobs = 2;
+  GenerateRequest sampled = greedy(pseudo_random_tokens(35, 22, 320), 30);
+  sampled.sampling.temperature = 0.9f;
+  const auto run_all = [&](bool gpu_greedy, bool together) {
+    GpuEngineConfig config = deterministic();
+    config.gpu_greedy = gpu_greedy;
+    GpuEngine& engine = start(config);
+    std::vector<Result> out;
+    if (!together) {
+      for (const GenerateRequest& r : requests) out.push_back(run(engine, r));
+    } else {
+      std::vector<GenerateRequest> all = requests;
+      for (const GenerateRequest& r : {penalized, with_logprobs, sampled}) all.push_back(r);
+      std::vector<GenerationStream> streams;
+      for (const GenerateRequest& r : all) streams.push_back(std::get<GenerationStream>(engine.submit(r)));
+      for (GenerationStream& st : streams) out.push_back(collect(st));
+    }
+    return std::pair(out, engine.counters().completion_tokens_gpu_greedy);
+  };
+  const auto [alone_cpu, none] = run_all(false, false);
+  const auto [alone_gpu, alone_picked] = run_all(true, false);
+  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(alone_picked, 3u * 40u) << "every token of a lone greedy request is picked on the GPU";
+  for (size_t i = 0; i < alone_cpu.size(); ++i) EXPECT_EQ(alone_gpu[i].tokens, alone_cpu[i].tokens) << i;
+  const auto [mixed_cpu, none_mixed] = run_all(false, true);
+  const auto [mixed_gpu, mixed_picked] = run_all(true, true);
+  EXPECT_EQ(none_mixed, 0u);
+  EXPECT_GT(mixed_picked, 0u);
+  EXPECT_LT(mixed_picked, 3u * 40u + 40u + 12u + 30u)
+      << "the penalized, logprob and sampled rows are read back";
+  ASSERT_EQ(mixed_gpu.size(), mixed_cpu.size());
+  for (size_t i = 0; i < mixed_cpu.size(); ++i) {
+    EXPECT_EQ(mixed_gpu[i].tokens, mixed_cpu[i].tokens) << i;
+    EXPECT_EQ(mixed_gpu[i].logprobs, mixed_cpu[i].logprobs) << i;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(mixed_gpu[i].tokens, alone_cpu[i].tokens) << i;
+}
+
 TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
   GpuEngine& engine = start(deterministic());
   const auto prompt = pseudo_random_tokens(70, 1, 320);

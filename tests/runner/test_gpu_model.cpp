@@ -88,6 +88,24 @@ struct Rig {
     const std::span<const float> logits = model->forward(b);
     return {logits.begin(), logits.end()};
   }
+
+  // The same step with Batch::greedy_only: each logits row's greedy token, no logits read back.
+  std::vector<int32_t> greedy_step(std::span<const int32_t> tokens, uint32_t first) {
+    Batch b;
+    std::vector<uint32_t> table(n_pages);
+    std::iota(table.begin(), table.end(), 0u);
+    b.add_sequence(table);
+    for (uint32_t i = 0; i < tokens.size(); ++i) {
+      b.tokens.push_back(tokens[i]);
+      b.positions.push_back(first + i);
+      b.seq.push_back(0);
+      b.logits_for.push_back(i);
+    }
+    b.greedy_only = true;
+    EXPECT_TRUE(model->forward(b).empty());
+    const std::span<const int32_t> ids = model->greedy_tokens();
+    return {ids.begin(), ids.end()};
+  }
 };
 
 float max_abs(std::span<const float> v) {
@@ -184,6 +202,38 @@ TEST_F(GpuModelTest, LogitsWrittenToHostMemoryEqualThoseCopiedThere) {
       Rig direct(context(), path, kPages, 0, deterministic),
           copied(context(), path, kPages, 0, deterministic, 32, false, true, true);
       expect_same_logits(direct, copied, {41, 42, 43});
+    }
+  }
+}
+
+// A greedy_only step gives each logits row's greedy token (the first largest logit) without reading the
+// rows back: a prompt's rows (a batch) and decode steps, on the products each type takes (matvec_q8 for
+// Q8_0, the fused float product for F16), by default and under --deterministic; a step with logits after
+// it still has them (the recordings differ in their end only).
+TEST_F(GpuModelTest, GreedyStepsGiveEachRowsFirstLargestLogit) {
+  const auto first_largest = [](std::span<const float> row) {
+    return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+  };
+  for (TensorType type : {TensorType::Q8_0, TensorType::F16}) {
+    for (bool deterministic : {false, true}) {
+      SCOPED_TRACE(std::string(tensor_type_info(type).name) + (deterministic ? ", deterministic" : ""));
+      const auto path = synth::write_preset(test::scratch_dir() / "gpu_model_greedy.gguf", "tiny", type, 3);
+      Rig rig(context(), path, kPages, 0, deterministic);
+      const uint32_t V = rig.config.n_vocab;
+      const std::vector<float> rows = rig.step(kPrompt, 0);
+      const std::vector<int32_t> greedy = rig.greedy_step(kPrompt, 0);
+      ASSERT_EQ(greedy.size(), kPrompt.size());
+      for (size_t r = 0; r < greedy.size(); ++r)
+        EXPECT_EQ(greedy[r], first_largest(std::span<const float>(rows).subspan(r * V, V))) << "row " << r;
+      const auto P = static_cast<uint32_t>(kPrompt.size());
+      for (uint32_t i = 0; i < 3; ++i) {
+        const std::vector<int32_t> token{static_cast<int32_t>(20 + i)};
+        const std::vector<int32_t> picked = rig.greedy_step(token, P + i);
+        const std::vector<float> logits = rig.step(token, P + i);
+        ASSERT_EQ(picked.size(), 1u);
+        ASSERT_EQ(logits.size(), V) << "a step after a greedy one reads its logits back";
+        EXPECT_EQ(picked[0], first_largest(logits)) << "decode step " << i;
+      }
     }
   }
 }
