@@ -73,8 +73,8 @@ struct Rig {
     model->bind_pages(*pages);
   }
 
-  // Runs tokens at positions first.. of sequence 0, logits for every token (or the last `logits_last`).
-  std::vector<float> step(std::span<const int32_t> tokens, uint32_t first, uint32_t logits_last = 0) {
+  // Tokens at positions first.. of sequence 0, logits for every token (or the last `logits_last`).
+  Batch batch_of(std::span<const int32_t> tokens, uint32_t first, uint32_t logits_last = 0) const {
     Batch b;
     std::vector<uint32_t> table(n_pages);
     std::iota(table.begin(), table.end(), 0u);
@@ -85,22 +85,18 @@ struct Rig {
       b.seq.push_back(0);
       if (logits_last == 0 || i + logits_last >= tokens.size()) b.logits_for.push_back(i);
     }
-    const std::span<const float> logits = model->forward(b);
+    return b;
+  }
+
+  // Runs batch_of(tokens, first, logits_last); returns its logits rows.
+  std::vector<float> step(std::span<const int32_t> tokens, uint32_t first, uint32_t logits_last = 0) {
+    const std::span<const float> logits = model->forward(batch_of(tokens, first, logits_last));
     return {logits.begin(), logits.end()};
   }
 
   // The same step with Batch::greedy_only: each logits row's greedy token, no logits read back.
   std::vector<int32_t> greedy_step(std::span<const int32_t> tokens, uint32_t first) {
-    Batch b;
-    std::vector<uint32_t> table(n_pages);
-    std::iota(table.begin(), table.end(), 0u);
-    b.add_sequence(table);
-    for (uint32_t i = 0; i < tokens.size(); ++i) {
-      b.tokens.push_back(tokens[i]);
-      b.positions.push_back(first + i);
-      b.seq.push_back(0);
-      b.logits_for.push_back(i);
-    }
+    Batch b = batch_of(tokens, first);
     b.greedy_only = true;
     EXPECT_TRUE(model->forward(b).empty());
     const std::span<const int32_t> ids = model->greedy_tokens();
