@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "base/error.h"
+#include "kernels/ops/argmax_rows.h"
 #include "kernels/vk/device.h"
 #include "runner/engine/gpu_model_impl.h"
 
@@ -114,6 +115,7 @@ void GpuModel::Impl::allocate_activations() {
   logits_index = scratch(dev, max_logits, host);
   logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
   argmax_host = scratch(dev, max_logits, vk::MemoryKind::HostCached);
+  argmax_scratch = scratch(dev, kernels::argmax_rows_scratch_bytes(max_logits, config.n_vocab) / 4);
   for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
                               &logits_device, &x_f16, &split_scratch, &split_counters, &norm_sums})
     compute_bytes += b->size();

@@ -60,8 +60,9 @@ struct GpuModel::Impl {
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
   vk::Buffer prefetch_sink;  // l2_prefetch's never-written 16 bytes
   vk::Buffer logits_host;
-  vk::Buffer argmax_host;  // a greedy step's one id a logits row (Batch::greedy_only)
-  size_t greedy_rows = 0;  // rows of argmax_host the last forward() wrote
+  vk::Buffer argmax_host;     // a greedy step's one id a logits row (Batch::greedy_only)
+  vk::Buffer argmax_scratch;  // argmax_rows' chunk bests
+  size_t greedy_rows = 0;     // rows of argmax_host the last forward() wrote
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
   std::vector<PageChunk> kv_chunks;  // the device tier: attention binds up to 4 chunks of equal size

@@ -590,7 +590,7 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, bool 
 void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, bool greedy) {
   if (greedy)
     kernels::argmax_rows(*rec, kernels, logits_device.view(0, uint64_t{L} * config.n_vocab * 4), L,
-                         config.n_vocab, argmax_host.view(0, uint64_t{L} * 4));
+                         config.n_vocab, argmax_host.view(0, uint64_t{L} * 4), argmax_scratch.view());
   else if (!in_host_memory)
     rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
               logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
