@@ -165,8 +165,8 @@ class GpuModel {
 
   // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, in host memory the model
   // owns (read in place, no copy: 0.5 MB a row for a 128K vocabulary), valid until the next forward().
-  // A step is recorded once per shape (tokens, logits rows, attention splits) and replayed while the shape
-  // repeats, as in steady decoding.
+  // A step is recorded once per shape (tokens, logits rows, attention splits, greedy_only) and replayed
+  // while the shape repeats, as in steady decoding.
   // With batch.greedy_only it reads back no logits (an empty span) and greedy_tokens() has one id a row.
   std::span<const float> forward(const Batch& batch);
   // The last greedy_only forward()'s tokens, one a logits_for row, valid until the next forward().
