@@ -5,6 +5,8 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <exception>
+#include <mutex>
 
 #include "runner/engine/admission.h"
 #include "runner/engine/gpu_engine_state.h"
@@ -266,6 +268,7 @@ bool GpuEngine::State::build_batch() {
 void GpuEngine::State::after_forward() {
   const uint32_t n_vocab = info.n_vocab;
   size_t row = 0;
+  cpu_rows.clear();
   for (const Scheduled& s : scheduled) {
     Job& job = *s.job;
     cache.commit(job.seq, std::span<const int32_t>(job.tokens).subspan(job.computed, s.tokens));
@@ -279,8 +282,34 @@ void GpuEngine::State::after_forward() {
       job.tokens.push_back(token);
       continue;
     }
-    const std::span<const float> logits_row(logits.data() + row++ * n_vocab, n_vocab);
-    job.tokens.push_back(request.sample_and_emit(logits_row, job.tokens));
+    cpu_rows.emplace_back(&job, row++);
+  }
+  // The rows' samplers are independent: several rows go to the pool's threads at once, then each token is
+  // emitted here in row order.
+  const auto logits_row = [&](size_t r) { return logits.subspan(r * n_vocab, n_vocab); };
+  cpu_tokens.resize(cpu_rows.size());
+  std::exception_ptr failed;  // a pool's item must not throw: a failure is rethrown here
+  std::mutex failed_mutex;
+  const auto sample_row = [&](size_t i) {
+    try {
+      Job& job = *cpu_rows[i].first;
+      cpu_tokens[i] = job.request->sample(logits_row(cpu_rows[i].second), job.tokens);
+      return true;
+    } catch (...) {
+      const std::lock_guard lock(failed_mutex);
+      failed = std::current_exception();
+      return false;
+    }
+  };
+  if (cpu_rows.size() > 1)
+    row_pool.run(cpu_rows.size(), sample_row);
+  else if (!cpu_rows.empty())
+    sample_row(0);
+  if (failed) std::rethrow_exception(failed);
+  for (size_t i = 0; i < cpu_rows.size(); ++i) {
+    Job& job = *cpu_rows[i].first;
+    job.request->emit_sampled(cpu_tokens[i], logits_row(cpu_rows[i].second));
+    job.tokens.push_back(cpu_tokens[i]);
   }
   if (batch.greedy_only) queue.report_gpu_greedy(static_cast<uint32_t>(row));
   for (size_t i = running.size(); i-- > 0;)

@@ -14,6 +14,7 @@
 
 #include "cache/disk_page_store.h"
 #include "cache/kv_cache.h"
+#include "cache/parallel_reader.h"
 #include "cache/vk_page_store.h"
 #include "runner/engine/gpu_engine.h"
 #include "runner/engine/gpu_model.h"
@@ -48,6 +49,9 @@ struct Job {
   uint32_t pending() const { return static_cast<uint32_t>(tokens.size()) - computed; }
 };
 
+// Threads (the engine's own included) that sample a step's rows on the CPU.
+constexpr uint32_t kSamplingThreads = 4;
+
 struct GpuEngine::State {
   const Tokenizer& tokenizer;
   GpuEngineConfig config;
@@ -68,6 +72,12 @@ struct GpuEngine::State {
     bool sampled;     // its last batch token has a logits row
   };
   std::vector<Scheduled> scheduled;  // this step's jobs, in batch order
+  // The step's sampled rows that the CPU samples (their jobs, in row order) and their tokens: a step of
+  // several such rows samples them on the pool's threads at once (each row 50-80 us on the GPU machine's
+  // CPU while the GPU waits; docs/BENCHMARKS.md, session 24).
+  std::vector<std::pair<Job*, size_t>> cpu_rows;
+  std::vector<int32_t> cpu_tokens;
+  ParallelReader row_pool{kSamplingThreads};
   mutable std::mutex stats_mutex;  // the snapshots below: written by the engine thread, read by HTTP threads
   KvCacheStats stats_snapshot;
   double copy_seconds_snapshot = 0;

@@ -36,6 +36,12 @@ struct Request {
   // Engine thread: samples the next token from `logits` (`history`: the tokens so far, for penalties),
   // feeds it to the Generation and pushes what became final to the client. Returns the token.
   int32_t sample_and_emit(std::span<const float> logits, const std::vector<int32_t>& history);
+  // The two halves of sample_and_emit: sample() touches nothing but this request's sampler (so the rows
+  // of a step may be sampled on several threads at once); emit_sampled() then runs on the engine thread.
+  int32_t sample(std::span<const float> logits, const std::vector<int32_t>& history) {
+    return sampler->sample(logits, history);
+  }
+  void emit_sampled(int32_t token, std::span<const float> logits);
   // Whether its next token is the raw logits row's first largest with nothing else read from the row
   // (greedy, no penalty, no logprobs): the model may pick it on the GPU (Batch::greedy_only).
   bool wants_only_the_largest_logit() const {

@@ -214,6 +214,25 @@ TEST_F(GpuEngineTest, GreedyTokensPickedOnTheGpuEqualTheSamplersAmongOtherReques
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(mixed_gpu[i].tokens, alone_cpu[i].tokens) << i;
 }
 
+// A step's sampled rows are sampled on several threads at once: each of 6 sampled requests running together
+// draws the tokens it draws alone (its own seeded sampler, the same logits under --deterministic).
+TEST_F(GpuEngineTest, RowsSampledTogetherDrawEachRequestsSoloTokens) {
+  std::vector<GenerateRequest> requests;
+  for (uint64_t i = 0; i < 6; ++i) {
+    GenerateRequest r = greedy(pseudo_random_tokens(30 + 7 * i, 40 + i, 320), 32);
+    r.sampling.temperature = 0.9f;
+    r.sampling.seed = 100 + i;
+    if (i % 2) r.sampling.repeat_penalty = 1.2f;
+    requests.push_back(r);
+  }
+  GpuEngine& engine = start(deterministic());
+  std::vector<Result> alone;
+  for (const GenerateRequest& r : requests) alone.push_back(run(engine, r));
+  std::vector<GenerationStream> streams;
+  for (const GenerateRequest& r : requests) streams.push_back(std::get<GenerationStream>(engine.submit(r)));
+  for (size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(collect(streams[i]).tokens, alone[i].tokens) << i;
+}
+
 TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
   GpuEngine& engine = start(deterministic());
   const auto prompt = pseudo_random_tokens(70, 1, 320);
