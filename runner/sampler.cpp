@@ -250,6 +250,15 @@ float Sampler::offer_top_k(int32_t id, float logit, size_t k) {
   return candidates_.front().logit;
 }
 
+size_t Sampler::sorted_cut(size_t prefix, double target) const {
+  double cumulative = 0.0;
+  for (size_t i = 0; i < prefix; ++i) {
+    cumulative += candidates_[i].weight;
+    if (cumulative >= target) return i + 1;
+  }
+  return 0;
+}
+
 template <typename Before>
 size_t Sampler::prefix_reaching(size_t count, double target, Before before, bool presorted) {
   auto at = [this](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
@@ -265,11 +274,7 @@ size_t Sampler::prefix_reaching(size_t count, double target, Before before, bool
     if (mass >= target || prefix == count) {
       if (!presorted) std::sort(at(0), at(prefix), before);
       // The cut is found in sorted order, so it does not depend on the summation order above.
-      double cumulative = 0.0;
-      for (size_t i = 0; i < prefix; ++i) {
-        cumulative += candidates_[i].weight;
-        if (cumulative >= target) return i + 1;
-      }
+      if (const size_t cut = sorted_cut(prefix, target)) return cut;
       if (prefix == count) return count;  // rounding kept the sum just under the target: keep everything
     }
     prefix = std::min(count, prefix * 4);
@@ -320,13 +325,9 @@ size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
     // prefix_reaching's, found with one pass and one partition instead of a selection a growing prefix.
     const size_t front = move_heaviest_octaves_first(count, target);
     std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(front), before);
-    double cumulative = 0.0;
-    for (size_t i = 0; i < front; ++i) {
-      cumulative += candidates_[i].weight;
-      if (cumulative >= target) {
-        sorted = true;
-        return i + 1;
-      }
+    if (const size_t cut = sorted_cut(front, target)) {
+      sorted = true;
+      return cut;
     }
     // The octaves' sums and the sorted sum differ in their last bits: the general search below.
   }

@@ -86,6 +86,9 @@ class Sampler {
   // that prefix. `presorted`: candidates_ is already in `before` order.
   template <typename Before>
   size_t prefix_reaching(size_t count, double target, Before before, bool presorted);
+  // The shortest prefix of the sorted candidates_[0, prefix) whose weights, summed in order, reach
+  // `target`; 0 when all of them fall short.
+  size_t sorted_cut(size_t prefix, double target) const;
   size_t apply_typical(size_t count, bool& sorted, double& total, float max, float inv_temperature);
   size_t apply_top_p(size_t count, bool& sorted, double total);
   // Moves the candidates of the heaviest weight octaves whose mass reaches `target` to the front of

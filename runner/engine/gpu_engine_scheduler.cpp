@@ -258,10 +258,10 @@ bool GpuEngine::State::build_batch() {
   }
   // Greedy rows with nothing else read from them take their token from the GPU: no logits read back and
   // scanned here while the GPU waits (docs/BENCHMARKS.md, session 24).
-  batch.greedy_only = config.gpu_greedy && !batch.logits_for.empty() &&
-                      std::all_of(scheduled.begin(), scheduled.end(), [](const Scheduled& s) {
-                        return !s.sampled || s.job->request->wants_only_the_largest_logit();
-                      });
+  batch.greedy_only =
+      config.gpu_greedy && std::all_of(scheduled.begin(), scheduled.end(), [](const Scheduled& s) {
+        return !s.sampled || s.job->request->wants_only_the_largest_logit();
+      });
   return !batch.tokens.empty();
 }
 
