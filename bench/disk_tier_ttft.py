@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Issue 11's TTFT table: one long prompt recomputed, from the device tier, from the host tier and from the
 disk tier after a restart (its files read from the disk, then again after a second restart with them still
-in the page cache, as a service restart finds them), through the daemon (`kvtrie serve`), and a plain
-sequential read of the disk tier's files as the disk's own speed. One JSON line per step on stdout
+in the page cache, as a service restart finds them; by default, where the hit computes its first pages while
+the last ones are read, and with --no-kv-disk-overlap, where it reads them all), through the daemon (`kvtrie
+serve`), and a plain sequential read of the disk tier's files as the disk's own speed. One JSON line per step on stdout
 (docs/BENCHMARKS.md, "The disk tier").
 
     bench/disk_tier_ttft.py BIN_DIR MODEL.gguf DISK_DIR [--tokens 8176] [--port 18090] > disk_tier_ttft.jsonl
@@ -38,12 +39,14 @@ def drop_page_cache(directory):
             os.close(fd)
 
 
-def start(args, log):
+def start(args, log, whole_read=False):
     # One sequence with room for the prompt (the default context is shorter than the measured prompt).
     cmd = [str(pathlib.Path(args.bin_dir) / "kvtrie"), "serve", "--model", args.model, "--port", str(args.port),
            "-c", str(args.tokens + 1040), "--parallel", "1",
            "--kv-device-mb", str(args.kv_device_mb), "--kv-host-mb", str(args.kv_host_mb),
            "--kv-disk-dir", args.disk_dir, "--kv-disk-mb", str(args.kv_disk_mb)]
+    if whole_read:
+        cmd.append("--no-kv-disk-overlap")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):
         try:
@@ -103,14 +106,18 @@ def main():
         generate(args, "other_prompt", other)
         generate(args, "host_hit", first)
         stop(proc)  # persists every cached page
-        drop_page_cache(args.disk_dir)
-        proc = start(args, log)
-        generate(args, "disk_hit_after_restart", first)
-        stop(proc)
-        # A service restart (an upgrade, `systemctl restart`) finds the tier's files still in the page cache.
-        proc = start(args, log)
-        generate(args, "disk_hit_after_restart_page_cache_warm", first)
-        stop(proc)
+        # The default (the hit computes its first pages while the last ones are read), then the whole run read
+        # (--no-kv-disk-overlap); each after a restart with the page cache dropped, then after a second one
+        # that finds the tier's files still in the page cache, as a service restart (an upgrade, `systemctl
+        # restart`) does.
+        for whole_read, suffix in ((False, ""), (True, "_whole_read")):
+            drop_page_cache(args.disk_dir)
+            proc = start(args, log, whole_read)
+            generate(args, "disk_hit_after_restart" + suffix, first)
+            stop(proc)
+            proc = start(args, log, whole_read)
+            generate(args, "disk_hit_after_restart" + suffix + "_page_cache_warm", first)
+            stop(proc)
     drop_page_cache(args.disk_dir)
     files = [f for f in pathlib.Path(args.disk_dir).iterdir() if f.suffix == ".kvpage"]
     started = time.perf_counter()

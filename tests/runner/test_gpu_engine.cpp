@@ -432,8 +432,10 @@ TEST_F(GpuEngineTest, RequestCancelledWhileWaitingToResumeEndsCleanly) {
 
 // A disk hit after a restart is read in the background: a request already decoding keeps producing tokens
 // while the pages come in (every page read here takes a second), and the hit's tokens equal a cold run's.
+// Without overlap the hit waits for the whole read, so every page comes from disk.
 TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
   GpuEngineConfig config = tiered(2, 16, 32);
+  config.kv_disk_overlap = false;
   config.kv_disk_dir = test::scratch_dir() / "kv-disk";
   std::filesystem::remove_all(config.kv_disk_dir);
   config.kv_disk_bytes = 64 << 20;
@@ -476,6 +478,29 @@ TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
   EXPECT_EQ(got.tokens, cold.tokens);
   EXPECT_EQ(stats->cached_tokens_disk, 96u) << "6 full pages of the 99 usable prompt tokens";
   other.cancel();
+}
+
+// With overlap (the default) a disk hit computes its first pages while its last ones are read, one at a
+// time here, 40 ms each: the two meet in the middle (on lavapipe 96, 64 and 32 of the 224 tokens were read
+// with 20, 40 and 80 ms a page, 144 with 5), the answer is a cold run's, and the pages read count as disk
+// hits, those computed as not cached.
+TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
+  GpuEngineConfig config = tiered(1, 32, 32);
+  config.kv_disk_dir = test::scratch_dir() / "kv-disk-overlap";
+  std::filesystem::remove_all(config.kv_disk_dir);
+  config.kv_disk_bytes = 64 << 20;
+  const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 514, 320), 4);
+  const Result cold = run(start(config), prompt);
+  engine_.reset();  // persists its pages to disk at shutdown
+  config.kv_disk_read_delay = std::chrono::milliseconds(40);
+  config.kv_disk_readers = 1;
+  const Result hit = run(start(config), prompt);
+  EXPECT_EQ(hit.tokens, cold.tokens);
+  const uint32_t disk = hit.stats.cached_tokens_disk;
+  EXPECT_GT(disk, 0u) << "nothing was read: the computing did not wait where the read had got to";
+  EXPECT_LT(disk, 224u) << "nothing was computed while the 14 usable full pages were read";
+  EXPECT_EQ(disk % 16, 0u);
+  EXPECT_EQ(hit.stats.cached_tokens, disk);
 }
 
 TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
