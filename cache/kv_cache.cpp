@@ -400,7 +400,8 @@ void KvCache::check_invariants() const {
     for (PageId page : s.pages) ++device_refs[page];
   for (PageId page : copy_sources_) ++device_refs[page];
   for (const auto& load : disk_loads_)
-    for (PageId page : load->pages) ++host_refs[page];
+    for (std::size_t i = 0; i < load->pages.size(); ++i)
+      if (!load->trie_holds(i)) ++host_refs[load->pages[i]];
   KVTRIE_CHECK(!in_flight_.empty() || copy_sources_.empty(), "a copy source is held with no copy in flight");
   KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(),
                "a retired sequence outlived the copies it waited for");

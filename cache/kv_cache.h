@@ -164,6 +164,11 @@ class KvCache {
   std::uint32_t disk_load_floor(DiskLoadId id) const;
   // The read starts no page below `position` from now on (a sequence is computing those positions).
   void limit_disk_load(DiskLoadId id, std::uint32_t position);
+  // A read of the last page first, where a sequence's computing has met it (its position is at or past
+  // disk_load_floor): hangs the pages read so far that follow what the trie holds (as poll_disk_loads
+  // would) without waiting for the reads in flight, and starts no more. Returns the run hung; the load
+  // stays in flight until its reads are done, and poll_disk_loads then reports it with an empty run.
+  DiskRun hang_disk_load(DiskLoadId id);
   // Finishes the background reads that are done (with wait, all of them): the pages each read that the trie
   // does not hold yet and that follow what it holds (the prefix the read started from, plus what a sequence
   // computed of the run meanwhile) are hung in the trie as a host-only node, as acquire()'s own read would;
@@ -261,25 +266,31 @@ class KvCache {
     DiskLoadId id = 0;
     NamespaceId ns = 0;
     GroupId group = 0;
-    Lease at;                         // the prefix the run follows, pinned
-    std::uint32_t start = 0;          // the run's first position
-    std::vector<TokenId> tokens;      // the prompt's tokens up to the run's end
-    std::vector<PageHash> hashes;     // of the run's pages
-    std::vector<PageId> pages;        // the run's host pages, in position order
-    std::vector<DiskPageRead> reads;  // in the order they are read
-    bool last_first = false;          // reads[0] is the run's last page
+    Lease at;                                  // the prefix the run follows, pinned
+    std::uint32_t start = 0;                   // the run's first position
+    std::vector<TokenId> tokens;               // the prompt's tokens up to the run's end
+    std::vector<PageHash> hashes;              // of the run's pages
+    std::vector<PageId> pages;                 // the run's host pages, in position order
+    std::vector<DiskPageRead> reads;           // in the order they are read
+    bool last_first = false;                   // reads[0] is the run's last page
+    bool hung = false;                         // its pages read were hung (or given back): nothing more hangs
+    std::size_t hung_begin = 0, hung_end = 0;  // the pages the trie took then (the rest are the load's)
     DiskRunProgress progress;
     std::future<std::size_t> loaded;  // pages read, from the first of reads (background reads)
     std::uint32_t end() const { return static_cast<std::uint32_t>(tokens.size()); }
+    bool trie_holds(std::size_t page) const { return page >= hung_begin && page < hung_end; }
   };
   // The run of usable past its cached prefix that the disk tier holds, in fresh host pages (nullptr: none),
   // to read in position order or the last page first.
   std::unique_ptr<DiskLoad> prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable, GroupId group,
                                               bool last_first);
-  // Releases every host page the load still holds (a read that failed to start or is abandoned).
+  // Releases every host page the load still holds (all but those it hung).
   void give_back(DiskLoad& load);
-  // Hangs the pages of the run read (the first `loaded` of its reads) that follow what the trie holds of
-  // the prompt, gives the rest back; returns the run hung.
+  // Hangs the run's pages [first, last) (read) that follow what the trie holds of the prompt as a host-only
+  // node; returns the run hung. Once per load.
+  DiskRun hang_read_pages(DiskLoad& load, std::size_t first, std::size_t last);
+  // The read is done: hangs what it read (the first `loaded` of its reads) unless it was hung early, gives
+  // the rest back; returns the run hung now.
   DiskRun finish_disk_load(DiskLoad& load, std::size_t loaded);
   // The background read `id` (throws when there is none).
   DiskLoad& disk_load(DiskLoadId id) const;

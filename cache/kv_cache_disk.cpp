@@ -109,15 +109,15 @@ std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, st
 }
 
 void KvCache::give_back(DiskLoad& load) {
-  for (PageId page : load.pages) host_.release(page);
+  for (std::size_t i = 0; i < load.pages.size(); ++i)
+    if (!load.trie_holds(i)) host_.release(load.pages[i]);
   load.pages.clear();
 }
 
-DiskRun KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
+DiskRun KvCache::hang_read_pages(DiskLoad& load, std::size_t first, std::size_t last) {
+  KVTRIE_CHECK(!load.hung, "a disk read's pages hung twice");
+  load.hung = true;
   const std::uint32_t P = config_.page_tokens;
-  const std::size_t n = load.pages.size();
-  // The run's pages read: [first, last) of its pages, in position order.
-  const std::size_t first = load.last_first ? n - loaded : 0, last = load.last_first ? n : loaded;
   for (std::size_t i = first; i < last; ++i) host_memory_->host_page_written(load.pages[i]);
   // They hang below what the trie holds of the prompt now: the prefix the read started from, plus what a
   // sequence cached of the run meanwhile (computed, or read by acquire()). Pages the trie holds already are
@@ -126,25 +126,37 @@ DiskRun KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
   const std::size_t from = std::max<std::size_t>(first, (std::max(held, load.start) - load.start) / P);
   const bool reaches = held >= load.start + first * P;
   if (first < last && (!reaches || from > first)) ++stats_.disk_loads_discarded;
-  DiskRun run;
-  if (reaches && from < last) {
-    const auto begin = static_cast<std::uint32_t>(load.start + from * P);
-    const Lease at = trie_.pin(load.ns, load.tokens, begin, load.group);
-    const std::span<const PageId> hung(load.pages.data() + from, last - from);
-    const std::vector<PageHash> hashes =
-        trie_.add_host_leaf(at, std::span<const TokenId>(load.tokens).subspan(begin, hung.size() * P), hung);
-    KVTRIE_CHECK(
-        std::equal(hashes.begin(), hashes.end(), load.hashes.begin() + static_cast<std::ptrdiff_t>(from)),
-        "disk pages under another hash");
-    stats_.disk_loaded_pages += hashes.size();
-    run = {begin, static_cast<std::uint32_t>(hung.size() * P)};
-  }
-  // The trie holds the hung pages now; the others go back.
-  for (std::size_t i = 0; i < n; ++i)
-    if (run.tokens == 0 || i < from || i >= last) host_.release(load.pages[i]);
-  load.pages.clear();
+  if (!reaches || from >= last) return {};
+  const auto begin = static_cast<std::uint32_t>(load.start + from * P);
+  const Lease at = trie_.pin(load.ns, load.tokens, begin, load.group);
+  const std::span<const PageId> hung(load.pages.data() + from, last - from);
+  const std::vector<PageHash> hashes =
+      trie_.add_host_leaf(at, std::span<const TokenId>(load.tokens).subspan(begin, hung.size() * P), hung);
+  KVTRIE_CHECK(
+      std::equal(hashes.begin(), hashes.end(), load.hashes.begin() + static_cast<std::ptrdiff_t>(from)),
+      "disk pages under another hash");
+  stats_.disk_loaded_pages += hashes.size();
+  load.hung_begin = from;  // the trie holds these pages now
+  load.hung_end = last;
+  return {begin, static_cast<std::uint32_t>(hung.size() * P)};
+}
+
+DiskRun KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
+  const std::size_t n = load.pages.size();
+  // The run's pages read: [first, last) of its pages, in position order.
+  const std::size_t first = load.last_first ? n - loaded : 0, last = load.last_first ? n : loaded;
+  const DiskRun run = load.hung ? DiskRun{} : hang_read_pages(load, first, last);  // hung early: told then
+  give_back(load);
   if (loaded < load.reads.size()) publish_disk_removals();
   return run;
+}
+
+DiskRun KvCache::hang_disk_load(DiskLoadId id) {
+  DiskLoad& load = disk_load(id);
+  KVTRIE_CHECK(load.last_first, "hang_disk_load of a read in position order");
+  load.progress.limit.store(0);  // no read starts from now on
+  const std::size_t n = load.pages.size(), loaded = load.progress.loaded.load();
+  return hang_read_pages(load, n - loaded, n);
 }
 
 KvCache::DiskLoad& KvCache::disk_load(DiskLoadId id) const {

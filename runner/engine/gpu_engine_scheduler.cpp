@@ -114,7 +114,7 @@ void GpuEngine::State::admit(bool cancel_all) {
       job->disk_checked = true;
       job->disk_load = cache.start_disk_load(job->ns, job->tokens, job->group, config.kv_disk_overlap);
     }
-    // Without overlap, or parked where its computing met the read, it waits for the read to finish.
+    // Without overlap, or preempted during it, it waits for the read to finish.
     if (job->disk_load && (!config.kv_disk_overlap || job->started())) {
       still_waiting.push_back(std::move(job));
       continue;
@@ -140,16 +140,20 @@ void GpuEngine::State::admit(bool cancel_all) {
 
 void GpuEngine::State::finish_disk_loads() {
   if (cache.disk_loads_in_flight() == 0) return;
-  // A prompt computed up to the pages its read has read so far parks until the read is done: it starts
-  // again on the trie as that read leaves it (what it computed, then the pages read).
+  // A prompt whose computing reached the pages its read has read so far takes them (the reads still in
+  // flight are below, of no use now): they hang after what it computed, and it starts again on them. When
+  // it computed them all it just goes on.
   for (size_t i = running.size(); i-- > 0;) {
     Job& job = *running[i];
     if (!job.disk_load || job.computed < cache.disk_load_floor(*job.disk_load)) continue;
-    cache.limit_disk_load(*job.disk_load, job.computed);
+    const DiskRun run = cache.hang_disk_load(*job.disk_load);
+    job.disk_load.reset();
+    if (run.tokens == 0) continue;
     std::unique_ptr<Job> parked = std::move(running[i]);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
-    cache.release(parked->seq);  // its computed pages stay cached, where the read's pages hang
+    cache.release(parked->seq);  // its computed pages stay cached: the read's pages hang from them
     parked->step_tokens = 0;
+    parked->disk_run = run;
     waiting.push_front(std::move(parked));
   }
   for (const DiskLoadDone& done : cache.poll_disk_loads()) {

@@ -38,8 +38,8 @@ struct Job {
   AcquireResult hit;              // of its first start: what the client is told was cached
   // The disk tier: its prompt's pages past the cached prefix are read in the background (the engine runs
   // other requests meanwhile), the last page first while it computes the first ones (kv_disk_overlap) or
-  // before it starts. When its computing reaches the pages read, it waits for the read to finish (parked in
-  // `waiting`), and starts again on the pages that read hung (disk_run, for acquire()).
+  // before it starts. When its computing reaches the pages read, they hang after it and it starts again on
+  // them (disk_run, for acquire(): parked at the front of `waiting` meanwhile).
   bool disk_checked = false;
   std::optional<DiskLoadId> disk_load;
   DiskRun disk_run;
@@ -110,8 +110,8 @@ struct GpuEngine::State {
   // Scheduling (gpu_engine_scheduler.cpp), engine thread.
   void run();
   void admit(bool cancel_all);
-  // Parks each prompt whose computing met its disk read (until the read is done), and hands the background
-  // disk reads that are done to their waiting requests.
+  // Hands each prompt whose computing met its disk read the pages read (parking it to start again on them),
+  // and the background disk reads that are done to their waiting requests.
   void finish_disk_loads();
   // The prefill tokens of this step (n at most) for a prompt whose pages are being read meanwhile.
   uint32_t disk_overlap_chunk(const Job& job, uint32_t n);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "cache/disk_page_store.h"
 #include "cache/kv_cache.h"
@@ -221,6 +222,40 @@ TEST_F(KvCacheDiskTest, AReadOfTheLastPagesFirstMeetsASequenceComputingTheFirstO
   EXPECT_EQ(again.device_hit_tokens, 20u);
   EXPECT_EQ(again.disk_hit_tokens, 8u);
   EXPECT_EQ(cache_->stats().disk_loads_discarded, 0u);
+}
+
+// Where the computing meets the read, hang_disk_load() hangs the pages read so far at once, while the read
+// of the page below them (computed already) is still in flight: that one is given back when it is done.
+TEST_F(KvCacheDiskTest, AMeetHangsThePagesReadWithoutWaitingForTheReadsInFlight) {
+  const auto prompt = range(7, 30);
+  reader_threads_ = 1;
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(300));
+  const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt, 0, /*last_first=*/true);
+  ASSERT_TRUE(id.has_value());
+  const AcquireResult computing = cache_->acquire(1, prompt, 0, {}, /*read_disk=*/false);
+  ASSERT_EQ(cache_->reserve(computing.seq, 20), ReserveStatus::Ok);
+  copier_->write(cache_->page_table(computing.seq), kv_values(1, prompt), 0, 20);
+  cache_->commit(computing.seq, std::span(prompt).first(20));
+  cache_->release(computing.seq);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cache_->disk_load_floor(*id) > 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto met = std::chrono::steady_clock::now();
+  ASSERT_EQ(cache_->disk_load_floor(*id), 20u);
+  const DiskRun run = cache_->hang_disk_load(*id);
+  EXPECT_LT(std::chrono::steady_clock::now() - met, std::chrono::milliseconds(150))
+      << "it waited for the read in flight";
+  EXPECT_EQ(run.start, 20u);
+  EXPECT_EQ(run.tokens, 8u);
+  EXPECT_EQ(cache_->disk_loads_in_flight(), 1u) << "page 4's read is still in flight";
+  cache_->check_invariants();
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.tokens, 0u) << "told at the meet already";
+  const AcquireResult again = request(1, prompt, run);
+  EXPECT_EQ(again.cached_tokens, 28u);
+  EXPECT_EQ(again.device_hit_tokens, 20u);
+  EXPECT_EQ(again.disk_hit_tokens, 8u);
 }
 
 // Read the last page first with nothing computed: a whole run hangs below the cached prefix, as a read in

@@ -480,10 +480,11 @@ TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
   other.cancel();
 }
 
-// With overlap (the default) a disk hit computes its first pages while its last ones are read, one at a
-// time here, 40 ms each: the two meet in the middle (on lavapipe 96, 64 and 32 of the 224 tokens were read
-// with 20, 40 and 80 ms a page, 144 with 5), the answer is a cold run's, and the pages read count as disk
-// hits, those computed as not cached.
+// With overlap (the default) a disk hit computes its first pages while its last ones are read; where the two
+// meet depends on the disk's and the device's speeds (the cache test has a meet in the middle under
+// control). On a fast disk, whichever way it splits, the answer is a cold run's and every cached token came
+// from disk in whole pages. On a slow one (one read in flight, a second a page: 14 s for the 14 full pages)
+// the hit computes them all rather than waiting: no page from disk, and the answer long before the read.
 TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
   GpuEngineConfig config = tiered(1, 32, 32);
   config.kv_disk_dir = test::scratch_dir() / "kv-disk-overlap";
@@ -492,15 +493,21 @@ TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
   const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 514, 320), 4);
   const Result cold = run(start(config), prompt);
   engine_.reset();  // persists its pages to disk at shutdown
-  config.kv_disk_read_delay = std::chrono::milliseconds(40);
+  const Result fast = run(start(config), prompt);
+  EXPECT_EQ(fast.tokens, cold.tokens);
+  EXPECT_EQ(fast.stats.cached_tokens, fast.stats.cached_tokens_disk);
+  EXPECT_EQ(fast.stats.cached_tokens_disk % 16, 0u);
+  EXPECT_LE(fast.stats.cached_tokens_disk, 224u);
+  engine_.reset();
+
+  config.kv_disk_read_delay = std::chrono::milliseconds(1000);
   config.kv_disk_readers = 1;
-  const Result hit = run(start(config), prompt);
-  EXPECT_EQ(hit.tokens, cold.tokens);
-  const uint32_t disk = hit.stats.cached_tokens_disk;
-  EXPECT_GT(disk, 0u) << "nothing was read: the computing did not wait where the read had got to";
-  EXPECT_LT(disk, 224u) << "nothing was computed while the 14 usable full pages were read";
-  EXPECT_EQ(disk % 16, 0u);
-  EXPECT_EQ(hit.stats.cached_tokens, disk);
+  GpuEngine& engine = start(config);
+  const auto submitted = Clock::now();
+  const Result slow = run(engine, prompt);
+  EXPECT_LT(Clock::now() - submitted, std::chrono::seconds(7)) << "the hit waited for its read";
+  EXPECT_EQ(slow.tokens, cold.tokens);
+  EXPECT_EQ(slow.stats.cached_tokens_disk, 0u);
 }
 
 TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
