@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,7 @@ def start(args, log, whole_read=False):
            "--kv-disk-dir", args.disk_dir, "--kv-disk-mb", str(args.kv_disk_mb)]
     if whole_read:
         cmd.append("--no-kv-disk-overlap")
+    cmd += shlex.split(args.daemon_args)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):
         try:
@@ -100,6 +102,7 @@ def main():
     p.add_argument("--kv-device-mb", type=int, default=1300)
     p.add_argument("--kv-host-mb", type=int, default=3000)
     p.add_argument("--kv-disk-mb", type=int, default=8192)
+    p.add_argument("--daemon-args", default="", help="more arguments of every `kvtrie serve` (e.g. --log-level debug)")
     p.add_argument("--vocab", type=int, default=32000, help="token ids are drawn from [1000, vocab) or [3, vocab)")
     args = p.parse_args()
     shutil.rmtree(args.disk_dir, ignore_errors=True)

@@ -148,6 +148,12 @@ void GpuEngine::State::finish_disk_loads() {
     if (!job.disk_load || job.computed < cache.disk_load_floor(*job.disk_load)) continue;
     const DiskRun run = cache.hang_disk_load(*job.disk_load);
     job.disk_load.reset();
+    spdlog::info(
+        "kv disk tier: a prompt of {} tokens met its disk read at {} after {:.0f} ms: {} tokens read, {} "
+        "computed",
+        job.prompt_size, job.computed,
+        job.prompt_started == Clock::time_point{} ? 0.0 : ms_between(job.prompt_started, Clock::now()),
+        run.tokens, job.computed - job.hit.cached_tokens);
     if (run.tokens == 0) continue;
     std::unique_ptr<Job> parked = std::move(running[i]);
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
@@ -246,19 +252,23 @@ void GpuEngine::State::reserve_step() {
   }
 }
 
-uint32_t GpuEngine::State::disk_overlap_chunk(const Job& job, uint32_t n) {
+uint32_t GpuEngine::State::disk_overlap_chunk(Job& job, uint32_t n) {
   // Its prompt's pages are being read from the last one down while it computes the first ones. It takes at
   // most half the pages between its position and those read (the read keeps the other half, so neither
-  // side's speed needs knowing: if the read is slow the computing takes all of them within a few steps),
-  // in short chunks (where the two meet is seen a step late), and tells the read where the computing will
-  // be (it reads nothing below).
+  // side's speed needs knowing: if the read is slow the computing takes all of them within a few steps), in
+  // steps that start short and double (where the two meet is seen a step late), and tells the read where
+  // the computing will be (it reads nothing below).
   const uint32_t P = config.page_tokens;
   const uint32_t floor = cache.disk_load_floor(*job.disk_load);
-  if (floor <= job.computed) return 0;  // met: it parks before the next step
+  if (floor <= job.computed) return 0;  // met: it takes the pages read before the next step
   const uint32_t gap_pages = (floor - job.computed + P - 1) / P;
   const uint32_t half = std::max<uint32_t>(1, gap_pages / 2) * P;
-  n = std::min({n, floor - job.computed, half, kDiskOverlapChunk});
+  const uint32_t step = kDiskOverlapFirstChunk << std::min(job.disk_overlap_steps, 16u);
+  n = std::min({n, floor - job.computed, half, step});
+  ++job.disk_overlap_steps;
   cache.limit_disk_load(*job.disk_load, job.computed + n);
+  spdlog::debug("engine: computing {} prompt tokens from {} while the disk read has reached {}", n,
+                job.computed, floor);
   return n;
 }
 
