@@ -43,13 +43,15 @@
 // host-only node, which the usual promotion then copies to the device. The scheduler reads them in the
 // background instead (start_disk_load): the same pages, read on a thread of their own while the owner thread
 // runs steps, hung in the trie by poll_disk_loads(); acquire() then finds them as host pages and is told the
-// run was read from disk. persist_to_disk() moves every unpinned
-// cached page there (shutdown). Events name the disk tier as Tier::Disk: a page is Stored there when the host
-// tier's drop hands it to the disk (whether written now or found there), and Removed when the disk tier
-// reports it gone (evicted, refused, dropped, the tier turned off), at the next spill, disk lookup or
-// persist; pages a previous run left on disk are published only once this run hands them over again. Thread
-// model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an attached event
-// sink and an attached disk tier must outlive the KvCache.
+// run was read from disk. Read the last page first, the run meets a sequence computing its first pages: the
+// read starts no page below where the computing will be (limit_disk_load), and what it read hangs after
+// what the sequence committed (hang_disk_load at the meet, or poll_disk_loads), never over pages the trie
+// holds. persist_to_disk() moves every unpinned cached page there (shutdown). Events name the disk tier as
+// Tier::Disk: a page is Stored there when the host tier's drop hands it to the disk (whether written now or
+// found there), and Removed when the disk tier reports it gone (evicted, refused, dropped, the tier turned
+// off), at the next spill, disk lookup or persist; pages a previous run left on disk are published only once
+// this run hands them over again. Thread model: single owner thread (the scheduler); nothing here is
+// thread-safe. The PageCopier, an attached event sink and an attached disk tier must outlive the KvCache.
 #pragma once
 #include <chrono>
 #include <cstddef>

@@ -178,7 +178,8 @@ void KvCache::limit_disk_load(DiskLoadId id, std::uint32_t position) {
   // The pages that start at or past `position` are still wanted: the first reads (the last pages first).
   const std::uint32_t P = config_.page_tokens;
   const std::size_t n = load.pages.size();
-  const std::size_t first_wanted = (std::max(position, load.start) - load.start + P - 1) / P;
+  const std::uint64_t above_start = std::max(position, load.start) - load.start;  // UINT32_MAX: no page
+  const std::uint64_t first_wanted = (above_start + P - 1) / P;
   const std::size_t wanted = first_wanted >= n ? 0 : n - first_wanted;
   std::size_t limit = load.progress.limit.load();
   while (wanted < limit && !load.progress.limit.compare_exchange_weak(limit, wanted)) {

@@ -258,6 +258,21 @@ TEST_F(KvCacheDiskTest, AMeetHangsThePagesReadWithoutWaitingForTheReadsInFlight)
   EXPECT_EQ(again.disk_hit_tokens, 8u);
 }
 
+// A limit past the run (a request cancelled while its read is in flight) starts no more reads: of the seven
+// pages only the one in flight when it came is read, and nothing hangs (the trie holds nothing it follows).
+TEST_F(KvCacheDiskTest, ALimitPastTheRunStopsTheRead) {
+  const auto prompt = range(7, 30);
+  reader_threads_ = 1;
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(200));
+  const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt, 0, /*last_first=*/true);
+  ASSERT_TRUE(id.has_value());
+  cache_->limit_disk_load(*id, UINT32_MAX);
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.tokens, 0u);
+  EXPECT_LE(disk_->stats().reads, 1u);
+}
+
 // Read the last page first with nothing computed: a whole run hangs below the cached prefix, as a read in
 // order would; a run cut short by a corrupt page does not reach that prefix and is given back (a read in
 // order then takes the pages before the corrupt one).
