@@ -90,6 +90,17 @@ class KvCacheDiskTest : public ::testing::Test {
     return r;
   }
 
+  // A sequence computes the prompt's first `tokens` positions (nothing cached before them) without reading
+  // the disk, as the scheduler's does while a read of the prompt's pages is in flight, and commits them.
+  void compute_head(NamespaceId ns, const std::vector<TokenId>& prompt, std::uint32_t tokens) {
+    const AcquireResult computing = cache_->acquire(ns, prompt, 0, {}, /*read_disk=*/false);
+    EXPECT_EQ(computing.cached_tokens, 0u);
+    ASSERT_EQ(cache_->reserve(computing.seq, tokens), ReserveStatus::Ok);
+    copier_->write(cache_->page_table(computing.seq), kv_values(ns, prompt), 0, tokens);
+    cache_->commit(computing.seq, std::span(prompt).first(tokens));
+    cache_->release(computing.seq);
+  }
+
   // Caches prompt in namespace 1, persists it to disk, and starts a new cache over the directory (a restart)
   // whose every page read waits `read_delay` (a slow disk for the background reads).
   void persist_and_restart(const std::vector<TokenId>& prompt, std::uint32_t host_pages,
@@ -204,12 +215,7 @@ TEST_F(KvCacheDiskTest, AReadOfTheLastPagesFirstMeetsASequenceComputingTheFirstO
   ASSERT_TRUE(id.has_value());
   cache_->limit_disk_load(*id, 20);  // the sequence computes positions [0, 20)
   EXPECT_EQ(cache_->disk_load_floor(*id), 28u) << "nothing is read yet: the floor is the run's end";
-  const AcquireResult computing = cache_->acquire(1, prompt, 0, {}, /*read_disk=*/false);
-  EXPECT_EQ(computing.cached_tokens, 0u);
-  ASSERT_EQ(cache_->reserve(computing.seq, 20), ReserveStatus::Ok);
-  copier_->write(cache_->page_table(computing.seq), kv_values(1, prompt), 0, 20);
-  cache_->commit(computing.seq, std::span(prompt).first(20));
-  cache_->release(computing.seq);
+  compute_head(1, prompt, 20);
   cache_->wait_for_disk_load(std::chrono::seconds(10));
   EXPECT_EQ(cache_->disk_load_floor(*id), 20u) << "pages 6 and 5 read, nothing below the computing";
   const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
@@ -232,11 +238,7 @@ TEST_F(KvCacheDiskTest, AMeetHangsThePagesReadWithoutWaitingForTheReadsInFlight)
   persist_and_restart(prompt, 16, std::chrono::milliseconds(300));
   const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt, 0, /*last_first=*/true);
   ASSERT_TRUE(id.has_value());
-  const AcquireResult computing = cache_->acquire(1, prompt, 0, {}, /*read_disk=*/false);
-  ASSERT_EQ(cache_->reserve(computing.seq, 20), ReserveStatus::Ok);
-  copier_->write(cache_->page_table(computing.seq), kv_values(1, prompt), 0, 20);
-  cache_->commit(computing.seq, std::span(prompt).first(20));
-  cache_->release(computing.seq);
+  compute_head(1, prompt, 20);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (cache_->disk_load_floor(*id) > 20 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

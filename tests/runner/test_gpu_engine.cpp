@@ -123,6 +123,13 @@ class GpuEngineTest : public test::VulkanTest {
     c.kv_host_bytes = host_pages * page_bytes;
     return c;
   }
+  // A disk tier of 64 MiB in a fresh directory of the test's scratch directory.
+  static GpuEngineConfig with_disk_tier(GpuEngineConfig c, const std::string& name) {
+    c.kv_disk_dir = test::scratch_dir() / name;
+    std::filesystem::remove_all(c.kv_disk_dir);
+    c.kv_disk_bytes = 64 << 20;
+    return c;
+  }
   // Tiers of 4 and 8 MiB (1,024 and 2,048 pages of this model; every test's working set fits on the device
   // tier several times over), where the defaults (a quarter of lavapipe's "device" memory) would make the
   // per-step cache audit of debug and sanitizer builds scan hundreds of thousands of pages.
@@ -434,11 +441,8 @@ TEST_F(GpuEngineTest, RequestCancelledWhileWaitingToResumeEndsCleanly) {
 // while the pages come in (every page read here takes a second), and the hit's tokens equal a cold run's.
 // Without overlap the hit waits for the whole read, so every page comes from disk.
 TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
-  GpuEngineConfig config = tiered(2, 16, 32);
+  GpuEngineConfig config = with_disk_tier(tiered(2, 16, 32), "kv-disk");
   config.kv_disk_overlap = false;
-  config.kv_disk_dir = test::scratch_dir() / "kv-disk";
-  std::filesystem::remove_all(config.kv_disk_dir);
-  config.kv_disk_bytes = 64 << 20;
   const GenerateRequest long_prompt = greedy(pseudo_random_tokens(100, 512, 320), 4);
   const Result cold = run(start(config), long_prompt);
   engine_.reset();  // persists its pages to disk at shutdown
@@ -486,10 +490,7 @@ TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
 // from disk in whole pages. On a slow one (one read in flight, a second a page: 14 s for the 14 full pages)
 // the hit computes them all rather than waiting: no page from disk, and the answer long before the read.
 TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
-  GpuEngineConfig config = tiered(1, 32, 32);
-  config.kv_disk_dir = test::scratch_dir() / "kv-disk-overlap";
-  std::filesystem::remove_all(config.kv_disk_dir);
-  config.kv_disk_bytes = 64 << 20;
+  GpuEngineConfig config = with_disk_tier(tiered(1, 32, 32), "kv-disk-overlap");
   const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 514, 320), 4);
   const Result cold = run(start(config), prompt);
   engine_.reset();  // persists its pages to disk at shutdown
