@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Issue 11's TTFT table: one long prompt recomputed, from the device tier, from the host tier and from the
-disk tier after a restart (its files read from the disk, then again after a second restart with them still
-in the page cache, as a service restart finds them), through the daemon (`kvtrie serve`), and a plain
-sequential read of the disk tier's files as the disk's own speed. One JSON line per step on stdout
-(docs/BENCHMARKS.md, "The disk tier").
+disk tier after a restart (its files read from the disk, then again after a second restart with all of them
+in the page cache, as a service restart finds those just written; by default, where the hit computes its
+first pages while the last ones are read, and with --no-kv-disk-overlap, where it reads them all), through
+the daemon (`kvtrie serve`), and a plain sequential read of the disk tier's files as the disk's own speed.
+One JSON line per step on stdout (docs/BENCHMARKS.md, "The disk tier").
 
     bench/disk_tier_ttft.py BIN_DIR MODEL.gguf DISK_DIR [--tokens 8176] [--port 18090] > disk_tier_ttft.jsonl
 
@@ -18,6 +19,7 @@ import json
 import os
 import pathlib
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -38,12 +40,24 @@ def drop_page_cache(directory):
             os.close(fd)
 
 
-def start(args, log):
+def warm_page_cache(directory):
+    # Every file read once: all of the tier's pages in the page cache, as just after the daemon wrote them.
+    for path in pathlib.Path(directory).iterdir():
+        if path.is_file():
+            with open(path, "rb", buffering=0) as fh:
+                while fh.read(8 << 20):
+                    pass
+
+
+def start(args, log, whole_read=False):
     # One sequence with room for the prompt (the default context is shorter than the measured prompt).
     cmd = [str(pathlib.Path(args.bin_dir) / "kvtrie"), "serve", "--model", args.model, "--port", str(args.port),
            "-c", str(args.tokens + 1040), "--parallel", "1",
            "--kv-device-mb", str(args.kv_device_mb), "--kv-host-mb", str(args.kv_host_mb),
            "--kv-disk-dir", args.disk_dir, "--kv-disk-mb", str(args.kv_disk_mb)]
+    if whole_read:
+        cmd.append("--no-kv-disk-overlap")
+    cmd += shlex.split(args.daemon_args)
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):
         try:
@@ -88,6 +102,7 @@ def main():
     p.add_argument("--kv-device-mb", type=int, default=1300)
     p.add_argument("--kv-host-mb", type=int, default=3000)
     p.add_argument("--kv-disk-mb", type=int, default=8192)
+    p.add_argument("--daemon-args", default="", help="more arguments of every `kvtrie serve` (e.g. --log-level debug)")
     p.add_argument("--vocab", type=int, default=32000, help="token ids are drawn from [1000, vocab) or [3, vocab)")
     args = p.parse_args()
     shutil.rmtree(args.disk_dir, ignore_errors=True)
@@ -103,14 +118,19 @@ def main():
         generate(args, "other_prompt", other)
         generate(args, "host_hit", first)
         stop(proc)  # persists every cached page
-        drop_page_cache(args.disk_dir)
-        proc = start(args, log)
-        generate(args, "disk_hit_after_restart", first)
-        stop(proc)
-        # A service restart (an upgrade, `systemctl restart`) finds the tier's files still in the page cache.
-        proc = start(args, log)
-        generate(args, "disk_hit_after_restart_page_cache_warm", first)
-        stop(proc)
+        # The default (the hit computes its first pages while the last ones are read), then the whole run read
+        # (--no-kv-disk-overlap); each after a restart with the page cache dropped, then after a second one
+        # with every file of the tier in the page cache, as a service restart (an upgrade, `systemctl
+        # restart`) finds the pages its predecessor just wrote.
+        for whole_read, suffix in ((False, ""), (True, "_whole_read")):
+            drop_page_cache(args.disk_dir)
+            proc = start(args, log, whole_read)
+            generate(args, "disk_hit_after_restart" + suffix, first)
+            stop(proc)
+            warm_page_cache(args.disk_dir)
+            proc = start(args, log, whole_read)
+            generate(args, "disk_hit_after_restart" + suffix + "_page_cache_warm", first)
+            stop(proc)
     drop_page_cache(args.disk_dir)
     files = [f for f in pathlib.Path(args.disk_dir).iterdir() if f.suffix == ".kvpage"]
     started = time.perf_counter()

@@ -255,17 +255,22 @@ DiskLoadStatus DiskPageStore::load(PageHash hash, std::span<const TokenId> token
   return DiskLoadStatus::Refused;
 }
 
-std::size_t DiskPageStore::load_run(std::span<const DiskPageRead> pages) {
+std::size_t DiskPageStore::load_run(std::span<const DiskPageRead> pages, DiskRunProgress* progress) {
   if (!enabled_) return 0;
   std::lock_guard run_lock(run_mutex_);
   std::vector<DiskLoadStatus> status(pages.size(), DiskLoadStatus::Missing);
+  std::mutex leading_mutex;  // guards status and leading: pages complete out of order
+  std::size_t leading = 0;   // pages [0, leading) loaded Ok
   reader_->run(pages.size(), [&](std::size_t i) {
-    status[i] = load(pages[i].hash, pages[i].tokens, pages[i].out);
-    return status[i] == DiskLoadStatus::Ok;  // a failed page ends the run: later pages are of no use
+    if (progress != nullptr && i >= progress->limit.load()) return false;  // this page and those after it
+    const DiskLoadStatus loaded = load(pages[i].hash, pages[i].tokens, pages[i].out);
+    const std::lock_guard lock(leading_mutex);
+    status[i] = loaded;
+    while (leading < status.size() && status[leading] == DiskLoadStatus::Ok) ++leading;
+    if (progress != nullptr) progress->loaded.store(leading);
+    return loaded == DiskLoadStatus::Ok;  // a failed page ends the run: later pages are of no use
   });
-  return static_cast<std::size_t>(
-      std::find_if(status.begin(), status.end(), [](DiskLoadStatus s) { return s != DiskLoadStatus::Ok; }) -
-      status.begin());
+  return leading;
 }
 
 void DiskPageStore::drain() {

@@ -73,6 +73,13 @@ struct DiskPageRead {
   std::span<std::byte> out;
 };
 
+// How far a load_run() in progress got, and where it stops: shared between it and the thread that started it.
+struct DiskRunProgress {
+  std::atomic<std::size_t> loaded{0};  // pages [0, loaded) of the run are read and checked
+  // Pages from this index on are not started (any thread may lower it while the run goes on).
+  std::atomic<std::size_t> limit{SIZE_MAX};
+};
+
 struct DiskPageStoreStats {
   bool enabled = false;
   std::uint64_t pages = 0;  // files of this fingerprint
@@ -110,8 +117,10 @@ class DiskPageStore {
   DiskLoadStatus load(PageHash hash, std::span<const TokenId> tokens, std::span<std::byte> out);
   // Reads pages[0], pages[1], ... (several at once) and returns how many leading pages loaded Ok: the run
   // ends at the first page that is missing, refused or unreadable (pages past it may be left unread or
-  // read for nothing; their out bytes are unspecified). 0 when the tier is disabled.
-  std::size_t load_run(std::span<const DiskPageRead> pages);
+  // read for nothing; their out bytes are unspecified). 0 when the tier is disabled. With progress, the
+  // leading pages loaded so far are published as they complete, and pages from progress->limit on are not
+  // started.
+  std::size_t load_run(std::span<const DiskPageRead> pages, DiskRunProgress* progress = nullptr);
   // Blocks until every queued page is written (or dropped by a failure).
   void drain();
   DiskPageStoreStats stats() const;

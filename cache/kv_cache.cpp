@@ -66,14 +66,14 @@ const KvCache::Sequence& KvCache::sequence(SeqId seq) const {
 }
 
 AcquireResult KvCache::acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group,
-                               DiskRun from_disk) {
+                               DiskRun from_disk, bool read_disk) {
   KVTRIE_CHECK(!prompt.empty(), "acquire of an empty prompt");
   const std::uint32_t P = config_.page_tokens;
   // The last prompt token is always computed: its logits are needed to sample.
   const auto usable = prompt.first(prompt.size() - 1);
   // Pages read from disk become a host-only node at the end of the cached prefix: the match ends with them.
   // A background read (from_disk) hung its run earlier; what this call reads follows the match as it is.
-  if (disk_ != nullptr) {
+  if (disk_ != nullptr && read_disk) {
     if (const DiskRun read_now = load_from_disk(ns, usable, group); read_now.tokens > 0) from_disk = read_now;
   }
   const MatchResult match = trie_.match(ns, usable);
@@ -400,7 +400,8 @@ void KvCache::check_invariants() const {
     for (PageId page : s.pages) ++device_refs[page];
   for (PageId page : copy_sources_) ++device_refs[page];
   for (const auto& load : disk_loads_)
-    for (PageId page : load->pages) ++host_refs[page];
+    for (std::size_t i = 0; i < load->pages.size(); ++i)
+      if (!load->trie_holds(i)) ++host_refs[load->pages[i]];
   KVTRIE_CHECK(!in_flight_.empty() || copy_sources_.empty(), "a copy source is held with no copy in flight");
   KVTRIE_CHECK(!in_flight_.empty() || retired_.empty(),
                "a retired sequence outlived the copies it waited for");

@@ -43,13 +43,15 @@
 // host-only node, which the usual promotion then copies to the device. The scheduler reads them in the
 // background instead (start_disk_load): the same pages, read on a thread of their own while the owner thread
 // runs steps, hung in the trie by poll_disk_loads(); acquire() then finds them as host pages and is told the
-// run was read from disk. persist_to_disk() moves every unpinned
-// cached page there (shutdown). Events name the disk tier as Tier::Disk: a page is Stored there when the host
-// tier's drop hands it to the disk (whether written now or found there), and Removed when the disk tier
-// reports it gone (evicted, refused, dropped, the tier turned off), at the next spill, disk lookup or
-// persist; pages a previous run left on disk are published only once this run hands them over again. Thread
-// model: single owner thread (the scheduler); nothing here is thread-safe. The PageCopier, an attached event
-// sink and an attached disk tier must outlive the KvCache.
+// run was read from disk. Read the last page first, the run meets a sequence computing its first pages: the
+// read starts no page below where the computing will be (limit_disk_load), and what it read hangs after
+// what the sequence committed (hang_disk_load at the meet, or poll_disk_loads), never over pages the trie
+// holds. persist_to_disk() moves every unpinned cached page there (shutdown). Events name the disk tier as
+// Tier::Disk: a page is Stored there when the host tier's drop hands it to the disk (whether written now or
+// found there), and Removed when the disk tier reports it gone (evicted, refused, dropped, the tier turned
+// off), at the next spill, disk lookup or persist; pages a previous run left on disk are published only once
+// this run hands them over again. Thread model: single owner thread (the scheduler); nothing here is
+// thread-safe. The PageCopier, an attached event sink and an attached disk tier must outlive the KvCache.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -117,7 +119,7 @@ struct KvCacheStats {
   std::uint64_t hit_tokens_disk = 0;       // prompt tokens reused from disk pages (read, then promoted)
   std::uint64_t disk_loaded_pages = 0;     // pages read from the disk tier into host pages
   std::uint64_t disk_spilled_pages = 0;    // pages the host tier dropped that the disk tier took
-  std::uint64_t disk_loads_discarded = 0;  // background reads whose pages were cached meanwhile
+  std::uint64_t disk_loads_discarded = 0;  // background reads of which the trie held pages meanwhile
   std::uint64_t miss_tokens = 0;           // prompt tokens that had to be computed
   std::uint64_t promoted_pages = 0;
   std::uint64_t demoted_pages = 0;
@@ -148,17 +150,31 @@ class KvCache {
   // Starts a sequence for prompt (non-empty) in namespace ns, owned by `group` (0: none; a namespace always
   // has the same group). Never fails: when promotion or the copy-on-write page finds no room it reuses less.
   // Queues copies: read its pages once ready() (or sync()). `from_disk`: the run a background read of this
-  // prompt hung (poll_disk_loads), which is reported as disk hits rather than host hits.
+  // prompt hung (poll_disk_loads), which is reported as disk hits rather than host hits. read_disk false:
+  // the disk tier is not looked up (a background read of the prompt is in flight).
   AcquireResult acquire(NamespaceId ns, std::span<const TokenId> prompt, GroupId group = 0,
-                        DiskRun from_disk = {});
+                        DiskRun from_disk = {}, bool read_disk = true);
   // Starts reading the prompt's pages past its cached prefix that the disk tier holds into fresh host pages,
   // in the background (a thread of its own; the prefix they hang from is pinned meanwhile). nullopt: nothing
-  // to read. Returns at once; poll_disk_loads() finishes it.
+  // to read. Returns at once; poll_disk_loads() finishes it. last_first: the last page is read first, so
+  // that a sequence may compute the run's first pages meanwhile and the two meet in the middle
+  // (disk_load_floor, limit_disk_load); the pages read hang only below what the trie then holds.
   std::optional<DiskLoadId> start_disk_load(NamespaceId ns, std::span<const TokenId> prompt,
-                                            GroupId group = 0);
-  // Finishes the background reads that are done (with wait, all of them): each run is hung in the trie as a
-  // host-only node, as acquire()'s own read would, unless a sequence cached those pages meanwhile (then the
-  // read is given back). Cheap when none is done; call it before every step.
+                                            GroupId group = 0, bool last_first = false);
+  // Where the pages a background read has read so far begin: they hold the prompt's positions [floor, end
+  // of the run) (the run's end while none is read). Page-aligned; only falls while the read goes on.
+  std::uint32_t disk_load_floor(DiskLoadId id) const;
+  // The read starts no page below `position` from now on (a sequence is computing those positions).
+  void limit_disk_load(DiskLoadId id, std::uint32_t position);
+  // A read of the last page first, where a sequence's computing has met it (its position is at or past
+  // disk_load_floor): hangs the pages read so far that follow what the trie holds (as poll_disk_loads
+  // would) without waiting for the reads in flight, and starts no more. Returns the run hung; the load
+  // stays in flight until its reads are done, and poll_disk_loads then reports it with an empty run.
+  DiskRun hang_disk_load(DiskLoadId id);
+  // Finishes the background reads that are done (with wait, all of them): the pages each read that the trie
+  // does not hold yet and that follow what it holds (the prefix the read started from, plus what a sequence
+  // computed of the run meanwhile) are hung in the trie as a host-only node, as acquire()'s own read would;
+  // the others are given back. Cheap when none is done; call it before every step.
   std::vector<DiskLoadDone> poll_disk_loads(bool wait = false);
   // Waits until a background read is done or `timeout` passes (for an owner with nothing else to do).
   void wait_for_disk_load(std::chrono::milliseconds timeout);
@@ -250,20 +266,36 @@ class KvCache {
   // the reads point into them), the host pages (one reference each until hung or given back).
   struct DiskLoad {
     DiskLoadId id = 0;
-    Lease at;
-    std::uint32_t start = 0;
-    std::vector<TokenId> tokens;
-    std::vector<PageHash> hashes;
-    std::vector<PageId> pages;
-    std::vector<DiskPageRead> reads;
-    std::future<std::size_t> loaded;  // pages read, from the first (background reads)
+    NamespaceId ns = 0;
+    GroupId group = 0;
+    Lease at;                                  // the prefix the run follows, pinned
+    std::uint32_t start = 0;                   // the run's first position
+    std::vector<TokenId> tokens;               // the prompt's tokens up to the run's end
+    std::vector<PageHash> hashes;              // of the run's pages
+    std::vector<PageId> pages;                 // the run's host pages, in position order
+    std::vector<DiskPageRead> reads;           // in the order they are read
+    bool last_first = false;                   // reads[0] is the run's last page
+    bool hung = false;                         // its pages read were hung (or given back): nothing more hangs
+    std::size_t hung_begin = 0, hung_end = 0;  // the pages the trie took then (the rest are the load's)
+    DiskRunProgress progress;
+    std::future<std::size_t> loaded;  // pages read, from the first of reads (background reads)
+    std::uint32_t end() const { return static_cast<std::uint32_t>(tokens.size()); }
+    bool trie_holds(std::size_t page) const { return page >= hung_begin && page < hung_end; }
   };
-  // The run of usable past its cached prefix that the disk tier holds, in fresh host pages (nullptr: none).
-  std::unique_ptr<DiskLoad> prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable, GroupId group);
-  // Releases every host page the load still holds (a read that failed to start or is abandoned).
+  // The run of usable past its cached prefix that the disk tier holds, in fresh host pages (nullptr: none),
+  // to read in position order or the last page first.
+  std::unique_ptr<DiskLoad> prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable, GroupId group,
+                                              bool last_first);
+  // Releases every host page the load still holds (all but those it hung).
   void give_back(DiskLoad& load);
-  // Hangs the first `loaded` pages of the run in the trie and gives the rest back; returns the tokens hung.
-  std::uint32_t finish_disk_load(DiskLoad& load, std::size_t loaded);
+  // Hangs the run's pages [first, last) (read) that follow what the trie holds of the prompt as a host-only
+  // node; returns the run hung. Once per load.
+  DiskRun hang_read_pages(DiskLoad& load, std::size_t first, std::size_t last);
+  // The read is done: hangs what it read (the first `loaded` of its reads) unless it was hung early, gives
+  // the rest back; returns the run hung now.
+  DiskRun finish_disk_load(DiskLoad& load, std::size_t loaded);
+  // The background read `id` (throws when there is none).
+  DiskLoad& disk_load(DiskLoadId id) const;
   // Reads the pages of usable past its cached prefix that the disk tier holds into the host tier (a
   // host-only node below that prefix), on this thread; returns the run read.
   DiskRun load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group);

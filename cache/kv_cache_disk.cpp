@@ -57,7 +57,7 @@ void KvCache::publish_disk_removals() {
 }
 
 std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, std::span<const TokenId> usable,
-                                                              GroupId group) {
+                                                              GroupId group, bool last_first) {
   const std::uint32_t P = config_.page_tokens;
   publish_disk_removals();  // what the writer evicted since, and (at the finish) what a read refuses
   if (!disk_->enabled()) return nullptr;
@@ -75,9 +75,12 @@ std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, st
   }
   if (wanted.empty()) return nullptr;
   auto load = std::make_unique<DiskLoad>();
+  load->ns = ns;
+  load->group = group;
   // Pin the prefix the pages hang from, so making host room cannot drop it.
   load->at = trie_.pin(ns, usable, start, group);
   load->start = start;
+  load->last_first = last_first;
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(wanted.size(), host_.capacity()));
   make_host_room(n);
   // Fresh pages, so no copy in flight reads or writes them; the disk tier reads the run into them with
@@ -88,12 +91,15 @@ std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, st
     load->pages.push_back(*page);
   }
   const std::size_t pages = load->pages.size();
-  load->tokens.assign(usable.begin() + start, usable.begin() + start + pages * P);
+  load->tokens.assign(usable.begin(), usable.begin() + start + pages * P);
   load->hashes.assign(wanted.begin(), wanted.begin() + static_cast<std::ptrdiff_t>(pages));
   try {
-    for (std::size_t i = 0; i < pages; ++i)
-      load->reads.push_back({load->hashes[i], std::span<const TokenId>(load->tokens).subspan(i * P, P),
+    for (std::size_t r = 0; r < pages; ++r) {
+      const std::size_t i = last_first ? pages - 1 - r : r;
+      load->reads.push_back({load->hashes[i],
+                             std::span<const TokenId>(load->tokens).subspan(start + i * P, P),
                              host_memory_->write_host_page(load->pages[i])});
+    }
   } catch (...) {
     // Committing a host chunk failed: the pages hold nothing yet, give them back before throwing.
     give_back(*load);
@@ -103,38 +109,85 @@ std::unique_ptr<KvCache::DiskLoad> KvCache::prepare_disk_load(NamespaceId ns, st
 }
 
 void KvCache::give_back(DiskLoad& load) {
-  for (PageId page : load.pages) host_.release(page);
+  for (std::size_t i = 0; i < load.pages.size(); ++i)
+    if (!load.trie_holds(i)) host_.release(load.pages[i]);
   load.pages.clear();
 }
 
-std::uint32_t KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
+DiskRun KvCache::hang_read_pages(DiskLoad& load, std::size_t first, std::size_t last) {
+  KVTRIE_CHECK(!load.hung, "a disk read's pages hung twice");
+  load.hung = true;
   const std::uint32_t P = config_.page_tokens;
-  std::vector<PageId>& pages = load.pages;
-  // A sequence may have cached the run's first page below the pinned prefix meanwhile (a background read):
-  // the trie then holds those tokens already, and the read is given back.
-  const bool cached_meanwhile =
-      loaded > 0 && trie_.has_child_page(load.at, std::span<const TokenId>(load.tokens).first(P));
-  if (cached_meanwhile) {
-    loaded = 0;
-    ++stats_.disk_loads_discarded;
-  }
-  for (std::size_t i = loaded; i < pages.size(); ++i) host_.release(pages[i]);
-  pages.resize(loaded);
-  for (PageId page : pages) host_memory_->host_page_written(page);
-  if (loaded < load.reads.size()) publish_disk_removals();
-  if (pages.empty()) return 0;
-  const auto tokens = static_cast<std::uint32_t>(pages.size() * P);
+  for (std::size_t i = first; i < last; ++i) host_memory_->host_page_written(load.pages[i]);
+  // They hang below what the trie holds of the prompt now: the prefix the read started from, plus what a
+  // sequence cached of the run meanwhile (computed, or read by acquire()). Pages the trie holds already are
+  // given back, and so are all of them when the trie does not reach the first one read.
+  const std::uint32_t held = trie_.match(load.ns, load.tokens).matched_tokens / P * P;
+  const std::size_t from = std::max<std::size_t>(first, (std::max(held, load.start) - load.start) / P);
+  const bool reaches = held >= load.start + first * P;
+  if (first < last && (!reaches || from > first)) ++stats_.disk_loads_discarded;
+  if (!reaches || from >= last) return {};
+  const auto begin = static_cast<std::uint32_t>(load.start + from * P);
+  const Lease at = trie_.pin(load.ns, load.tokens, begin, load.group);
+  const std::span<const PageId> hung(load.pages.data() + from, last - from);
   const std::vector<PageHash> hashes =
-      trie_.add_host_leaf(load.at, std::span<const TokenId>(load.tokens).first(tokens), pages);
-  pages.clear();  // the trie holds them now
-  KVTRIE_CHECK(std::equal(hashes.begin(), hashes.end(), load.hashes.begin()),
-               "disk pages under another hash");
+      trie_.add_host_leaf(at, std::span<const TokenId>(load.tokens).subspan(begin, hung.size() * P), hung);
+  KVTRIE_CHECK(
+      std::equal(hashes.begin(), hashes.end(), load.hashes.begin() + static_cast<std::ptrdiff_t>(from)),
+      "disk pages under another hash");
   stats_.disk_loaded_pages += hashes.size();
-  return tokens;
+  load.hung_begin = from;  // the trie holds these pages now
+  load.hung_end = last;
+  return {begin, static_cast<std::uint32_t>(hung.size() * P)};
+}
+
+DiskRun KvCache::finish_disk_load(DiskLoad& load, std::size_t loaded) {
+  const std::size_t n = load.pages.size();
+  // The run's pages read: [first, last) of its pages, in position order.
+  const std::size_t first = load.last_first ? n - loaded : 0, last = load.last_first ? n : loaded;
+  const DiskRun run = load.hung ? DiskRun{} : hang_read_pages(load, first, last);  // hung early: told then
+  give_back(load);
+  if (loaded < load.reads.size()) publish_disk_removals();
+  return run;
+}
+
+DiskRun KvCache::hang_disk_load(DiskLoadId id) {
+  DiskLoad& load = disk_load(id);
+  KVTRIE_CHECK(load.last_first, "hang_disk_load of a read in position order");
+  load.progress.limit.store(0);  // no read starts from now on
+  const std::size_t n = load.pages.size(), loaded = load.progress.loaded.load();
+  return hang_read_pages(load, n - loaded, n);
+}
+
+KvCache::DiskLoad& KvCache::disk_load(DiskLoadId id) const {
+  for (const auto& load : disk_loads_)
+    if (load->id == id) return *load;
+  throw Error("kv cache: no background disk read " + std::to_string(id));
+}
+
+std::uint32_t KvCache::disk_load_floor(DiskLoadId id) const {
+  const DiskLoad& load = disk_load(id);
+  const std::size_t loaded = load.progress.loaded.load();
+  if (!load.last_first) return loaded == load.pages.size() ? load.start : load.end();
+  return load.end() - static_cast<std::uint32_t>(loaded) * config_.page_tokens;
+}
+
+void KvCache::limit_disk_load(DiskLoadId id, std::uint32_t position) {
+  DiskLoad& load = disk_load(id);
+  if (!load.last_first) return;  // read in position order: computing the first pages stops nothing
+  // The pages that start at or past `position` are still wanted: the first reads (the last pages first).
+  const std::uint32_t P = config_.page_tokens;
+  const std::size_t n = load.pages.size();
+  const std::uint64_t above_start = std::max(position, load.start) - load.start;  // UINT32_MAX: no page
+  const std::uint64_t first_wanted = (above_start + P - 1) / P;
+  const std::size_t wanted = first_wanted >= n ? 0 : n - first_wanted;
+  std::size_t limit = load.progress.limit.load();
+  while (wanted < limit && !load.progress.limit.compare_exchange_weak(limit, wanted)) {
+  }
 }
 
 DiskRun KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable, GroupId group) {
-  const std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, usable, group);
+  const std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, usable, group, false);
   if (!load) return {};
   std::size_t loaded = 0;
   try {
@@ -143,20 +196,23 @@ DiskRun KvCache::load_from_disk(NamespaceId ns, std::span<const TokenId> usable,
     give_back(*load);
     throw;
   }
-  return {load->start, finish_disk_load(*load, loaded)};
+  return finish_disk_load(*load, loaded);
 }
 
 std::optional<DiskLoadId> KvCache::start_disk_load(NamespaceId ns, std::span<const TokenId> prompt,
-                                                   GroupId group) {
+                                                   GroupId group, bool last_first) {
   if (disk_ == nullptr || prompt.empty()) return std::nullopt;
-  std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, prompt.first(prompt.size() - 1), group);
+  std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, prompt.first(prompt.size() - 1), group, last_first);
   if (!load) return std::nullopt;
   load->id = next_disk_load_++;
-  // The reads only touch the load's own host pages and tokens, which stay put until it is finished.
+  // The reads only touch the load's own host pages, tokens and progress, which stay put until it is
+  // finished.
   DiskPageStore* const disk = disk_;
   const std::span<const DiskPageRead> reads = load->reads;
+  DiskRunProgress* const progress = &load->progress;
   try {
-    load->loaded = std::async(std::launch::async, [disk, reads] { return disk->load_run(reads); });
+    load->loaded =
+        std::async(std::launch::async, [disk, reads, progress] { return disk->load_run(reads, progress); });
   } catch (...) {
     give_back(*load);  // no thread to read with
     throw;
@@ -180,7 +236,7 @@ std::vector<DiskLoadDone> KvCache::poll_disk_loads(bool wait) {
     } catch (const std::exception& e) {
       spdlog::warn("kv cache: a background disk read failed: {}", e.what());
     }
-    done.push_back({load.id, {load.start, finish_disk_load(load, loaded)}});
+    done.push_back({load.id, finish_disk_load(load, loaded)});
     it = disk_loads_.erase(it);
   }
   return done;

@@ -116,6 +116,10 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   opt(app.add_option("--kv-disk-mb", o.kv_disk_mb, "KV cache budget on disk (0: no disk tier)")
           ->capture_default_str(),
       "kv-disk-mb");
+  opt(app.add_flag("--no-kv-disk-overlap", o.no_kv_disk_overlap,
+                   "a disk hit waits for its whole read (default: it computes its first pages meanwhile, the "
+                   "read takes the last pages first, and the two meet)"),
+      "no-kv-disk-overlap");
   opt(app.add_option("--device", o.device, "Vulkan device index (see --list-devices)"), "device");
   opt(app.add_flag("--deterministic", o.deterministic,
                    "batch-invariant kernels: cached and cold runs agree exactly"),

@@ -29,9 +29,10 @@ struct ServeOptions {
   uint32_t batch_tokens = engine::kDefaultBatchTokens;  // tokens of one forward pass at most (prefill chunks)
   uint64_t kv_device_mb = 0;                            // 0: from free memory
   uint64_t kv_host_mb = 0;
-  std::string kv_disk_dir;         // disk tier directory ("": none)
-  uint64_t kv_disk_mb = 0;         // disk tier budget (0: none)
-  std::optional<uint32_t> device;  // Vulkan device index; unset: the preferred one
+  std::string kv_disk_dir;          // disk tier directory ("": none)
+  uint64_t kv_disk_mb = 0;          // disk tier budget (0: none)
+  bool no_kv_disk_overlap = false;  // a disk hit waits for its whole read (GpuEngineConfig::kv_disk_overlap)
+  std::optional<uint32_t> device;   // Vulkan device index; unset: the preferred one
   bool deterministic = false;
   bool cpu_reference = false;  // serve with the CPU reference engine (tiny models, tests)
   std::string log_level = "info";

@@ -40,6 +40,7 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
     dc.dir = cfg.kv_disk_dir;
     dc.budget_bytes = cfg.kv_disk_bytes;
     dc.read_delay = cfg.kv_disk_read_delay;
+    dc.reader_threads = cfg.kv_disk_readers;
     dc.fingerprint = disk_fingerprint.get();
     dc.page_tokens = cfg.page_tokens;
     dc.page_bytes = model.kv_layout().page_bytes();

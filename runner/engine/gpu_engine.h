@@ -54,6 +54,11 @@ struct GpuEngineConfig {
   std::filesystem::path kv_disk_dir;
   uint64_t kv_disk_bytes = 0;
   std::chrono::milliseconds kv_disk_read_delay{0};  // tests: every disk page read first waits this long
+  uint32_t kv_disk_readers = 64;  // disk page reads in flight (DiskPageStoreConfig::reader_threads)
+  // A prompt whose pages past the cached prefix are on disk starts computing them while they are read, the
+  // last page first, until the two meet (a cold disk reads about as fast as the model computes); false: it
+  // waits for the whole read.
+  bool kv_disk_overlap = true;
   KvEventSink* kv_events =
       nullptr;  // told of every cached page change (--kv-events); must outlive the engine
 };

@@ -112,9 +112,10 @@ void GpuEngine::State::admit(bool cancel_all) {
     // start meanwhile (it holds nothing the reads need from them).
     if (!job->disk_checked && !job->started()) {
       job->disk_checked = true;
-      job->disk_load = cache.start_disk_load(job->ns, job->tokens, job->group);
+      job->disk_load = cache.start_disk_load(job->ns, job->tokens, job->group, config.kv_disk_overlap);
     }
-    if (job->disk_load) {
+    // Without overlap, or preempted during it, it waits for the read to finish.
+    if (job->disk_load && (!config.kv_disk_overlap || job->started())) {
       still_waiting.push_back(std::move(job));
       continue;
     }
@@ -139,6 +140,28 @@ void GpuEngine::State::admit(bool cancel_all) {
 
 void GpuEngine::State::finish_disk_loads() {
   if (cache.disk_loads_in_flight() == 0) return;
+  // A prompt whose computing reached the pages its read has read so far takes them (the reads still in
+  // flight are below, of no use now): they hang after what it computed, and it starts again on them. When
+  // it computed them all it just goes on.
+  for (size_t i = running.size(); i-- > 0;) {
+    Job& job = *running[i];
+    if (!job.disk_load || job.computed < cache.disk_load_floor(*job.disk_load)) continue;
+    const DiskRun run = cache.hang_disk_load(*job.disk_load);
+    job.disk_load.reset();
+    spdlog::info(
+        "kv disk tier: a prompt of {} tokens met its disk read at {} after {:.0f} ms: {} tokens read, {} "
+        "computed",
+        job.prompt_size, job.computed,
+        job.prompt_started == Clock::time_point{} ? 0.0 : ms_between(job.prompt_started, Clock::now()),
+        run.tokens, job.computed - job.hit.cached_tokens);
+    if (run.tokens == 0) continue;
+    std::unique_ptr<Job> parked = std::move(running[i]);
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+    cache.release(parked->seq);  // its computed pages stay cached: the read's pages hang from them
+    parked->step_tokens = 0;
+    parked->disk_run = run;
+    waiting.push_front(std::move(parked));
+  }
   for (const DiskLoadDone& done : cache.poll_disk_loads()) {
     // A request cancelled meanwhile has ended: its pages stay cached for the next one.
     for (auto& job : waiting)
@@ -170,11 +193,19 @@ void GpuEngine::State::start(std::unique_ptr<Job> job) {
   // like a prompt, its sampler continues its random sequence, and its Generation does not emit them again.
   const bool resumed = job->started();
   if (!resumed) job->request->start_output(tokenizer, info.n_ctx);
-  const AcquireResult hit = cache.acquire(job->ns, job->tokens, job->group, job->disk_run);
+  // A read of its pages still in flight hangs them later: no read of its own meanwhile.
+  const AcquireResult hit =
+      cache.acquire(job->ns, job->tokens, job->group, job->disk_run, /*read_disk=*/!job->disk_load);
   job->disk_run = {};
   job->seq = hit.seq;
   job->computed = hit.cached_tokens;
-  if (!resumed) job->hit = hit;
+  if (!resumed) {
+    job->hit = hit;
+  } else {
+    // Parked where its computing met its disk read: the pages that read hung are disk hits too.
+    job->hit.cached_tokens += hit.disk_hit_tokens;
+    job->hit.disk_hit_tokens += hit.disk_hit_tokens;
+  }
   // Running stays in arrival order, so the newest request is the one preempted first.
   const auto at =
       std::upper_bound(running.begin(), running.end(), job->request->submitted,
@@ -197,7 +228,8 @@ void GpuEngine::State::reserve_step() {
     job.step_tokens = 0;
     // Its pages are still arriving on the transfer queue: the others run meanwhile.
     if (!cache.ready(job.seq)) continue;
-    const uint32_t n = job.pending() == 1 ? 1 : std::min(job.pending(), prefill_budget);
+    uint32_t n = job.pending() == 1 ? 1 : std::min(job.pending(), prefill_budget);
+    if (job.disk_load) n = disk_overlap_chunk(job, n);
     if (n == 0) continue;
     for (;;) {
       if (cache.reserve(job.seq, job.computed + n) == ReserveStatus::Ok) {
@@ -218,6 +250,26 @@ void GpuEngine::State::reserve_step() {
       if (victim == i) break;  // it was the newest: it gave its own room back
     }
   }
+}
+
+uint32_t GpuEngine::State::disk_overlap_chunk(Job& job, uint32_t n) {
+  // Its prompt's pages are being read from the last one down while it computes the first ones. It takes at
+  // most half the pages between its position and those read (the read keeps the other half, so neither
+  // side's speed needs knowing: if the read is slow the computing takes all of them within a few steps), in
+  // steps that start short and double (where the two meet is seen a step late), and tells the read where
+  // the computing will be (it reads nothing below).
+  const uint32_t P = config.page_tokens;
+  const uint32_t floor = cache.disk_load_floor(*job.disk_load);
+  if (floor <= job.computed) return 0;  // met: it takes the pages read before the next step
+  const uint32_t gap_pages = (floor - job.computed + P - 1) / P;
+  const uint32_t half = std::max<uint32_t>(1, gap_pages / 2) * P;
+  const uint32_t step = kDiskOverlapFirstChunk << std::min(job.disk_overlap_steps, 16u);
+  n = std::min({n, floor - job.computed, half, step});
+  ++job.disk_overlap_steps;
+  cache.limit_disk_load(*job.disk_load, job.computed + n);
+  spdlog::debug("engine: computing {} prompt tokens from {} while the disk read has reached {}", n,
+                job.computed, floor);
+  return n;
 }
 
 void GpuEngine::State::preempt(size_t index) {
@@ -330,6 +382,8 @@ void GpuEngine::State::end(Job& job, StopKind reason) {
 }
 
 void GpuEngine::State::end_running(size_t index, StopKind reason) {
+  // A read of its prompt's pages still in flight reads no more; what it read hangs where the trie allows.
+  if (running[index]->disk_load) cache.limit_disk_load(*running[index]->disk_load, UINT32_MAX);
   end(*running[index], reason);
   cache.release(running[index]->seq);
   running.erase(running.begin() + static_cast<std::ptrdiff_t>(index));

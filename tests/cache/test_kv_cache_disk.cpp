@@ -4,7 +4,9 @@
 // turned off by a write failure leaves the cache serving, and KV events tell of the pages the disk tier takes
 // and loses (Tier::Disk). The scheduler's background reads (start_disk_load, poll_disk_loads) hang the same
 // pages while the cache serves other prompts, give back a run the trie cached meanwhile, and a cache
-// destroyed with a read in flight waits for it. Page contents are simulated (simulated_kv.h).
+// destroyed with a read in flight waits for it. A read of the last page first meets a sequence computing the
+// first pages: it reads nothing below where the computing will be, and hangs only what follows the computed
+// pages. Page contents are simulated (simulated_kv.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "cache/disk_page_store.h"
 #include "cache/kv_cache.h"
@@ -65,6 +68,7 @@ class KvCacheDiskTest : public ::testing::Test {
     disk.budget_bytes = disk_pages * page_file_bytes(kP, kPageBytes);
     if (queued_pages != 0) disk.max_queued_bytes = queued_pages * kPageBytes;
     disk.read_delay = read_delay_;
+    disk.reader_threads = reader_threads_;
     disk_ = std::make_unique<DiskPageStore>(disk);
     cache_ = std::make_unique<KvCache>(
         KvCacheConfig{kP, kPageBytes, device_pages * kPageBytes, host_pages * kPageBytes}, *copier_);
@@ -84,6 +88,17 @@ class KvCacheDiskTest : public ::testing::Test {
     cache_->check_invariants();
     EXPECT_EQ(r.device_hit_tokens + r.host_hit_tokens + r.disk_hit_tokens, r.cached_tokens);
     return r;
+  }
+
+  // A sequence computes the prompt's first `tokens` positions (nothing cached before them) without reading
+  // the disk, as the scheduler's does while a read of the prompt's pages is in flight, and commits them.
+  void compute_head(NamespaceId ns, const std::vector<TokenId>& prompt, std::uint32_t tokens) {
+    const AcquireResult computing = cache_->acquire(ns, prompt, 0, {}, /*read_disk=*/false);
+    EXPECT_EQ(computing.cached_tokens, 0u);
+    ASSERT_EQ(cache_->reserve(computing.seq, tokens), ReserveStatus::Ok);
+    copier_->write(cache_->page_table(computing.seq), kv_values(ns, prompt), 0, tokens);
+    cache_->commit(computing.seq, std::span(prompt).first(tokens));
+    cache_->release(computing.seq);
   }
 
   // Caches prompt in namespace 1, persists it to disk, and starts a new cache over the directory (a restart)
@@ -108,6 +123,7 @@ class KvCacheDiskTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::chrono::milliseconds read_delay_{0};  // for the next make(): every page read waits this long
+  std::uint32_t reader_threads_ = 64;        // ... and this many reads in flight
   std::unique_ptr<SimulatedCopier> copier_;
   std::unique_ptr<DiskPageStore> disk_;
   std::unique_ptr<KvCache> cache_;
@@ -186,6 +202,106 @@ TEST_F(KvCacheDiskTest, ABackgroundReadOfPagesCachedMeanwhileIsGivenBack) {
   EXPECT_EQ(done[0].run.tokens, 0u);
   EXPECT_EQ(cache_->stats().disk_loads_discarded, 1u);
   EXPECT_EQ(cache_->stats().disk_loaded_pages, 7u);
+}
+
+// The scheduler's overlap: the read takes the last page first (one read in flight, 200 ms a page) while a
+// sequence computes the first five pages; told where the computing ends, it reads nothing below, and its two
+// pages hang after the computed ones, so the prompt then finds all seven: five on device, two from disk.
+TEST_F(KvCacheDiskTest, AReadOfTheLastPagesFirstMeetsASequenceComputingTheFirstOnes) {
+  const auto prompt = range(7, 30);
+  reader_threads_ = 1;
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(200));
+  const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt, 0, /*last_first=*/true);
+  ASSERT_TRUE(id.has_value());
+  cache_->limit_disk_load(*id, 20);  // the sequence computes positions [0, 20)
+  EXPECT_EQ(cache_->disk_load_floor(*id), 28u) << "nothing is read yet: the floor is the run's end";
+  compute_head(1, prompt, 20);
+  cache_->wait_for_disk_load(std::chrono::seconds(10));
+  EXPECT_EQ(cache_->disk_load_floor(*id), 20u) << "pages 6 and 5 read, nothing below the computing";
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.start, 20u);
+  EXPECT_EQ(done[0].run.tokens, 8u);
+  EXPECT_EQ(disk_->stats().reads, 2u) << "the read went below where the computing ended";
+  const AcquireResult again = request(1, prompt, done[0].run);
+  EXPECT_EQ(again.cached_tokens, 28u);
+  EXPECT_EQ(again.device_hit_tokens, 20u);
+  EXPECT_EQ(again.disk_hit_tokens, 8u);
+  EXPECT_EQ(cache_->stats().disk_loads_discarded, 0u);
+}
+
+// Where the computing meets the read, hang_disk_load() hangs the pages read so far at once, while the read
+// of the page below them (computed already) is still in flight: that one is given back when it is done.
+TEST_F(KvCacheDiskTest, AMeetHangsThePagesReadWithoutWaitingForTheReadsInFlight) {
+  const auto prompt = range(7, 30);
+  reader_threads_ = 1;
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(300));
+  const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt, 0, /*last_first=*/true);
+  ASSERT_TRUE(id.has_value());
+  compute_head(1, prompt, 20);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cache_->disk_load_floor(*id) > 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto met = std::chrono::steady_clock::now();
+  ASSERT_EQ(cache_->disk_load_floor(*id), 20u);
+  const DiskRun run = cache_->hang_disk_load(*id);
+  EXPECT_LT(std::chrono::steady_clock::now() - met, std::chrono::milliseconds(150))
+      << "it waited for the read in flight";
+  EXPECT_EQ(run.start, 20u);
+  EXPECT_EQ(run.tokens, 8u);
+  EXPECT_EQ(cache_->disk_loads_in_flight(), 1u) << "page 4's read is still in flight";
+  cache_->check_invariants();
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.tokens, 0u) << "told at the meet already";
+  const AcquireResult again = request(1, prompt, run);
+  EXPECT_EQ(again.cached_tokens, 28u);
+  EXPECT_EQ(again.device_hit_tokens, 20u);
+  EXPECT_EQ(again.disk_hit_tokens, 8u);
+}
+
+// A limit past the run (a request cancelled while its read is in flight) starts no more reads: of the seven
+// pages only the one in flight when it came is read, and nothing hangs (the trie holds nothing it follows).
+TEST_F(KvCacheDiskTest, ALimitPastTheRunStopsTheRead) {
+  const auto prompt = range(7, 30);
+  reader_threads_ = 1;
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(200));
+  const std::optional<DiskLoadId> id = cache_->start_disk_load(1, prompt, 0, /*last_first=*/true);
+  ASSERT_TRUE(id.has_value());
+  cache_->limit_disk_load(*id, UINT32_MAX);
+  const std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.tokens, 0u);
+  EXPECT_LE(disk_->stats().reads, 1u);
+}
+
+// Read the last page first with nothing computed: a whole run hangs below the cached prefix, as a read in
+// order would; a run cut short by a corrupt page does not reach that prefix and is given back (a read in
+// order then takes the pages before the corrupt one).
+TEST_F(KvCacheDiskTest, AReadOfTheLastPagesFirstHangsOnlyARunThatReachesTheTrie) {
+  const auto prompt = range(7, 30);
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(0));
+  ASSERT_TRUE(cache_->start_disk_load(1, prompt, 0, true).has_value());
+  std::vector<DiskLoadDone> done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.start, 0u);
+  EXPECT_EQ(done[0].run.tokens, 28u);
+  EXPECT_EQ(request(1, prompt, done[0].run).disk_hit_tokens, 28u);
+
+  persist_and_restart(prompt, 16, std::chrono::milliseconds(0));
+  // Page 3 of the prompt (positions 12-15) corrupt: pages 6, 5 and 4 read, then the run ends.
+  PageHash hash = namespace_page_seed(1);
+  for (std::size_t i = 0; i <= 3; ++i) hash = chain_page_hash(hash, std::span(prompt).subspan(i * kP, kP));
+  const std::filesystem::path page3 = dir_ / page_file_name(42, hash);
+  ASSERT_TRUE(std::filesystem::exists(page3));
+  std::filesystem::resize_file(page3, 10);
+  ASSERT_TRUE(cache_->start_disk_load(1, prompt, 0, true).has_value());
+  done = cache_->poll_disk_loads(true);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].run.tokens, 0u);
+  EXPECT_EQ(cache_->stats().disk_loads_discarded, 1u);
+  EXPECT_EQ(request(1, prompt).disk_hit_tokens, 12u)
+      << "a read in order takes the pages before the corrupt one";
 }
 
 // Committing a host chunk fails while a background read maps its pages (write_host_page throws): the error

@@ -123,6 +123,13 @@ class GpuEngineTest : public test::VulkanTest {
     c.kv_host_bytes = host_pages * page_bytes;
     return c;
   }
+  // A disk tier of 64 MiB in a fresh directory of the test's scratch directory.
+  static GpuEngineConfig with_disk_tier(GpuEngineConfig c, const std::string& name) {
+    c.kv_disk_dir = test::scratch_dir() / name;
+    std::filesystem::remove_all(c.kv_disk_dir);
+    c.kv_disk_bytes = 64 << 20;
+    return c;
+  }
   // Tiers of 4 and 8 MiB (1,024 and 2,048 pages of this model; every test's working set fits on the device
   // tier several times over), where the defaults (a quarter of lavapipe's "device" memory) would make the
   // per-step cache audit of debug and sanitizer builds scan hundreds of thousands of pages.
@@ -432,11 +439,10 @@ TEST_F(GpuEngineTest, RequestCancelledWhileWaitingToResumeEndsCleanly) {
 
 // A disk hit after a restart is read in the background: a request already decoding keeps producing tokens
 // while the pages come in (every page read here takes a second), and the hit's tokens equal a cold run's.
+// Without overlap the hit waits for the whole read, so every page comes from disk.
 TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
-  GpuEngineConfig config = tiered(2, 16, 32);
-  config.kv_disk_dir = test::scratch_dir() / "kv-disk";
-  std::filesystem::remove_all(config.kv_disk_dir);
-  config.kv_disk_bytes = 64 << 20;
+  GpuEngineConfig config = with_disk_tier(tiered(2, 16, 32), "kv-disk");
+  config.kv_disk_overlap = false;
   const GenerateRequest long_prompt = greedy(pseudo_random_tokens(100, 512, 320), 4);
   const Result cold = run(start(config), long_prompt);
   engine_.reset();  // persists its pages to disk at shutdown
@@ -476,6 +482,33 @@ TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
   EXPECT_EQ(got.tokens, cold.tokens);
   EXPECT_EQ(stats->cached_tokens_disk, 96u) << "6 full pages of the 99 usable prompt tokens";
   other.cancel();
+}
+
+// With overlap (the default) a disk hit computes its first pages while its last ones are read; where the two
+// meet depends on the disk's and the device's speeds (the cache test has a meet in the middle under
+// control). On a fast disk, whichever way it splits, the answer is a cold run's and every cached token came
+// from disk in whole pages. On a slow one (one read in flight, a second a page: 14 s for the 14 full pages)
+// the hit computes them all rather than waiting: no page from disk, and the answer long before the read.
+TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
+  GpuEngineConfig config = with_disk_tier(tiered(1, 32, 32), "kv-disk-overlap");
+  const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 514, 320), 4);
+  const Result cold = run(start(config), prompt);
+  engine_.reset();  // persists its pages to disk at shutdown
+  const Result fast = run(start(config), prompt);
+  EXPECT_EQ(fast.tokens, cold.tokens);
+  EXPECT_EQ(fast.stats.cached_tokens, fast.stats.cached_tokens_disk);
+  EXPECT_EQ(fast.stats.cached_tokens_disk % 16, 0u);
+  EXPECT_LE(fast.stats.cached_tokens_disk, 224u);
+  engine_.reset();
+
+  config.kv_disk_read_delay = std::chrono::milliseconds(1000);
+  config.kv_disk_readers = 1;
+  GpuEngine& engine = start(config);
+  const auto submitted = Clock::now();
+  const Result slow = run(engine, prompt);
+  EXPECT_LT(Clock::now() - submitted, std::chrono::seconds(7)) << "the hit waited for its read";
+  EXPECT_EQ(slow.tokens, cold.tokens);
+  EXPECT_EQ(slow.stats.cached_tokens_disk, 0u);
 }
 
 TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
