@@ -30,7 +30,7 @@ DiskPageStore::DiskPageStore(DiskPageStoreConfig config) : config_(std::move(con
   KVTRIE_CHECK(config_.page_bytes > 0 && config_.page_tokens > 0, "disk tier of empty pages");
   counters_.budget_bytes = config_.budget_bytes;
   open_directory();
-  reader_ = std::make_unique<ParallelReader>(std::max<std::uint32_t>(config_.reader_threads, 1));
+  reader_ = std::make_unique<ParallelFor>(std::max<std::uint32_t>(config_.reader_threads, 1));
   worker_ = std::thread([this] { worker_loop(); });
 }
 

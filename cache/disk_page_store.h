@@ -17,7 +17,7 @@
 // Disabled); the files already written stay for the next start.
 // Reads: load() reads a page into the caller's memory on the calling thread, serving a page still queued
 // from its copy. load_run() reads a run of pages (a prompt's, in order) with config.reader_threads reads in
-// flight at once (ParallelReader: the caller's thread and helpers), every page checked as load() checks it;
+// flight at once (ParallelFor: the caller's thread and helpers), every page checked as load() checks it;
 // it stops at the first page that fails. A file that is truncated, corrupt or foreign (checksum, size,
 // header) is refused: logged once, removed, never loaded.
 //
@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "cache/disk_page_file.h"
-#include "cache/parallel_reader.h"
+#include "cache/parallel_for.h"
 #include "cache/trie_node.h"
 
 namespace kvtrie {
@@ -176,7 +176,7 @@ class DiskPageStore {
   bool stopping_ = false;
   DiskPageStoreStats counters_;
   std::mutex run_mutex_;  // one load_run() at a time: the reader runs one job at a time
-  std::unique_ptr<ParallelReader> reader_;
+  std::unique_ptr<ParallelFor> reader_;
   std::thread worker_;  // last: started once every member above exists
 };
 

@@ -14,7 +14,7 @@
 
 #include "cache/disk_page_store.h"
 #include "cache/kv_cache.h"
-#include "cache/parallel_reader.h"
+#include "cache/parallel_for.h"
 #include "cache/vk_page_store.h"
 #include "runner/engine/gpu_engine.h"
 #include "runner/engine/gpu_model.h"
@@ -87,7 +87,7 @@ struct GpuEngine::State {
   // CPU while the GPU waits; docs/BENCHMARKS.md, session 24).
   std::vector<std::pair<Job*, size_t>> cpu_rows;
   std::vector<int32_t> cpu_tokens;
-  ParallelReader row_pool{kSamplingThreads};
+  ParallelFor row_pool{kSamplingThreads};
   mutable std::mutex stats_mutex;  // the snapshots below: written by the engine thread, read by HTTP threads
   KvCacheStats stats_snapshot;
   double copy_seconds_snapshot = 0;

@@ -1,9 +1,10 @@
-// Contract: ParallelReader runs the items of one job on several threads at once: its own helper threads
+// Contract: ParallelFor runs the items of one job on several threads at once: its own helper threads
 // plus the calling thread, items taken in index order (the first items start first). The disk tier reads a
 // run of page files with it, so that several reads are in flight (a disk, a virtual one most of all, is
-// far faster at a queue depth above one) and their checksums run on several cores.
+// far faster at a queue depth above one) and their checksums run on several cores; the engine samples a
+// step's rows with it.
 // run() blocks until every item is done or skipped; a job may stop the run early (items not started are
-// skipped). One run at a time: run() is called from one thread (the disk tier serialises its callers). The
+// skipped). One run at a time: run() is called from one thread (its owner serialises its callers). The
 // destructor joins the helpers; no run may be in progress.
 #pragma once
 #include <atomic>
@@ -17,13 +18,13 @@
 
 namespace kvtrie {
 
-class ParallelReader {
+class ParallelFor {
  public:
   // threads: how many items run at once, the caller's thread included (at least 1).
-  explicit ParallelReader(std::uint32_t threads);
-  ~ParallelReader();
-  ParallelReader(const ParallelReader&) = delete;
-  ParallelReader& operator=(const ParallelReader&) = delete;
+  explicit ParallelFor(std::uint32_t threads);
+  ~ParallelFor();
+  ParallelFor(const ParallelFor&) = delete;
+  ParallelFor& operator=(const ParallelFor&) = delete;
 
   std::uint32_t threads() const { return static_cast<std::uint32_t>(helpers_.size()) + 1; }
   // Runs item(i) for i in [0, count) and returns when all have run; item returns false to stop the run

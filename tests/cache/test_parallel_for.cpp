@@ -1,4 +1,4 @@
-// ParallelReader: every item of a run runs exactly once, on several threads at once, run after run on the
+// ParallelFor: every item of a run runs exactly once, on several threads at once, run after run on the
 // same helpers; an item returning false stops the run (items not started are skipped); one thread works.
 #include <gtest/gtest.h>
 
@@ -7,17 +7,17 @@
 #include <thread>
 #include <vector>
 
-#include "cache/parallel_reader.h"
+#include "cache/parallel_for.h"
 
 namespace kvtrie {
 namespace {
 
-TEST(ParallelReader, EveryItemRunsOnceInEveryRun) {
-  ParallelReader reader(4);
-  EXPECT_EQ(reader.threads(), 4u);
+TEST(ParallelFor, EveryItemRunsOnceInEveryRun) {
+  ParallelFor pool(4);
+  EXPECT_EQ(pool.threads(), 4u);
   for (std::size_t count : {0u, 1u, 3u, 4u, 37u, 200u}) {
     std::vector<std::atomic<int>> runs(count);
-    reader.run(count, [&](std::size_t i) {
+    pool.run(count, [&](std::size_t i) {
       runs[i].fetch_add(1);
       return true;
     });
@@ -25,11 +25,11 @@ TEST(ParallelReader, EveryItemRunsOnceInEveryRun) {
   }
 }
 
-TEST(ParallelReader, ItemsRunAtTheSameTime) {
+TEST(ParallelFor, ItemsRunAtTheSameTime) {
   // Four slow items on four threads: at some moment more than one is running.
-  ParallelReader reader(4);
+  ParallelFor pool(4);
   std::atomic<int> inside{0}, most{0};
-  reader.run(8, [&](std::size_t) {
+  pool.run(8, [&](std::size_t) {
     const int now = inside.fetch_add(1) + 1;
     for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
     }
@@ -40,10 +40,10 @@ TEST(ParallelReader, ItemsRunAtTheSameTime) {
   EXPECT_GT(most.load(), 1);
 }
 
-TEST(ParallelReader, AFailedItemStopsTheRun) {
-  ParallelReader reader(3);
+TEST(ParallelFor, AFailedItemStopsTheRun) {
+  ParallelFor pool(3);
   std::vector<std::atomic<int>> runs(100);
-  reader.run(runs.size(), [&](std::size_t i) {
+  pool.run(runs.size(), [&](std::size_t i) {
     runs[i].fetch_add(1);
     // Slow items after the failing one: the other threads hold at most one each when it fails.
     if (i > 5) std::this_thread::sleep_for(std::chrono::milliseconds(30));
@@ -56,19 +56,19 @@ TEST(ParallelReader, AFailedItemStopsTheRun) {
   EXPECT_LT(after, 10);
   // The next run starts afresh.
   std::atomic<int> total{0};
-  reader.run(10, [&](std::size_t) {
+  pool.run(10, [&](std::size_t) {
     total.fetch_add(1);
     return true;
   });
   EXPECT_EQ(total.load(), 10);
 }
 
-TEST(ParallelReader, OneThreadIsTheCallersOwn) {
-  ParallelReader reader(1);
-  EXPECT_EQ(reader.threads(), 1u);
+TEST(ParallelFor, OneThreadIsTheCallersOwn) {
+  ParallelFor pool(1);
+  EXPECT_EQ(pool.threads(), 1u);
   const std::thread::id caller = std::this_thread::get_id();
   std::vector<std::size_t> order;
-  reader.run(5, [&](std::size_t i) {
+  pool.run(5, [&](std::size_t i) {
     EXPECT_EQ(std::this_thread::get_id(), caller);
     order.push_back(i);
     return true;

@@ -1,15 +1,15 @@
-#include "cache/parallel_reader.h"
+#include "cache/parallel_for.h"
 
 #include <algorithm>
 
 namespace kvtrie {
 
-ParallelReader::ParallelReader(std::uint32_t threads) {
+ParallelFor::ParallelFor(std::uint32_t threads) {
   for (std::uint32_t i = 1; i < std::max<std::uint32_t>(threads, 1); ++i)
     helpers_.emplace_back([this] { helper_loop(); });
 }
 
-ParallelReader::~ParallelReader() {
+ParallelFor::~ParallelFor() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -18,12 +18,12 @@ ParallelReader::~ParallelReader() {
   for (std::thread& t : helpers_) t.join();
 }
 
-void ParallelReader::work() {
+void ParallelFor::work() {
   for (std::size_t i = next_.fetch_add(1); i < count_ && !stop_run_.load(); i = next_.fetch_add(1))
     if (!(*item_)(i)) stop_run_.store(true);
 }
 
-void ParallelReader::run(std::size_t count, const std::function<bool(std::size_t)>& item) {
+void ParallelFor::run(std::size_t count, const std::function<bool(std::size_t)>& item) {
   if (count == 0) return;
   {
     std::lock_guard lock(mutex_);
@@ -43,7 +43,7 @@ void ParallelReader::run(std::size_t count, const std::function<bool(std::size_t
   count_ = 0;
 }
 
-void ParallelReader::helper_loop() {
+void ParallelFor::helper_loop() {
   std::uint64_t seen = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
