@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "bench/perf/benches.h"
 
@@ -15,19 +16,22 @@ int main(int argc, char** argv) {
       "kvtrie-bench: load, prefill, decode, multi-turn cache and copy measurements on a Vulkan device"};
   app.require_subcommand(1);
   CommonOptions common;
+  // Each subcommand's repeat defaults, applied after parsing where its command line gave none (the
+  // assignments in add_common only fix the default --help shows).
+  struct Defaults {
+    CLI::App* command;
+    uint32_t repeats, warmup;
+  };
+  std::vector<Defaults> defaults;
   auto add_common = [&](CLI::App* sub, uint32_t repeats, uint32_t warmup) {
     common.repeats = repeats;
     common.warmup = warmup;
+    defaults.push_back({sub, repeats, warmup});
     sub->add_option("--device", common.device, "Vulkan device index (-1: default choice)")
         ->capture_default_str();
     sub->add_option("--repeats", common.repeats, "timed repeats (median reported)")->capture_default_str();
     sub->add_option("--warmup", common.warmup, "untimed runs (decode: untimed steps) first")
         ->capture_default_str();
-  };
-  // Defaults are set per subcommand after parsing (add_common's assignments above only fix the shown
-  // default).
-  struct Defaults {
-    uint32_t repeats, warmup;
   };
 
   LoadOptions load;
@@ -306,16 +310,11 @@ int main(int argc, char** argv) {
   add_common(sweep_at_cmd, 5, 1);
   common.repeats = 0;
   common.warmup = 0;
-  const Defaults defaults[] = {{3, 0}, {5, 1},  {1, 3}, {1, 0}, {5, 1}, {5, 1}, {3, 0},
-                               {3, 0}, {10, 2}, {5, 1}, {5, 1}, {3, 1}, {5, 1}};
-  CLI::App* commands[] = {load_cmd,  prefill_cmd,  decode_cmd,    multi_cmd, sample_cmd,
-                          copy_cmd,  promote_cmd,  disk_read_cmd, bw_cmd,    kernel_cmd,
-                          sweep_cmd, sweep_mm_cmd, sweep_at_cmd};
   CLI11_PARSE(app, argc, argv);
-  for (size_t i = 0; i < std::size(commands); ++i) {
-    if (!commands[i]->parsed()) continue;
-    if (commands[i]->count("--repeats") == 0) common.repeats = defaults[i].repeats;
-    if (commands[i]->count("--warmup") == 0) common.warmup = defaults[i].warmup;
+  for (const Defaults& d : defaults) {
+    if (!d.command->parsed()) continue;
+    if (d.command->count("--repeats") == 0) common.repeats = d.repeats;
+    if (d.command->count("--warmup") == 0) common.warmup = d.warmup;
   }
   if (common.repeats == 0) common.repeats = 1;
   multi.baseline = !no_baseline;
