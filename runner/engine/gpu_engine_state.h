@@ -53,11 +53,10 @@ struct Job {
 };
 
 // Prefill tokens of the first step of a prompt whose pages are read from disk meanwhile; each later step may
-// take twice as many. The computing learns where it meets the read a step late: short first steps waste
-// little when the read is fast (a page cache serves llama3-8b's KV at about 60,000 tokens a second on the
-// H100 machine, where it computes 11,000), longer ones keep the tensor cores busy when it is slow (a cold
-// disk there: about 11,000).
-constexpr uint32_t kDiskOverlapFirstChunk = 64;
+// take twice as many. The computing learns where it meets the read a step late, so steps should be short,
+// but a short step costs nearly as much as a longer one: on the H100 machine a step of llama3-8b takes
+// 27.6 ms for 64 tokens, 27 for 128 and 43 for 512 (docs/BENCHMARKS.md, session 25).
+constexpr uint32_t kDiskOverlapFirstChunk = 512;
 
 // Threads (the engine's own included) that sample a step's rows on the CPU.
 constexpr uint32_t kSamplingThreads = 4;
