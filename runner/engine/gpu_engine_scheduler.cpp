@@ -382,8 +382,8 @@ void GpuEngine::State::end(Job& job, StopKind reason) {
 }
 
 void GpuEngine::State::end_running(size_t index, StopKind reason) {
-  // A read of its prompt's pages still in flight reads no more; what it read hangs where the trie allows.
-  if (running[index]->disk_load) cache.limit_disk_load(*running[index]->disk_load, UINT32_MAX);
+  // A read of its prompt's pages still in flight goes on down to where its computing got: what it reads
+  // hangs after the pages it committed, cached for a retry (poll_disk_loads finishes it).
   end(*running[index], reason);
   cache.release(running[index]->seq);
   running.erase(running.begin() + static_cast<std::ptrdiff_t>(index));

@@ -511,6 +511,29 @@ TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
   EXPECT_EQ(slow.stats.cached_tokens_disk, 0u);
 }
 
+// A request cancelled while it computes beside its disk read (one read at a time, 100 ms a page) ends
+// cleanly; the read goes on without it (what it reads stays cached for a retry), and the same prompt then
+// gets a cold run's tokens.
+TEST_F(GpuEngineTest, ARequestCancelledDuringItsDiskReadEndsCleanlyAndTheNextIsServed) {
+  GpuEngineConfig config = with_disk_tier(tiered(1, 32, 32), "kv-disk-cancel");
+  const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 515, 320), 4);
+  const Result cold = run(start(config), prompt);
+  engine_.reset();  // persists its pages to disk at shutdown
+  config.kv_disk_read_delay = std::chrono::milliseconds(100);
+  config.kv_disk_readers = 1;
+  GpuEngine& engine = start(config);
+  auto cancelled = std::get<GenerationStream>(engine.submit(prompt));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (engine.counters().active == 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  cancelled.cancel();
+  const Result ended = collect(cancelled);
+  EXPECT_EQ(ended.stats.stop_kind, StopKind::Cancelled);
+  const Result again = run(engine, prompt);
+  EXPECT_EQ(again.tokens, cold.tokens);
+  EXPECT_EQ(engine.counters().requests_cancelled, 1u);
+}
+
 TEST_F(GpuEngineTest, RequestLargerThanTheDeviceTierIsRejectedAtSubmit) {
   GpuEngineConfig config = deterministic();
   const uint64_t page_bytes = page_bytes_of(*file_, config.page_tokens);
