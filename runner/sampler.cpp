@@ -113,11 +113,13 @@ void Sampler::for_each_logit(std::span<const float> logits, Fn&& fn) const {
       fn);
 }
 
+bool Sampler::penalizes() const {
+  return params_.repeat_last_n != 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+                                        params_.frequency_penalty != 0.0f);
+}
+
 bool Sampler::picks_the_largest_logit() const {
-  const bool penalties =
-      params_.repeat_last_n != 0 && (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
-                                     params_.frequency_penalty != 0.0f);
-  return params_.temperature <= 0.0f && !penalties;
+  return params_.temperature <= 0.0f && !penalizes();
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
@@ -160,9 +162,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 void Sampler::collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   overrides_.clear();
-  const bool any_penalty =
-      params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
-  if (!any_penalty || params_.repeat_last_n == 0 || recent_tokens.empty()) return;
+  if (!penalizes() || recent_tokens.empty()) return;
   const size_t window = params_.repeat_last_n < 0
                             ? recent_tokens.size()
                             : std::min(recent_tokens.size(), static_cast<size_t>(params_.repeat_last_n));

@@ -71,6 +71,8 @@ class Sampler {
     float logit;  // the penalized logit
   };
 
+  // Whether any penalty applies (a non-neutral one over a window that is not empty by setting).
+  bool penalizes() const;
   void collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens);
   // Calls run(begin, end) for each stretch of raw logits between the penalized tokens and
   // penalized(id, logit) for each penalized token, in id order.
