@@ -161,10 +161,12 @@ class KvCache {
   // (disk_load_floor, limit_disk_load); the pages read hang only below what the trie then holds.
   std::optional<DiskLoadId> start_disk_load(NamespaceId ns, std::span<const TokenId> prompt,
                                             GroupId group = 0, bool last_first = false);
-  // Where the pages a background read has read so far begin: they hold the prompt's positions [floor, end
-  // of the run) (the run's end while none is read). Page-aligned; only falls while the read goes on.
+  // Of a read of the last page first: where the pages it has read so far begin. They hold the prompt's
+  // positions [floor, end of the run) (the run's end while none is read). Page-aligned; only falls while
+  // the read goes on.
   std::uint32_t disk_load_floor(DiskLoadId id) const;
-  // The read starts no page below `position` from now on (a sequence is computing those positions).
+  // Of a read of the last page first: it starts no page below `position` from now on (a sequence is
+  // computing those positions).
   void limit_disk_load(DiskLoadId id, std::uint32_t position);
   // A read of the last page first, where a sequence's computing has met it (its position is at or past
   // disk_load_floor): hangs the pages read so far that follow what the trie holds (as poll_disk_loads

@@ -167,14 +167,13 @@ KvCache::DiskLoad& KvCache::disk_load(DiskLoadId id) const {
 
 std::uint32_t KvCache::disk_load_floor(DiskLoadId id) const {
   const DiskLoad& load = disk_load(id);
-  const std::size_t loaded = load.progress.loaded.load();
-  if (!load.last_first) return loaded == load.pages.size() ? load.start : load.end();
-  return load.end() - static_cast<std::uint32_t>(loaded) * config_.page_tokens;
+  KVTRIE_CHECK(load.last_first, "disk_load_floor of a read in position order");
+  return load.end() - static_cast<std::uint32_t>(load.progress.loaded.load()) * config_.page_tokens;
 }
 
 void KvCache::limit_disk_load(DiskLoadId id, std::uint32_t position) {
   DiskLoad& load = disk_load(id);
-  if (!load.last_first) return;  // read in position order: computing the first pages stops nothing
+  KVTRIE_CHECK(load.last_first, "limit_disk_load of a read in position order");
   // The pages that start at or past `position` are still wanted: the first reads (the last pages first).
   const std::uint32_t P = config_.page_tokens;
   const std::size_t n = load.pages.size();
