@@ -487,8 +487,9 @@ TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
 // With overlap (the default) a disk hit computes its first pages while its last ones are read; where the two
 // meet depends on the disk's and the device's speeds (the cache test has a meet in the middle under
 // control). On a fast disk, whichever way it splits, the answer is a cold run's and every cached token came
-// from disk in whole pages. On a slow one (one read in flight, a second a page: 14 s for the 14 full pages)
-// the hit computes them all rather than waiting: no page from disk, and the answer long before the read.
+// from disk in whole pages. On a slow one (one read in flight, 4 s a page: 56 s for the 14 full pages) the
+// hit computes them all rather than waiting: no page from disk, and the answer long before the read. (With
+// 1 s a page, a TSan build computed only 208 tokens before the first page came back.)
 TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
   GpuEngineConfig config = with_disk_tier(tiered(1, 32, 32), "kv-disk-overlap");
   const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 514, 320), 4);
@@ -501,7 +502,7 @@ TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
   EXPECT_LE(fast.stats.cached_tokens_disk, 224u);
   engine_.reset();
 
-  config.kv_disk_read_delay = std::chrono::milliseconds(1000);
+  config.kv_disk_read_delay = std::chrono::milliseconds(4000);
   config.kv_disk_readers = 1;
   GpuEngine& engine = start(config);
   const auto submitted = Clock::now();
