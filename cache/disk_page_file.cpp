@@ -2,6 +2,7 @@
 #include "cache/disk_page_file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -238,6 +239,23 @@ PageFileResult read_page_file(const std::filesystem::path& path, const PageFileI
   if (!std::equal(tokens.begin(), tokens.end(), id.tokens.begin(), id.tokens.end()))
     return failure(PageFileStatus::Foreign, path.string() + ": the page holds other tokens");
   return {};
+}
+
+bool page_file_in_memory(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  void* map = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0)
+    map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED) return false;
+  const auto size = static_cast<std::size_t>(st.st_size);
+  const auto os_page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + os_page - 1) / os_page);
+  const bool known = ::mincore(map, size, resident.data()) == 0;
+  ::munmap(map, size);
+  return known && std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return (r & 1) != 0; });
 }
 
 }  // namespace kvtrie

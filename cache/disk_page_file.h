@@ -7,7 +7,8 @@
 // size and checksums refuse it like any other damage. read_page_file() refuses anything that is not exactly
 // the expected page (wrong size, magic, version, reserved bytes, fingerprint, hash, tokens or checksum)
 // and says why: an Ok file is byte for byte what write_page_file() writes for that page.
-// Pure functions of their arguments and the file system; any thread (two threads must not write one name).
+// page_file_in_memory() tells whether reading a file would touch the disk. Pure functions of their arguments
+// and the file system; any thread (two threads must not write one name).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -59,5 +60,9 @@ PageFileResult write_page_file(const std::filesystem::path& dir, const PageFileI
 // contents are unspecified unless the result is Ok.
 PageFileResult read_page_file(const std::filesystem::path& path, const PageFileIdentity& id,
                               std::span<std::byte> out);
+// Whether every byte of the file at path is in the OS page cache now (mincore over a mapping of it), so a
+// read costs a memory copy rather than disk time. False when it cannot tell (no such file, empty, mapping
+// failed).
+bool page_file_in_memory(const std::filesystem::path& path);
 
 }  // namespace kvtrie

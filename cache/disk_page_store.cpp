@@ -210,6 +210,21 @@ bool DiskPageStore::store(PageHash hash, std::span<const TokenId> tokens, std::s
   return true;
 }
 
+bool DiskPageStore::in_memory(std::span<const PageHash> hashes, std::size_t samples) const {
+  if (hashes.empty() || config_.read_delay.count() > 0) return false;
+  const std::size_t n = hashes.size(), probes = std::min(n, std::max<std::size_t>(samples, 2));
+  for (std::size_t s = 0; s < probes; ++s) {
+    const PageHash hash = hashes[probes == 1 ? 0 : s * (n - 1) / (probes - 1)];
+    {
+      std::lock_guard lock(mutex_);
+      if (!enabled_) return false;
+      if (pending_.contains(hash)) continue;
+    }
+    if (!page_file_in_memory(path_of({config_.fingerprint, hash}))) return false;
+  }
+  return true;
+}
+
 DiskLoadStatus DiskPageStore::load(PageHash hash, std::span<const TokenId> tokens, std::span<std::byte> out) {
   KVTRIE_CHECK(tokens.size() == config_.page_tokens && out.size() == config_.page_bytes,
                "disk tier load of a page of the wrong shape");

@@ -121,6 +121,11 @@ class DiskPageStore {
   // leading pages loaded so far are published as they complete, and pages from progress->limit on are not
   // started.
   std::size_t load_run(std::span<const DiskPageRead> pages, DiskRunProgress* progress = nullptr);
+  // Whether a run's pages (its hashes) are in memory now, so that reading them costs no disk time: each
+  // still queued for writing, or its file wholly in the OS page cache (page_file_in_memory), probed on up to
+  // `samples` pages spread over the run, its first and last among them. A service restart finds the files
+  // its predecessor just wrote there; a reboot does not. False with an injected read delay (a slow disk).
+  bool in_memory(std::span<const PageHash> hashes, std::size_t samples = 16) const;
   // Blocks until every queued page is written (or dropped by a failure).
   void drain();
   DiskPageStoreStats stats() const;

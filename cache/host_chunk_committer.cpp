@@ -57,6 +57,26 @@ void HostChunkCommitter::used(std::size_t chunk) {
   changed_.notify_all();
 }
 
+void HostChunkCommitter::hold(bool held) {
+  {
+    std::lock_guard lock(mutex_);
+    if (held_ == held) return;
+    held_ = held;
+  }
+  changed_.notify_all();
+}
+
+void HostChunkCommitter::wait_caught_up() {
+  if (ahead_ == 0) return;
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] {
+    if (held_ || stopping_) return true;
+    for (std::size_t i = 0; i < target_; ++i)
+      if (state_[i] == State::Empty || state_[i] == State::Committing) return false;
+    return true;
+  });
+}
+
 vk::Buffer HostChunkCommitter::take(std::size_t chunk) {
   KVTRIE_CHECK(chunk < chunk_bytes_.size(), "host chunk out of range");
   const auto start = std::chrono::steady_clock::now();
@@ -91,7 +111,7 @@ vk::Buffer HostChunkCommitter::take(std::size_t chunk) {
 void HostChunkCommitter::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stopping_ || next_wanted() < chunks_.size(); });
+    changed_.wait(lock, [&] { return stopping_ || (!held_ && next_wanted() < chunks_.size()); });
     if (stopping_) return;
     const std::size_t chunk = next_wanted();
     state_[chunk] = State::Committing;

@@ -5,7 +5,9 @@
 // that reads into them, paid that on the engine thread inside the request's TTFT. With `ahead` > 0 the
 // thread keeps the `ahead` chunks past the highest chunk used so far committed (chunks fill from the lowest
 // page ids up: the page pool hands out fresh pages in ascending order), and commits the first `ahead` at
-// once; with 0 no thread runs and every chunk is committed on first use, as before.
+// once; with 0 no thread runs and every chunk is committed on first use, as before. While held (hold()),
+// the thread starts no commit: pinning host memory slows the GPU work beside it, so the owner holds commits
+// while work that must be fast runs (a disk hit computing beside its read); take() still commits on use.
 // A background allocation that fails (out of memory) is logged once and left for the owner to retry (and
 // then throw). Ownership: a chunk's buffer belongs to the committer until take() moves it to the caller.
 // Threads: take(), used() and the counters are called from one owner thread (VkPageStore's); the committer's
@@ -40,6 +42,12 @@ class HostChunkCommitter {
   vk::Buffer take(std::size_t chunk);
   // A page of `chunk` is in use: keep `ahead` chunks past it committed.
   void used(std::size_t chunk);
+  // Held, the background thread starts no commit (the one in progress finishes); released, it catches up.
+  void hold(bool held);
+  // Blocks until the background thread has committed (or failed) every chunk it wants now: at load, so that
+  // the first requests (a disk hit after a restart reads into these chunks) run beside no pinning. Returns
+  // at once when held or without a thread.
+  void wait_caught_up();
 
   // Seconds the owner thread spent in take() (allocating, or waiting for the background allocation): the
   // commit cost requests still pay. And seconds the background thread spent allocating.
@@ -66,6 +74,7 @@ class HostChunkCommitter {
   std::vector<vk::Buffer> chunks_;  // per chunk: valid while Ready
   std::size_t target_ = 0;          // commit every chunk below this in the background
   bool stopping_ = false;
+  bool held_ = false;
   bool logged_failure_ = false;
   double background_seconds_ = 0;
   std::uint32_t background_commits_ = 0;

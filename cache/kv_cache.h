@@ -161,6 +161,9 @@ class KvCache {
   // (disk_load_floor, limit_disk_load); the pages read hang only below what the trie then holds.
   std::optional<DiskLoadId> start_disk_load(NamespaceId ns, std::span<const TokenId> prompt,
                                             GroupId group = 0, bool last_first = false);
+  // Whether the run's pages were in memory when the read started (DiskPageStore::in_memory: in the OS page
+  // cache, or queued for writing), so that it reads faster than a sequence could compute them.
+  bool disk_load_in_memory(DiskLoadId id) const { return disk_load(id).in_memory; }
   // Of a read of the last page first: where the pages it has read so far begin. They hold the prompt's
   // positions [floor, end of the run) (the run's end while none is read). Page-aligned; only falls while
   // the read goes on.
@@ -277,6 +280,7 @@ class KvCache {
     std::vector<PageId> pages;                 // the run's host pages, in position order
     std::vector<DiskPageRead> reads;           // in the order they are read
     bool last_first = false;                   // reads[0] is the run's last page
+    bool in_memory = false;                    // its pages were in memory at the start
     bool hung = false;                         // its pages read were hung (or given back): nothing more hangs
     std::size_t hung_begin = 0, hung_end = 0;  // the pages the trie took then (the rest are the load's)
     DiskRunProgress progress;

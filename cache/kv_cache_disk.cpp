@@ -204,6 +204,7 @@ std::optional<DiskLoadId> KvCache::start_disk_load(NamespaceId ns, std::span<con
   std::unique_ptr<DiskLoad> load = prepare_disk_load(ns, prompt.first(prompt.size() - 1), group, last_first);
   if (!load) return std::nullopt;
   load->id = next_disk_load_++;
+  load->in_memory = disk_->in_memory(load->hashes);
   // The reads only touch the load's own host pages, tokens and progress, which stay put until it is
   // finished.
   DiskPageStore* const disk = disk_;

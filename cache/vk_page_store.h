@@ -7,6 +7,8 @@
 // the full one. With VkPageStoreOptions::host_commit_ahead_bytes, a background thread (HostChunkCommitter)
 // commits that much past the highest chunk in use before it is needed: pinning host memory costs about as
 // much as copying it, and a request whose demotions or disk reads landed in fresh chunks paid it in its TTFT.
+// hold_host_commits() pauses those background commits while GPU work that must be fast runs beside them;
+// wait_for_host_commits() lets the owner finish the first ones before serving.
 // It is the cache's PageCopier: a batch of page copies is recorded into one command buffer and submitted at
 // once on the device's transfer queue (the compute queue where there is none), so promotions run while the
 // compute queue runs steps of other sequences. Within a batch, the copies between one pair of buffers are
@@ -88,6 +90,10 @@ class VkPageStore final : public PageCopier, public HostPageMemory {
   // Seconds the owner thread spent committing host chunks (or waiting for a background commit of one).
   double host_commit_seconds() const { return committer_->owner_seconds(); }
   const HostChunkCommitter& committer() const { return *committer_; }
+  // Pauses (true) or resumes the background commits ahead of use (HostChunkCommitter::hold), and waits for
+  // those wanted now (HostChunkCommitter::wait_caught_up).
+  void hold_host_commits(bool held) { committer_->hold(held); }
+  void wait_for_host_commits() { committer_->wait_caught_up(); }
   // Wall time from each batch's submission to the host seeing it complete, summed (a batch only polled is
   // seen late, so this overstates copy time when the cache does not wait).
   double copy_seconds() const { return copy_seconds_; }

@@ -32,7 +32,6 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
       queue(info, [this, device_pages](const GenerateRequest& r) {
         return never_fits(r.prompt.size(), r.max_tokens, config.n_ctx, config.page_tokens, device_pages);
       }) {
-  log_load(context);
   model.bind_pages(pages);
   cache.set_event_sink(cfg.kv_events);
   if (!cfg.kv_disk_dir.empty() && cfg.kv_disk_bytes > 0) {
@@ -48,11 +47,46 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
     if (host_pages == 0) spdlog::warn("kv disk tier unused: it needs a host tier (--kv-host-mb)");
     cache.attach_disk_tier(*disk, pages);
   }
+  // The host tier's first chunks are committed before the first request (while the disk tier's fingerprint
+  // was computed, if any): pinned beside its steps, they slowed the first requests of a fresh process by
+  // 37-144 ms (session 25), and a disk hit after a restart reads into them.
+  const auto waiting_since = Clock::now();
+  pages.wait_for_host_commits();
+  log_load(context, ms_between(waiting_since, Clock::now()));
+}
+
+void GpuEngine::State::warm_up(uint32_t device_pages) {
+  // A prompt step of up to kWarmUpTokens and a greedy decode after it, in the first device pages: no request
+  // holds any page yet, and a request's pages are written before they are read. Only the device runs.
+  const uint32_t P = config.page_tokens;
+  const uint32_t room = std::min(config.n_ctx, device_pages * P);
+  if (room < 2) return;
+  const uint32_t n = std::min({kWarmUpTokens, model.options().max_batch_tokens, room - 1});
+  const auto started = Clock::now();
+  batch.clear();  // the engine thread's own, not started yet
+  std::vector<uint32_t> table((n + P) / P);
+  for (uint32_t i = 0; i < table.size(); ++i) table[i] = i;
+  batch.add_sequence(table);
+  for (uint32_t i = 0; i < n; ++i) {
+    batch.tokens.push_back(static_cast<int32_t>(i % model.config().n_vocab));
+    batch.positions.push_back(i);
+    batch.seq.push_back(0);
+  }
+  batch.logits_for = {n - 1};
+  model.forward(batch);
+  batch.tokens = {0};
+  batch.positions = {n};
+  batch.seq = {0};
+  batch.logits_for = {0};
+  batch.greedy_only = config.gpu_greedy;
+  model.forward(batch);
+  batch.clear();
+  spdlog::info("engine: warm-up steps of {} and 1 tokens in {:.0f} ms", n, ms_between(started, Clock::now()));
 }
 
 // The load's one info line: the weights' upload (upload_weights), the pipelines (PipelineCache) and the KV
 // tiers, the load's last step.
-void GpuEngine::State::log_load(vk::Context& context) const {
+void GpuEngine::State::log_load(vk::Context& context, double host_commit_wait_ms) const {
   const WeightsLoadReport& r = model.weights_load_report();
   const vk::PipelineCacheStats& p = context.pipelines().stats();
   const uint64_t page_bytes = model.kv_layout().page_bytes();
@@ -62,13 +96,14 @@ void GpuEngine::State::log_load(vk::Context& context) const {
   spdlog::info(
       "load: weights {:.2f} GB in {:.0f} ms ({:.1f} GB/s, {} tensors, {} blocks; staging copy {:.0f} ms, "
       "GPU wait {:.0f} ms) | pipelines {} ({} in background, {:.0f} ms, load waited {:.0f} ms; disk cache "
-      "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed in chunks of {} pages, {} ahead of use",
+      "{}) | kv device {} MiB in {:.0f} ms, host {} MiB committed in chunks of {} pages, {} ahead of use "
+      "(load waited {:.0f} ms)",
       static_cast<double>(r.weight_bytes) / 1e9, r.weights_ms,
       r.weights_ms > 0 ? static_cast<double>(r.weight_bytes) / 1e6 / r.weights_ms : 0.0, r.weight_tensors,
       r.weight_blocks, r.upload_copy_ms, r.upload_wait_ms, p.created, p.background_created, p.background_ms,
       r.pipeline_wait_ms, vk::cache_file_status_name(p.file_status), device_pages * page_bytes >> 20,
       pages.device_alloc_ms(), host_pages * page_bytes >> 20, pages.host_pages_per_chunk(),
-      pages.commit_ahead_chunks());
+      pages.commit_ahead_chunks(), host_commit_wait_ms);
 }
 
 // One context's KV of host chunks is committed ahead of use, off the engine thread: a host-tier hit's
@@ -175,6 +210,7 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   spdlog::info("kv: page {} tokens = {} KiB; device tier {} pages ({} MiB), host tier {} pages ({} MiB)",
                config.page_tokens, page_bytes >> 10, device_pages, device_pages * page_bytes >> 20,
                host_pages, host_pages * page_bytes >> 20);
+  if (config.warm_up) state_->warm_up(device_pages);
   state_->publish_stats();
   state_->worker = std::thread([s = state_.get()] { s->run(); });
 }

@@ -38,10 +38,12 @@ struct Job {
   AcquireResult hit;              // of its first start: what the client is told was cached
   // The disk tier: its prompt's pages past the cached prefix are read in the background (the engine runs
   // other requests meanwhile), the last page first while it computes the first ones (kv_disk_overlap) or
-  // before it starts. When its computing reaches the pages read, they hang after it and it starts again on
-  // them (disk_run, for acquire(): parked at the front of `waiting` meanwhile).
+  // before it starts (disk_read_whole: no overlap, or the pages are in the page cache, which reads a run
+  // faster than a step computes a part of it). When its computing reaches the pages read, they hang after
+  // it and it starts again on them (disk_run, for acquire(): parked at the front of `waiting` meanwhile).
   bool disk_checked = false;
   std::optional<DiskLoadId> disk_load;
+  bool disk_read_whole = false;
   DiskRun disk_run;
   uint32_t disk_overlap_steps = 0;  // steps computed while its read was in flight
   Clock::time_point prompt_started{};
@@ -57,6 +59,9 @@ struct Job {
 // but a short step costs nearly as much as a longer one: on the H100 machine a step of llama3-8b takes
 // 27.6 ms for 64 tokens, 27 for 128 and 43 for 512 (docs/BENCHMARKS.md, session 25).
 constexpr uint32_t kDiskOverlapFirstChunk = 512;
+
+// Prompt tokens of the warm-up step at load: the first step of a disk hit computing beside its read.
+constexpr uint32_t kWarmUpTokens = kDiskOverlapFirstChunk;
 
 // Threads (the engine's own included) that sample a step's rows on the CPU.
 constexpr uint32_t kSamplingThreads = 4;
@@ -101,7 +106,9 @@ struct GpuEngine::State {
   // Construction (gpu_engine.cpp): the page store's options for this model and configuration, and the load's
   // info line once the KV tiers exist.
   static VkPageStoreOptions page_store_options(const GpuModel& model, const GpuEngineConfig& cfg);
-  void log_load(vk::Context& context) const;
+  void log_load(vk::Context& context, double host_commit_wait_ms) const;
+  // The warm-up steps at load (GpuEngineConfig::warm_up), before the engine thread starts.
+  void warm_up(uint32_t device_pages);
 
   // Stats (gpu_engine_stats.cpp). Engine thread: snapshots the cache's stats for cache_stats().
   void publish_stats();

@@ -3,6 +3,8 @@
 // removed, the byte budget holds with LRU order, and write failures (injected, and a real EFBIG from a file
 // size limit) turn the tier off instead of failing callers. A run of pages read with several reads in
 // flight (load_run) gives the same pages as reading them one by one, and stops at a corrupt one, refused.
+// in_memory() tells a run whose pages are queued or in the page cache from one on the disk.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -21,6 +23,7 @@
 #include <iterator>
 #include <optional>
 #include <random>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -488,6 +491,48 @@ TEST(DiskPageStore, ARunStopsAtACorruptPageWhichIsRefusedAndRemoved) {
   PageRun again(kPages);
   EXPECT_EQ(store.load_run(again.reads), kBad);
   EXPECT_EQ(store.stats().refused, 1u);
+}
+
+// Drops a file's bytes from the OS page cache (written back first), as a reboot would.
+void drop_from_page_cache(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  EXPECT_EQ(::fdatasync(fd), 0);
+  EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ::close(fd);
+}
+
+// The scheduler reads a run whole when it is in memory (a service restart finds the files just written in
+// the page cache) and computes beside the read otherwise: in_memory() tells, for queued pages and files.
+TEST(DiskPageStore, ARunIsInMemoryWhileItsPagesAreQueuedOrInThePageCache) {
+  const fs::path dir = fresh_dir();
+  constexpr std::uint64_t kPages = 9;
+  std::vector<PageHash> hashes;
+  for (std::uint64_t i = 0; i < kPages; ++i) hashes.push_back(hash_of(i));
+  {
+    DiskPageStore store(config_for(dir, kModelA, 100));
+    EXPECT_FALSE(store.in_memory(hashes)) << "nothing stored";
+    EXPECT_FALSE(store.in_memory({})) << "an empty run";
+    for (std::uint64_t i = 0; i < kPages; ++i) store_page(store, i);
+    EXPECT_TRUE(store.in_memory(hashes)) << "queued or just written";
+    store.drain();
+    EXPECT_TRUE(store.in_memory(hashes)) << "just written: in the page cache";
+  }
+  {
+    // An injected read delay is a slow disk: nothing is in memory there.
+    DiskPageStoreConfig slow = config_for(dir, kModelA, 100);
+    slow.read_delay = std::chrono::milliseconds(1);
+    EXPECT_FALSE(DiskPageStore(slow).in_memory(hashes));
+  }
+  DiskPageStore store(config_for(dir, kModelA, 100));
+  EXPECT_TRUE(store.in_memory(hashes)) << "a restart finds them in the page cache";
+  drop_from_page_cache(file_of(dir, kModelA, 4));
+  if (page_file_in_memory(file_of(dir, kModelA, 4)))
+    GTEST_SKIP() << "this file system keeps " << dir << " in memory whatever is dropped (tmpfs?)";
+  EXPECT_FALSE(store.in_memory(hashes)) << "page 4 is on the disk only";
+  EXPECT_TRUE(store.in_memory(std::span(hashes).first(4))) << "pages 0-3 are still in memory";
+  EXPECT_EQ(load(store, 4), DiskLoadStatus::Ok);
+  EXPECT_TRUE(store.in_memory(hashes)) << "read once, page 4 is in the page cache again";
 }
 
 TEST(DiskPageStore, ARunOnADisabledTierLoadsNothing) {

@@ -216,7 +216,8 @@ TEST_F(VkPageStoreTest, HostChunksAreCommittedAheadOfUseInTheBackground) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       EXPECT_EQ(store.committer().background_commits(), n);
     };
-    wait_for_commits(2);  // chunks 0 and 1, before any use
+    store.wait_for_host_commits();  // chunks 0 and 1, before any use (as the engine does at load)
+    EXPECT_EQ(store.committer().background_commits(), 2u);
     EXPECT_EQ(vk::live_allocation_count(), allocations_before + 1 + 2);
     EXPECT_EQ(store.host_chunks_committed(), 0u) << "committed ahead, not yet handed to the store";
 
@@ -237,6 +238,32 @@ TEST_F(VkPageStoreTest, HostChunksAreCommittedAheadOfUseInTheBackground) {
     EXPECT_LE(vk::live_allocation_count(), allocations_before + 1 + 4);
   }
   EXPECT_EQ(vk::live_allocation_count(), allocations_before) << "chunks never taken are freed too";
+}
+
+// Held (a disk hit computing beside its read), the committer starts no commit ahead of use; released, it
+// catches up. A chunk a copy needs meanwhile is still committed on the spot.
+TEST_F(VkPageStoreTest, HeldCommitsWaitUntilReleased) {
+  VkPageStoreOptions options{kPagesPerChunk * kLayout.page_bytes()};
+  options.host_commit_ahead_bytes = kPagesPerChunk * kLayout.page_bytes();  // one chunk ahead
+  VkPageStore store(context(), kLayout, kDevicePages, kHostPages, options);
+  store.wait_for_host_commits();
+  ASSERT_EQ(store.committer().background_commits(), 1u) << "chunk 0, before any use";
+  store.hold_host_commits(true);
+  const std::vector<std::byte> a = random_page();
+  write_page(store, Tier::Device, 0, a);
+  store.copy(std::vector<PageCopy>{{Tier::Device, 0, Tier::Host, 1}});  // chunk 0 in use: chunk 1 wanted
+  store.wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(store.committer().background_commits(), 1u) << "a commit started while held";
+  store.copy(std::vector<PageCopy>{{Tier::Host, 1, Tier::Host, kPagesPerChunk}});  // chunk 1, on the spot
+  store.wait();
+  EXPECT_EQ(store.host_chunks_committed(), 2u);
+  EXPECT_EQ(read_page(store, Tier::Host, kPagesPerChunk), a);
+  store.wait_for_host_commits();
+  EXPECT_EQ(store.committer().background_commits(), 1u) << "held: nothing to wait for";
+  store.hold_host_commits(false);  // chunk 2 wanted now
+  store.wait_for_host_commits();
+  EXPECT_EQ(store.committer().background_commits(), 2u) << "released, it did not catch up";
 }
 
 TEST_F(VkPageStoreTest, AFailedCommitAheadIsRetriedOnUse) {

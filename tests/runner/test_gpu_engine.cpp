@@ -256,6 +256,24 @@ TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
   EXPECT_EQ(after_flush.tokens, cold.tokens);
 }
 
+// The warm-up steps at load run in device pages no request holds yet: the cache starts empty, and a
+// request gets the tokens of an engine that did not warm up.
+TEST_F(GpuEngineTest, WarmUpAtLoadCachesNothingAndChangesNoToken) {
+  GpuEngineConfig config = deterministic();
+  config.warm_up = false;
+  const auto prompt = pseudo_random_tokens(70, 4, 320);
+  const Result plain = run(start(config), greedy(prompt, 24));
+  config.warm_up = true;
+  GpuEngine& engine = start(config);
+  const CacheStats loaded = engine.cache_stats();
+  EXPECT_EQ(loaded.trie_tokens, 0u);
+  EXPECT_EQ(loaded.miss_tokens, 0u);
+  EXPECT_EQ(loaded.device.pages_used, 0u);
+  const Result warmed = run(engine, greedy(prompt, 24));
+  EXPECT_EQ(warmed.stats.cached_tokens, 0u);
+  EXPECT_EQ(warmed.tokens, plain.tokens);
+}
+
 TEST_F(GpuEngineTest, HostHitGeneratesTheSameTokensAsAColdRun) {
   // A device tier of 12 pages (192 tokens) and a host tier of 64: the second conversation pushes the
   // first one's pages to host memory.
@@ -486,15 +504,23 @@ TEST_F(GpuEngineTest, ADiskHitIsReadWhileAnotherRequestKeepsDecoding) {
 
 // With overlap (the default) a disk hit computes its first pages while its last ones are read; where the two
 // meet depends on the disk's and the device's speeds (the cache test has a meet in the middle under
-// control). On a fast disk, whichever way it splits, the answer is a cold run's and every cached token came
-// from disk in whole pages. On a slow one (one read in flight, 4 s a page: 56 s for the 14 full pages) the
-// hit computes them all rather than waiting: no page from disk, and the answer long before the read. (With
-// 1 s a page, a TSan build computed only 208 tokens before the first page came back.)
+// control). Pages in the page cache (a restart right after the shutdown wrote them) are read whole first:
+// all 14 full pages from disk. On a disk that takes a few ms a page, whichever way it splits, the answer is
+// a cold run's and every cached token came from disk in whole pages. On a slow one (one read in flight, 4 s
+// a page: 56 s for the 14 full pages) the hit computes them all rather than waiting: no page from disk, and
+// the answer long before the read. (With 1 s a page, a TSan build computed only 208 tokens before the
+// first page came back.)
 TEST_F(GpuEngineTest, ADiskHitComputesItsFirstPagesWhileItsLastOnesAreRead) {
   GpuEngineConfig config = with_disk_tier(tiered(1, 32, 32), "kv-disk-overlap");
   const GenerateRequest prompt = greedy(pseudo_random_tokens(240, 514, 320), 4);
   const Result cold = run(start(config), prompt);
   engine_.reset();  // persists its pages to disk at shutdown
+  const Result in_memory = run(start(config), prompt);
+  EXPECT_EQ(in_memory.tokens, cold.tokens);
+  EXPECT_EQ(in_memory.stats.cached_tokens_disk, 224u) << "in the page cache, the run is read whole";
+  engine_.reset();
+
+  config.kv_disk_read_delay = std::chrono::milliseconds(3);
   const Result fast = run(start(config), prompt);
   EXPECT_EQ(fast.tokens, cold.tokens);
   EXPECT_EQ(fast.stats.cached_tokens, fast.stats.cached_tokens_disk);
