@@ -120,11 +120,6 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                    "a disk hit waits for its whole read (default: it computes its first pages meanwhile, the "
                    "read takes the last pages first, and the two meet)"),
       "no-kv-disk-overlap");
-  opt(app.add_flag(
-          "--no-warmup", o.no_warmup,
-          "no warm-up steps at load (default: one prefill and one decode step on no request's pages, "
-          "so that the first request runs as fast as later ones)"),
-      "no-warmup");
   opt(app.add_option("--device", o.device, "Vulkan device index (see --list-devices)"), "device");
   opt(app.add_flag("--deterministic", o.deterministic,
                    "batch-invariant kernels: cached and cold runs agree exactly"),

@@ -58,7 +58,6 @@ std::unique_ptr<engine::Engine> start_engine(const ServeOptions& options, Loaded
   e.kv_disk_dir = options.kv_disk_dir;
   e.kv_disk_bytes = options.kv_disk_mb << 20;
   e.kv_disk_overlap = !options.no_kv_disk_overlap;
-  e.warm_up = !options.no_warmup;
   e.deterministic = options.deterministic;
   e.tenant_kv_share = options.tenant_kv_share;
   if (!options.kv_events.empty()) {

@@ -32,7 +32,6 @@ struct ServeOptions {
   std::string kv_disk_dir;          // disk tier directory ("": none)
   uint64_t kv_disk_mb = 0;          // disk tier budget (0: none)
   bool no_kv_disk_overlap = false;  // a disk hit waits for its whole read (GpuEngineConfig::kv_disk_overlap)
-  bool no_warmup = false;           // no warm-up steps at load (GpuEngineConfig::warm_up)
   std::optional<uint32_t> device;   // Vulkan device index; unset: the preferred one
   bool deterministic = false;
   bool cpu_reference = false;  // serve with the CPU reference engine (tiny models, tests)

@@ -55,35 +55,6 @@ GpuEngine::State::State(vk::Context& context, const GgufFile& file, const ModelC
   log_load(context, ms_between(waiting_since, Clock::now()));
 }
 
-void GpuEngine::State::warm_up(uint32_t device_pages) {
-  // A prompt step of up to kWarmUpTokens and a greedy decode after it, in the first device pages: no request
-  // holds any page yet, and a request's pages are written before they are read. Only the device runs.
-  const uint32_t P = config.page_tokens;
-  const uint32_t room = std::min(config.n_ctx, device_pages * P);
-  if (room < 2) return;
-  const uint32_t n = std::min({kWarmUpTokens, model.options().max_batch_tokens, room - 1});
-  const auto started = Clock::now();
-  batch.clear();  // the engine thread's own, not started yet
-  std::vector<uint32_t> table((n + P) / P);
-  for (uint32_t i = 0; i < table.size(); ++i) table[i] = i;
-  batch.add_sequence(table);
-  for (uint32_t i = 0; i < n; ++i) {
-    batch.tokens.push_back(static_cast<int32_t>(i % model.config().n_vocab));
-    batch.positions.push_back(i);
-    batch.seq.push_back(0);
-  }
-  batch.logits_for = {n - 1};
-  model.forward(batch);
-  batch.tokens = {0};
-  batch.positions = {n};
-  batch.seq = {0};
-  batch.logits_for = {0};
-  batch.greedy_only = config.gpu_greedy;
-  model.forward(batch);
-  batch.clear();
-  spdlog::info("engine: warm-up steps of {} and 1 tokens in {:.0f} ms", n, ms_between(started, Clock::now()));
-}
-
 // The load's one info line: the weights' upload (upload_weights), the pipelines (PipelineCache) and the KV
 // tiers, the load's last step.
 void GpuEngine::State::log_load(vk::Context& context, double host_commit_wait_ms) const {
@@ -210,7 +181,6 @@ GpuEngine::GpuEngine(vk::Context& context, const GgufFile& file, const Tokenizer
   spdlog::info("kv: page {} tokens = {} KiB; device tier {} pages ({} MiB), host tier {} pages ({} MiB)",
                config.page_tokens, page_bytes >> 10, device_pages, device_pages * page_bytes >> 20,
                host_pages, host_pages * page_bytes >> 20);
-  if (config.warm_up) state_->warm_up(device_pages);
   state_->publish_stats();
   state_->worker = std::thread([s = state_.get()] { s->run(); });
 }

@@ -59,10 +59,6 @@ struct GpuEngineConfig {
   // last page first, until the two meet (a cold disk reads about as fast as the model computes); false: it
   // waits for the whole read.
   bool kv_disk_overlap = true;
-  // One prefill step and one decode step run at load (on KV pages no request holds yet): the first step of
-  // a fresh process ran 65-90 ms longer than later ones on an H100 (session 26), which a restart's first
-  // request paid. false: --no-warmup.
-  bool warm_up = true;
   KvEventSink* kv_events =
       nullptr;  // told of every cached page change (--kv-events); must outlive the engine
 };

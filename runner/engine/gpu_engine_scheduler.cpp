@@ -52,8 +52,7 @@ void GpuEngine::State::run() {
     for (auto& task : taken.tasks) task();
     finish_disk_loads();
     admit(taken.cancel_all);
-    // Pinning host chunks beside a disk hit's steps slowed them by a third (session 25): none meanwhile.
-    pages.hold_host_commits(cache.disk_loads_in_flight() > 0);
+    pages.hold_host_commits(disk_hit_prefilling());
     for (size_t i = running.size(); i-- > 0;)
       if (taken.cancel_all || running[i]->request->channel->cancelled()) end_running(i, StopKind::Cancelled);
     update_gauges();
@@ -114,7 +113,9 @@ void GpuEngine::State::admit(bool cancel_all) {
     // start meanwhile (it holds nothing the reads need from them).
     if (!job->disk_checked && !job->started()) {
       job->disk_checked = true;
+      if (disk) pages.hold_host_commits(true);  // before the read takes host chunks (and wants the next)
       job->disk_load = cache.start_disk_load(job->ns, job->tokens, job->group, config.kv_disk_overlap);
+      job->disk_hit = job->disk_load.has_value();
       job->disk_read_whole =
           job->disk_load && (!config.kv_disk_overlap || cache.disk_load_in_memory(*job->disk_load));
     }
@@ -140,6 +141,14 @@ void GpuEngine::State::admit(bool cancel_all) {
     }
   }
   waiting.swap(still_waiting);
+}
+
+bool GpuEngine::State::disk_hit_prefilling() const {
+  // Pinning host chunks beside a disk hit's steps slowed them by a third (session 25), and the commits
+  // that resumed when its read ended slowed the steps after the meet (session 26).
+  const auto hit = [](const std::unique_ptr<Job>& job) { return job->disk_hit && job->prefilling(); };
+  return cache.disk_loads_in_flight() > 0 || std::any_of(running.begin(), running.end(), hit) ||
+         std::any_of(waiting.begin(), waiting.end(), hit);
 }
 
 void GpuEngine::State::finish_disk_loads() {

@@ -44,6 +44,7 @@ struct Job {
   bool disk_checked = false;
   std::optional<DiskLoadId> disk_load;
   bool disk_read_whole = false;
+  bool disk_hit = false;  // a read of its pages started: host commits are held until its prompt is computed
   DiskRun disk_run;
   uint32_t disk_overlap_steps = 0;  // steps computed while its read was in flight
   Clock::time_point prompt_started{};
@@ -59,9 +60,6 @@ struct Job {
 // but a short step costs nearly as much as a longer one: on the H100 machine a step of llama3-8b takes
 // 27.6 ms for 64 tokens, 27 for 128 and 43 for 512 (docs/BENCHMARKS.md, session 25).
 constexpr uint32_t kDiskOverlapFirstChunk = 512;
-
-// Prompt tokens of the warm-up step at load: the first step of a disk hit computing beside its read.
-constexpr uint32_t kWarmUpTokens = kDiskOverlapFirstChunk;
 
 // Threads (the engine's own included) that sample a step's rows on the CPU.
 constexpr uint32_t kSamplingThreads = 4;
@@ -107,8 +105,6 @@ struct GpuEngine::State {
   // info line once the KV tiers exist.
   static VkPageStoreOptions page_store_options(const GpuModel& model, const GpuEngineConfig& cfg);
   void log_load(vk::Context& context, double host_commit_wait_ms) const;
-  // The warm-up steps at load (GpuEngineConfig::warm_up), before the engine thread starts.
-  void warm_up(uint32_t device_pages);
 
   // Stats (gpu_engine_stats.cpp). Engine thread: snapshots the cache's stats for cache_stats().
   void publish_stats();
@@ -121,6 +117,8 @@ struct GpuEngine::State {
   // Hands each prompt whose computing met its disk read the pages read (parking it to start again on them),
   // and the background disk reads that are done to their waiting requests.
   void finish_disk_loads();
+  // Whether a disk hit is being read or its prompt computed: the host tier's commits ahead of use wait.
+  bool disk_hit_prefilling() const;
   // The prefill tokens of this step (n at most) for a prompt whose pages are being read meanwhile.
   uint32_t disk_overlap_chunk(Job& job, uint32_t n);
   bool fits_now(const Job& job) const;

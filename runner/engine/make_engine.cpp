@@ -30,7 +30,6 @@ std::unique_ptr<Engine> make_engine(const EngineOptions& options, const GgufFile
   config.kv_disk_dir = options.kv_disk_dir;
   config.kv_disk_bytes = options.kv_disk_bytes;
   config.kv_disk_overlap = options.kv_disk_overlap;
-  config.warm_up = options.warm_up;
   config.deterministic = options.deterministic;
   config.tenant_kv_share = options.tenant_kv_share;
   config.kv_events = options.kv_events;

@@ -36,7 +36,6 @@ struct EngineOptions {
   std::filesystem::path kv_disk_dir;
   uint64_t kv_disk_bytes = 0;
   bool kv_disk_overlap = true;  // GpuEngineConfig::kv_disk_overlap
-  bool warm_up = true;          // GpuEngineConfig::warm_up
   bool deterministic = false;
   double tenant_kv_share = 1.0;
   KvEventSink* kv_events = nullptr;  // must outlive the engine

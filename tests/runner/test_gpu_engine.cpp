@@ -256,24 +256,6 @@ TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
   EXPECT_EQ(after_flush.tokens, cold.tokens);
 }
 
-// The warm-up steps at load run in device pages no request holds yet: the cache starts empty, and a
-// request gets the tokens of an engine that did not warm up.
-TEST_F(GpuEngineTest, WarmUpAtLoadCachesNothingAndChangesNoToken) {
-  GpuEngineConfig config = deterministic();
-  config.warm_up = false;
-  const auto prompt = pseudo_random_tokens(70, 4, 320);
-  const Result plain = run(start(config), greedy(prompt, 24));
-  config.warm_up = true;
-  GpuEngine& engine = start(config);
-  const CacheStats loaded = engine.cache_stats();
-  EXPECT_EQ(loaded.trie_tokens, 0u);
-  EXPECT_EQ(loaded.miss_tokens, 0u);
-  EXPECT_EQ(loaded.device.pages_used, 0u);
-  const Result warmed = run(engine, greedy(prompt, 24));
-  EXPECT_EQ(warmed.stats.cached_tokens, 0u);
-  EXPECT_EQ(warmed.tokens, plain.tokens);
-}
-
 TEST_F(GpuEngineTest, HostHitGeneratesTheSameTokensAsAColdRun) {
   // A device tier of 12 pages (192 tokens) and a host tier of 64: the second conversation pushes the
   // first one's pages to host memory.

@@ -84,9 +84,7 @@ class KvDiskDaemon : public ::testing::Test {
 
   // The daemon on `model` with 1 MiB device and host tiers and the disk tier in `dir`; `wrapper` is a shell
   // script run before exec'ing it (e.g. ulimits). Not waited for. whole_read: --no-kv-disk-overlap (a disk
-  // hit reads every page of the run instead of computing the first ones meanwhile). --no-warmup: these
-  // tests start dozens of daemons, and the warm-up's deterministic prefill step costs seconds on lavapipe
-  // (the engine tests cover it).
+  // hit reads every page of the run instead of computing the first ones meanwhile).
   std::unique_ptr<DaemonProcess> launch(const fs::path& model, const fs::path& dir, int disk_mb = 64,
                                         const std::string& wrapper = "", bool whole_read = false) {
     std::vector<std::string> args = {"serve",
@@ -106,8 +104,7 @@ class KvDiskDaemon : public ::testing::Test {
                                      "--kv-disk-dir",
                                      dir.string(),
                                      "--kv-disk-mb",
-                                     std::to_string(disk_mb),
-                                     "--no-warmup"};
+                                     std::to_string(disk_mb)};
     if (whole_read) args.push_back("--no-kv-disk-overlap");
     if (wrapper.empty()) return std::make_unique<DaemonProcess>(args);
     args.insert(args.begin(), {"-c", wrapper + "; exec \"$0\" \"$@\"", kvtrie_binary().string()});
