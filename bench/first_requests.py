@@ -4,7 +4,9 @@ right after `kvtrie serve` reports healthy, twice over (the second round is the 
 What a restart's first users pay beyond a warm step (session 25: 37-144 ms on the first one or two).
 One JSON line per request on stdout.
 
-    bench/first_requests.py BIN_DIR MODEL.gguf [--sizes 64,64,128,512,16,2048] [--port 18091] > first.jsonl
+    bench/first_requests.py BIN_DIR MODEL.gguf [--sizes 64,64,128,512,16,2048] [--daemon-args=--flag] > first.jsonl
+
+(--daemon-args takes its value after "=" when that starts with "--".)
 """
 import argparse
 import json
