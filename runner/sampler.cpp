@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "base/error.h"
 
@@ -143,10 +144,31 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     count = logits.size();
     sorted = false;
   }
+  const std::optional<int32_t> token = draw_from_candidates(count, sorted);
+  return token ? *token : greedy(logits);  // every candidate is masked: no distribution to draw from
+}
+
+bool Sampler::samples_from_the_top(size_t limit, size_t vocabulary) const {
+  return params_.temperature > 0.0f && !penalizes() && params_.top_k > 0 &&
+         static_cast<size_t>(params_.top_k) <= limit && static_cast<size_t>(params_.top_k) < vocabulary;
+}
+
+int32_t Sampler::sample_top(std::span<const int32_t> ids, std::span<const float> logits) {
+  const auto k = static_cast<size_t>(std::max(params_.top_k, 0));
+  KVTRIE_CHECK(
+      params_.temperature > 0.0f && !penalizes() && k > 0 && ids.size() == logits.size() && ids.size() >= k,
+      "sample_top() needs top-k sampling without penalties and the row's top_k best");
+  // What select_top_k() keeps of the whole row, in its order: the given entries are in that order.
+  candidates_.clear();
+  for (size_t i = 0; i < k; ++i) candidates_.push_back({ids[i], sanitize(logits[i]), 0.0f, 0.0f});
+  const std::optional<int32_t> token = draw_from_candidates(k, true);
+  return token ? *token : ids[0];  // all masked: the lowest id, as greedy() over the row
+}
+
+std::optional<int32_t> Sampler::draw_from_candidates(size_t count, bool sorted) {
   float max = kNegInf;
   for (size_t i = 0; i < count; ++i) max = std::max(max, candidates_[i].logit);
-  if (max == kNegInf) return greedy(logits);  // every candidate is masked: no distribution to draw from
-
+  if (max == kNegInf) return std::nullopt;
   const float inv_temperature = 1.0f / params_.temperature;
   double total = 0.0;
   for (size_t i = 0; i < count; ++i) {

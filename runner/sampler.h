@@ -52,6 +52,15 @@ class Sampler {
   // sequence so far, oldest first (ids outside the vocabulary are ignored); only its tail matters.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent_tokens);
 
+  // Whether sample() draws from the row's top_k best alone, `limit` or fewer of them, from a row of
+  // `vocabulary` logits: temperature above 0, top-k on, no penalty that applies. A caller may then hand
+  // sample_top() the row's best entries instead of the row (GpuModel's top candidates).
+  bool samples_from_the_top(size_t limit, size_t vocabulary) const;
+  // sample() for a row given by its best entries in rank order (the larger logit first, the lower id among
+  // equal ones, NaN read as -inf), at least top_k of them, when samples_from_the_top(): the same token from
+  // the same RNG draws. Throws kvtrie::Error otherwise.
+  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits);
+
   const SamplingParams& params() const { return params_; }
   // Whether sample() returns the raw row's first largest logit whatever the history: greedy, with no penalty
   // that applies. A caller may then take that token from elsewhere (the GPU's argmax of the row).
@@ -98,6 +107,8 @@ class Sampler {
   size_t move_heaviest_octaves_first(size_t count, double target);
   size_t apply_min_p(size_t count, bool sorted);
   int32_t draw(size_t count);
+  // Steps 4-8 over candidates_[0, count) (`sorted`: in rank order); nullopt when every one is masked.
+  std::optional<int32_t> draw_from_candidates(size_t count, bool sorted);
 
   SamplingParams params_;
   uint64_t seed_;

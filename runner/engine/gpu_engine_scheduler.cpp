@@ -322,17 +322,25 @@ bool GpuEngine::State::build_batch() {
     }
   }
   // Greedy rows with nothing else read from them take their token from the GPU: no logits read back and
-  // scanned here while the GPU waits (docs/BENCHMARKS.md, session 24).
-  batch.greedy_only =
-      config.gpu_greedy && std::all_of(scheduled.begin(), scheduled.end(), [](const Scheduled& s) {
-        return !s.sampled || s.job->request->wants_only_the_largest_logit();
-      });
+  // scanned here while the GPU waits (docs/BENCHMARKS.md, session 24). Rows that draw from their top_k best
+  // alone read back only the GPU's best kTopCandidates of the row.
+  const auto greedy = [](const Scheduled& s) {
+    return !s.sampled || s.job->request->wants_only_the_largest_logit();
+  };
+  const auto from_the_top = [&](const Scheduled& s) {
+    return !s.sampled || (config.gpu_greedy && s.job->request->wants_only_the_largest_logit()) ||
+           (config.gpu_top_candidates &&
+            s.job->request->wants_only_top_candidates(GpuModel::kTopCandidates, info.n_vocab));
+  };
+  batch.greedy_only = config.gpu_greedy && std::all_of(scheduled.begin(), scheduled.end(), greedy);
+  batch.top_candidates = !batch.greedy_only && info.n_vocab >= GpuModel::kTopCandidates &&
+                         std::all_of(scheduled.begin(), scheduled.end(), from_the_top);
   return !batch.tokens.empty();
 }
 
 void GpuEngine::State::after_forward() {
   const uint32_t n_vocab = info.n_vocab;
-  size_t row = 0;
+  size_t row = 0, top_rows = 0;
   cpu_rows.clear();
   for (const Scheduled& s : scheduled) {
     Job& job = *s.job;
@@ -343,7 +351,19 @@ void GpuEngine::State::after_forward() {
     if (request.prompt_ms == 0) request.prompt_ms = ms_between(job.prompt_started, Clock::now());
     if (batch.greedy_only) {
       const int32_t token = model.greedy_tokens()[row++];
-      request.emit_greedy(token);
+      request.emit_picked(token);
+      job.tokens.push_back(token);
+      continue;
+    }
+    if (batch.top_candidates) {
+      constexpr uint32_t K = GpuModel::kTopCandidates;
+      const GpuModel::TopCandidates top = model.top_candidates();
+      const std::span<const int32_t> ids = top.ids.subspan(row * K, K);
+      const bool greedy_row = request.wants_only_the_largest_logit();
+      const int32_t token = greedy_row ? ids[0] : request.sample_top(ids, top.logits.subspan(row * K, K));
+      ++row;
+      if (!greedy_row) ++top_rows;
+      request.emit_picked(token);
       job.tokens.push_back(token);
       continue;
     }
@@ -377,6 +397,10 @@ void GpuEngine::State::after_forward() {
     job.tokens.push_back(cpu_tokens[i]);
   }
   if (batch.greedy_only) queue.report_gpu_greedy(static_cast<uint32_t>(row));
+  if (batch.top_candidates) {
+    queue.report_gpu_greedy(static_cast<uint32_t>(row - top_rows));
+    queue.report_gpu_top_candidates(static_cast<uint32_t>(top_rows));
+  }
   for (size_t i = running.size(); i-- > 0;)
     if (running[i]->request->generation->done())
       end_running(i, *running[i]->request->generation->stop_kind());

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/ops/argmax_rows.h"
+#include "kernels/ops/top_k_rows.h"
 #include "kernels/vk/device.h"
 #include "runner/engine/gpu_model_impl.h"
 
@@ -116,6 +117,12 @@ void GpuModel::Impl::allocate_activations() {
   logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
   argmax_host = scratch(dev, max_logits, vk::MemoryKind::HostCached);
   argmax_scratch = scratch(dev, kernels::argmax_rows_scratch_bytes(max_logits, config.n_vocab) / 4);
+  if (config.n_vocab >= kTopCandidates) {
+    top_ids_host = scratch(dev, uint64_t{max_logits} * kTopCandidates, vk::MemoryKind::HostCached);
+    top_logits_host = scratch(dev, uint64_t{max_logits} * kTopCandidates, vk::MemoryKind::HostCached);
+    top_scratch =
+        scratch(dev, kernels::top_k_rows_scratch_bytes(max_logits, config.n_vocab, kTopCandidates) / 4);
+  }
   for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
                               &logits_device, &x_f16, &split_scratch, &split_counters, &norm_sums})
     compute_bytes += b->size();
@@ -146,13 +153,13 @@ uint32_t GpuModel::Impl::split_size(uint32_t tokens, uint32_t max_position, bool
 }
 
 vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint32_t max_position,
-                                                   bool greedy) {
+                                                   LogitsOut out) {
   const uint32_t split = split_size(T, max_position, decode_step);
   const uint32_t splits = kernels::attention_max_splits(max_position, split);
   ++steps;
   for (Recording& r : recordings)
     if (r.tokens == T && r.logits == L && r.split == split && r.splits == splits && r.decode == decode_step &&
-        r.greedy == greedy) {
+        r.out == out) {
       r.last_use = steps;
       return *r.recorder;
     }
@@ -164,10 +171,10 @@ vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint3
     slot = &*std::min_element(recordings.begin(), recordings.end(),
                               [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
   }
-  *slot = {T, L, split, splits, decode_step, greedy, steps, std::move(slot->recorder)};
+  *slot = {T, L, split, splits, decode_step, out, steps, std::move(slot->recorder)};
   slot->recorder->set_profiling(profile_pool.get());
   rec = slot->recorder.get();
-  record(T, L, max_position, greedy);
+  record(T, L, max_position, out);
   ++recordings_made;
   return *slot->recorder;
 }
@@ -263,16 +270,29 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
     KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < m.config.n_vocab, "token id outside the vocabulary");
   uint32_t max_position = 0;
   m.write_inputs(batch, max_position);  // nothing is in flight: every step is waited for
-  const bool greedy = batch.greedy_only && !batch.logits_for.empty();
+  KVTRIE_CHECK(!(batch.greedy_only && batch.top_candidates),
+               "a batch reads argmax or top candidates, not both");
+  KVTRIE_CHECK(!batch.top_candidates || m.config.n_vocab >= kTopCandidates,
+               "top candidates of a vocabulary smaller than kTopCandidates");
+  const LogitsOut out = batch.logits_for.empty() ? LogitsOut::Rows
+                        : batch.greedy_only      ? LogitsOut::Argmax
+                        : batch.top_candidates   ? LogitsOut::Top
+                                                 : LogitsOut::Rows;
   vk::CommandRecorder& step =
       m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
-                      static_cast<uint32_t>(batch.logits_for.size()), max_position, greedy);
+                      static_cast<uint32_t>(batch.logits_for.size()), max_position, out);
   m.rec = &step;
   step.submit();
   step.wait_spinning(std::chrono::microseconds(m.options.spin_wait_us));
-  m.greedy_rows = greedy ? batch.logits_for.size() : 0;
-  if (greedy) {
+  m.greedy_rows = out == LogitsOut::Argmax ? batch.logits_for.size() : 0;
+  m.top_rows = out == LogitsOut::Top ? batch.logits_for.size() : 0;
+  if (out == LogitsOut::Argmax) {
     m.argmax_host.invalidate();
+    return {};
+  }
+  if (out == LogitsOut::Top) {
+    m.top_ids_host.invalidate();
+    m.top_logits_host.invalidate();
     return {};
   }
   m.logits_host.invalidate();
@@ -282,6 +302,14 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
 std::span<const int32_t> GpuModel::greedy_tokens() const {
   const Impl& m = *impl_;
   return {static_cast<const int32_t*>(m.argmax_host.data()), m.greedy_rows};
+}
+
+GpuModel::TopCandidates GpuModel::top_candidates() const {
+  const Impl& m = *impl_;
+  if (m.top_rows == 0) return {};
+  const size_t n = m.top_rows * kTopCandidates;
+  return {{static_cast<const int32_t*>(m.top_ids_host.data()), n},
+          {static_cast<const float*>(m.top_logits_host.data()), n}};
 }
 
 }  // namespace kvtrie::engine

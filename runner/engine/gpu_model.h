@@ -116,6 +116,10 @@ struct Batch {
   // Every row of logits_for wants only its greedy token: the logits stay in device memory, forward() returns
   // none and greedy_tokens() has the rows' argmax (what Sampler's greedy picks from the same rows).
   bool greedy_only = false;
+  // Every row of logits_for wants only its best GpuModel::kTopCandidates logits (Sampler::sample_top): the
+  // logits stay in device memory, forward() returns none and top_candidates() has each row's best ids and
+  // logits in rank order. Not with greedy_only (whose rows are these rows' first).
+  bool top_candidates = false;
 
   // Appends a sequence's page table (covering its positions); returns its index for seq[].
   uint32_t add_sequence(std::span<const uint32_t> table) {
@@ -136,6 +140,7 @@ struct Batch {
     pages.clear();
     table_begin.clear();
     greedy_only = false;
+    top_candidates = false;
   }
 };
 
@@ -165,12 +170,21 @@ class GpuModel {
 
   // Runs the batch; returns logits_for.size() rows of n_vocab floats, row-major, in host memory the model
   // owns (read in place, no copy: 0.5 MB a row for a 128K vocabulary), valid until the next forward().
-  // A step is recorded once per shape (tokens, logits rows, attention splits, greedy_only) and replayed
-  // while the shape repeats, as in steady decoding.
-  // With batch.greedy_only it reads back no logits (an empty span) and greedy_tokens() has one id a row.
+  // A step is recorded once per shape (tokens, logits rows, attention splits, what it reads back) and
+  // replayed while the shape repeats, as in steady decoding. With batch.greedy_only it reads back no logits
+  // (an empty span) and greedy_tokens() has one id a row.
   std::span<const float> forward(const Batch& batch);
   // The last greedy_only forward()'s tokens, one a logits_for row, valid until the next forward().
   std::span<const int32_t> greedy_tokens() const;
+  // The last top_candidates forward()'s best kTopCandidates ids and logits of each logits_for row, row after
+  // row, in rank order (the larger logit first, the lower id among equal ones, NaN as -inf); valid until the
+  // next forward().
+  static constexpr uint32_t kTopCandidates = 64;
+  struct TopCandidates {
+    std::span<const int32_t> ids;
+    std::span<const float> logits;
+  };
+  TopCandidates top_candidates() const;
 
   // Profiling (benchmarks): timestamps around every dispatch of the following steps, read back by
   // last_dispatch_times() after forward(). Turning it on or off drops the recorded steps.

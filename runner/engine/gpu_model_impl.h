@@ -28,6 +28,9 @@
 
 namespace kvtrie::engine {
 
+// What a step reads back of its logits rows (Batch::greedy_only, Batch::top_candidates).
+enum class LogitsOut : uint8_t { Rows, Argmax, Top };
+
 struct GpuModel::Impl {
   vk::Context& context;
   ModelConfig config;
@@ -63,6 +66,9 @@ struct GpuModel::Impl {
   vk::Buffer argmax_host;     // a greedy step's one id a logits row (Batch::greedy_only)
   vk::Buffer argmax_scratch;  // argmax_rows' chunk bests
   size_t greedy_rows = 0;     // rows of argmax_host the last forward() wrote
+  // A top-candidates step's kTopCandidates best ids and logits a row (Batch::top_candidates).
+  vk::Buffer top_ids_host, top_logits_host, top_scratch;
+  size_t top_rows = 0;  // rows of top_*_host the last forward() wrote
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
   std::vector<PageChunk> kv_chunks;  // the device tier: attention binds up to 4 chunks of equal size
@@ -72,7 +78,7 @@ struct GpuModel::Impl {
   struct Recording {
     uint32_t tokens = 0, logits = 0, split = 0, splits = 0;  // splits of `split` attention positions
     bool decode = false;                                     // attention's decode pass (decode_step)
-    bool greedy = false;                                     // ends in argmax_rows (Batch::greedy_only)
+    LogitsOut out = LogitsOut::Rows;                         // how the step ends
     uint64_t last_use = 0;
     std::unique_ptr<vk::CommandRecorder> recorder;
   };
@@ -162,7 +168,7 @@ struct GpuModel::Impl {
   void l2_prefetch_after_attention(const DeviceLayer& w, const L2PrefetchPlan& plan);
 
   // The recording for this shape: replayed when one exists, else made in the least recently used slot.
-  vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position, bool greedy);
+  vk::CommandRecorder& recording_for(uint32_t T, uint32_t L, uint32_t max_position, LogitsOut out);
 
   // The decode step, batches of up to kQ8Tokens tokens (kQ8TokensNoCoopmat without cooperative matrices:
   // bigger batches are faster on tensor cores, kernels/ops/matmul.h) and every product under
@@ -234,10 +240,11 @@ struct GpuModel::Impl {
 
   void ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T);
 
-  void record(uint32_t T, uint32_t L, uint32_t max_position, bool greedy);
-  // The recording's end: greedy, each of the step's L logits rows' argmax into argmax_host; else the rows
-  // copied to the host first unless they were written there.
-  void finish_logits(uint32_t L, bool in_host_memory, bool greedy);
+  void record(uint32_t T, uint32_t L, uint32_t max_position, LogitsOut read_back);
+  // The recording's end: Argmax, each of the step's L logits rows' argmax into argmax_host; Top, each row's
+  // kTopCandidates best into top_*_host; Rows, the rows copied to the host first unless they were written
+  // there.
+  void finish_logits(uint32_t L, bool in_host_memory, LogitsOut read_back);
 
   void write_inputs(const Batch& batch, uint32_t& max_position);
 };

@@ -15,6 +15,7 @@
 #include "kernels/ops/l2_prefetch.h"
 #include "kernels/ops/matvec.h"
 #include "kernels/ops/swiglu.h"
+#include "kernels/ops/top_k_rows.h"
 #include "kernels/vk/device.h"
 #include "runner/engine/gpu_model_impl.h"
 
@@ -530,7 +531,7 @@ void GpuModel::Impl::ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
   residual_product(kProductDown, w.w_down, gate, T, std::nullopt, norm_after_layer_if_q8(l, T), half);
 }
 
-void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, bool greedy) {
+void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, LogitsOut read_back) {
   rec->begin();
   pending_residual = false;
   xq_norm = nullptr;
@@ -543,20 +544,20 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, bool 
   const DeviceTensor& out = weights.logits_matrix();
   // The products below write the logits into host memory themselves, but for matmul's (a batch's many
   // rows, which a copy brings over).
-  // A greedy step keeps them in device memory, where argmax_rows reads them.
-  const bool on_device = options.logits_copy || greedy;
+  // A greedy or top-candidates step keeps them in device memory, where argmax_rows or top_k_rows reads them.
+  const bool on_device = options.logits_copy || read_back != LogitsOut::Rows;
   const vk::BufferView logits = on_device ? logits_device.view() : logits_host.view();
   if (T == 1 && L == 1 && xq_norm == &weights.output_norm) {
     // The decode step's last product wrote x normed and quantized for the output matrix.
     kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits, 1);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
-    finish_logits(L, !on_device, greedy);
+    finish_logits(L, !on_device, read_back);
     return;
   }
   if (T == 1 && L == 1 && fused(out, T)) {
     fused_normed_product(out, weights.output_norm, logits, 1, config.n_vocab);
-    finish_logits(L, !on_device, greedy);
+    finish_logits(L, !on_device, read_back);
     return;
   }
   // Only the rows that are sampled go through the final norm and the output matrix.
@@ -575,22 +576,27 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, bool 
         q8_args(out, quantize_input(rows_x, config.n_embd, &weights.output_norm, L), logits, L);
     a.norm = true;
     kernels::matvec_q8(*rec, kernels, a);
-    finish_logits(L, !on_device, greedy);
+    finish_logits(L, !on_device, read_back);
   } else if (options.deterministic && fused(out, L)) {
     // The sampled rows as a decode step's fused product takes its one row: the same bits.
     fused_normed_product(out, weights.output_norm, logits, L, config.n_vocab, false, &rows_x);
-    finish_logits(L, !on_device, greedy);
+    finish_logits(L, !on_device, read_back);
   } else {
     rms_norm(rows_x, weights.output_norm, rows_xn, L);
     matmul(out, rows_xn, logits_device, L);
-    finish_logits(L, false, greedy);
+    finish_logits(L, false, read_back);
   }
 }
 
-void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, bool greedy) {
-  if (greedy)
-    kernels::argmax_rows(*rec, kernels, logits_device.view(0, uint64_t{L} * config.n_vocab * 4), L,
-                         config.n_vocab, argmax_host.view(0, uint64_t{L} * 4), argmax_scratch.view());
+void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, LogitsOut read_back) {
+  const vk::BufferView rows = logits_device.view(0, uint64_t{L} * config.n_vocab * 4);
+  if (read_back == LogitsOut::Argmax)
+    kernels::argmax_rows(*rec, kernels, rows, L, config.n_vocab, argmax_host.view(0, uint64_t{L} * 4),
+                         argmax_scratch.view());
+  else if (read_back == LogitsOut::Top)
+    kernels::top_k_rows(*rec, kernels, rows, L, config.n_vocab, kTopCandidates,
+                        top_ids_host.view(0, uint64_t{L} * kTopCandidates * 4),
+                        top_logits_host.view(0, uint64_t{L} * kTopCandidates * 4), top_scratch.view());
   else if (!in_host_memory)
     rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
               logits_host.view(0, uint64_t{L} * config.n_vocab * 4));

@@ -47,8 +47,18 @@ struct Request {
   bool wants_only_the_largest_logit() const {
     return params.logprobs == 0 && sampler->picks_the_largest_logit();
   }
-  // Engine thread: as sample_and_emit, for a token the model picked (GpuModel::greedy_tokens()).
-  void emit_greedy(int32_t token) { emit(token, std::nullopt); }
+  // Whether its next token is drawn from the row's best `limit` logits alone with nothing else read from the
+  // row (top-k sampling, no penalty, no logprobs): the model may read back only those
+  // (Batch::top_candidates), and sample_top() draws from them.
+  bool wants_only_top_candidates(size_t limit, size_t vocabulary) const {
+    return params.logprobs == 0 && sampler->samples_from_the_top(limit, vocabulary);
+  }
+  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits) {
+    return sampler->sample_top(ids, logits);
+  }
+  // Engine thread: as sample_and_emit, for a token picked without the row (GpuModel::greedy_tokens(), or
+  // sample_top() over GpuModel::top_candidates()): no logprob.
+  void emit_picked(int32_t token) { emit(token, std::nullopt); }
 
  private:
   void emit(int32_t token, std::optional<TokenLogprob> logprob);

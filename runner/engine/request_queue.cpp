@@ -121,6 +121,11 @@ void RequestQueue::report_gpu_greedy(uint32_t tokens) {
   counters_.completion_tokens_gpu_greedy += tokens;
 }
 
+void RequestQueue::report_gpu_top_candidates(uint32_t tokens) {
+  std::lock_guard lock(mutex_);
+  counters_.completion_tokens_gpu_top_candidates += tokens;
+}
+
 void RequestQueue::post(std::function<void()> task) {
   {
     std::lock_guard lock(mutex_);

@@ -54,6 +54,7 @@ class RequestQueue {
   void report_preempted();
   // Engine thread: `tokens` completion tokens of a step were picked on the GPU (Batch::greedy_only).
   void report_gpu_greedy(uint32_t tokens);
+  void report_gpu_top_candidates(uint32_t tokens);
   // Engine thread, after each step: how many of the requests it holds are running and how many wait (the
   // EngineCounters gauges active and, with the queue's own, queued).
   void set_gauges(uint32_t running, uint32_t waiting);

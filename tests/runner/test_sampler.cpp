@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "base/error.h"
@@ -485,6 +486,79 @@ TEST(Sampler, LargeVocabularyDefaultsStayInTopK) {
   defaults.seed = 9;
   Sampler s(defaults);
   for (int i = 0; i < 200; ++i) EXPECT_GE(logits[static_cast<size_t>(s.sample(logits, {}))], fortieth);
+}
+
+// The row's best `k` entries in rank order (the larger logit first, the lower id among equal ones, NaN as
+// -inf), written independently of the Sampler: what GpuModel's top candidates hand to sample_top().
+void best_entries(const std::vector<float>& row, size_t k, std::vector<int32_t>& ids,
+                  std::vector<float>& best) {
+  const auto value = [&](int32_t i) {
+    const float v = row[static_cast<size_t>(i)];
+    return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
+  };
+  std::vector<int32_t> order(row.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return value(a) != value(b) ? value(a) > value(b) : a < b; });
+  ids.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+  best.clear();
+  for (int32_t id : ids) best.push_back(value(id));
+}
+
+// A row handed over as its 64 best entries draws what the whole row draws, draw after draw from one seed,
+// in every setting that samples from the top (ties at the cut, NaN, -inf, a row with every logit masked).
+TEST(Sampler, TheTopEntriesOfARowDrawTheTokensOfTheWholeRow) {
+  constexpr size_t kEntries = 64, kVocab = 5000;
+  std::mt19937 rng(21);
+  std::vector<std::vector<float>> rows(40, std::vector<float>(kVocab));
+  for (auto& row : rows)
+    for (float& v : row) v = static_cast<float>(rng() % 200) * 0.05f;  // many ties
+  for (int i = 0; i < 400; ++i) rows[rng() % rows.size()][rng() % kVocab] = std::nanf("");
+  for (int i = 0; i < 400; ++i) rows[rng() % rows.size()][rng() % kVocab] = -INFINITY;
+  std::fill(rows[7].begin(), rows[7].end(), -INFINITY);
+  std::vector<SamplingParams> settings(5, SamplingParams{});
+  settings[1].top_k = 1;
+  settings[2].top_k = 64;
+  settings[2].top_p = 1.0f;
+  settings[2].min_p = 0.0f;
+  settings[3].typical_p = 0.7f;
+  settings[3].temperature = 1.5f;
+  settings[4].top_k = 5;
+  settings[4].temperature = 0.3f;
+  std::vector<int32_t> ids;
+  std::vector<float> best;
+  for (size_t p = 0; p < settings.size(); ++p) {
+    settings[p].seed = 100 + p;
+    Sampler whole(settings[p]), top(settings[p]);
+    ASSERT_TRUE(top.samples_from_the_top(kEntries, kVocab)) << "setting " << p;
+    for (int draw = 0; draw < 300; ++draw) {
+      const std::vector<float>& row = rows[static_cast<size_t>(draw) % rows.size()];
+      best_entries(row, kEntries, ids, best);
+      ASSERT_EQ(top.sample_top(ids, best), whole.sample(row, {})) << "setting " << p << ", draw " << draw;
+    }
+  }
+}
+
+TEST(Sampler, OnlyTopKSamplingWithoutPenaltiesSamplesFromTheTop) {
+  SamplingParams p;  // temperature 0.8, top_k 40
+  EXPECT_TRUE(Sampler(p).samples_from_the_top(64, 128256));
+  EXPECT_FALSE(Sampler(p).samples_from_the_top(32, 128256)) << "top_k above the limit";
+  EXPECT_FALSE(Sampler(p).samples_from_the_top(64, 40)) << "top_k covers the vocabulary: no top-k";
+  p.top_k = 0;
+  EXPECT_FALSE(Sampler(p).samples_from_the_top(64, 128256)) << "top-k off";
+  p = SamplingParams{};
+  p.temperature = 0.0f;
+  EXPECT_FALSE(Sampler(p).samples_from_the_top(64, 128256)) << "greedy";
+  p = SamplingParams{};
+  p.repeat_penalty = 1.1f;
+  Sampler penalized(p);
+  EXPECT_FALSE(penalized.samples_from_the_top(64, 128256)) << "a penalty needs the whole row";
+  const std::vector<int32_t> ids(64, 0);
+  const std::vector<float> best(64, 0.0f);
+  EXPECT_THROW(penalized.sample_top(ids, best), Error);
+  EXPECT_THROW(Sampler(SamplingParams{}).sample_top(std::span(ids).first(39), std::span(best).first(39)),
+               Error)
+      << "fewer entries than top_k";
 }
 
 TEST(Sampler, InvalidParametersAreReportedAndRejected) {
