@@ -40,4 +40,16 @@ inline Grid grid_1d(uint64_t groups) {
   return {kMaxX, div_up(groups, kMaxX)};
 }
 
+// Row reductions in two passes (argmax_rows, top_k_rows): work group (c, row) takes the row's chunk c of
+// kRowChunk values (128K logits make 63 chunks, read at once), then a merge a row. Their scratch holds
+// `per_chunk` values of every chunk of every row, then as many indices from row_chunk_index_offset (256
+// bytes aligned: every device's binding alignment).
+inline constexpr uint32_t kRowChunk = 2048;
+inline uint32_t row_chunks(uint32_t n) {
+  return div_up(n, kRowChunk);
+}
+inline uint64_t row_chunk_index_offset(uint32_t rows, uint32_t n, uint32_t per_chunk) {
+  return (uint64_t{rows} * row_chunks(n) * per_chunk * 4 + 255) / 256 * 256;
+}
+
 }  // namespace kvtrie::kernels

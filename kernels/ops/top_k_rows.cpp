@@ -7,25 +7,15 @@ namespace kvtrie::kernels {
 namespace {
 constexpr std::string_view kVariants[] = {"f32"};
 constexpr OpRegistration kTopK{.op = "top_k_rows", .variants = kVariants, .spec = spec_row_reduce};
-// Values a work group sorts in the first pass (top_k_rows.comp's CHUNK): 128K logits make 63 chunks.
-constexpr uint32_t kChunk = 2048;
+static_assert(kRowChunk == 2048, "top_k_rows.comp's CHUNK");
 
 struct TopKPush {
   uint32_t n, k, chunks, merge;
 };
-
-uint32_t chunks_of(uint32_t n) {
-  return (n + kChunk - 1) / kChunk;
-}
-
-// The chunks' values, then their indices from this offset: 256 bytes, every device's binding alignment.
-uint64_t index_offset(uint32_t rows, uint32_t n, uint32_t k) {
-  return (uint64_t{rows} * chunks_of(n) * k * 4 + 255) / 256 * 256;
-}
 }  // namespace
 
 uint64_t top_k_rows_scratch_bytes(uint32_t rows, uint32_t n, uint32_t k) {
-  return 2 * index_offset(rows, n, k);
+  return 2 * row_chunk_index_offset(rows, n, k);
 }
 
 void top_k_rows(vk::CommandRecorder& rec, const Kernels& kernels, vk::BufferView values, uint32_t rows,
@@ -37,8 +27,8 @@ void top_k_rows(vk::CommandRecorder& rec, const Kernels& kernels, vk::BufferView
   KVTRIE_CHECK(out_index.range >= uint64_t{rows} * k * 4 && out_value.range >= uint64_t{rows} * k * 4,
                "top_k_rows: an output is shorter than k words a row");
   KVTRIE_CHECK(scratch.range >= top_k_rows_scratch_bytes(rows, n, k), "top_k_rows: the scratch is too short");
-  const uint32_t chunks = chunks_of(n);
-  const uint64_t half = index_offset(rows, n, k);
+  const uint32_t chunks = row_chunks(n);
+  const uint64_t half = row_chunk_index_offset(rows, n, k);
   const vk::BufferView candidate_value = scratch.sub(0, half), candidate_index = scratch.sub(half, half);
   const vk::ComputePipeline& pipeline = kernels.pipeline(kTopK);
   const vk::Binding chunk_pass[] = {vk::read(values), vk::write(candidate_value), vk::write(candidate_index),
