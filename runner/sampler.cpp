@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 
@@ -154,10 +155,9 @@ bool Sampler::samples_from_the_top(size_t limit, size_t vocabulary) const {
 }
 
 int32_t Sampler::sample_top(std::span<const int32_t> ids, std::span<const float> logits) {
-  const auto k = static_cast<size_t>(std::max(params_.top_k, 0));
-  KVTRIE_CHECK(
-      params_.temperature > 0.0f && !penalizes() && k > 0 && ids.size() == logits.size() && ids.size() >= k,
-      "sample_top() needs top-k sampling without penalties and the row's top_k best");
+  KVTRIE_CHECK(ids.size() == logits.size() && samples_from_the_top(ids.size(), SIZE_MAX),
+               "sample_top() needs top-k sampling without penalties and the row's top_k best");
+  const auto k = static_cast<size_t>(params_.top_k);
   // What select_top_k() keeps of the whole row, in its order: the given entries are in that order.
   candidates_.clear();
   for (size_t i = 0; i < k; ++i) candidates_.push_back({ids[i], sanitize(logits[i]), 0.0f, 0.0f});

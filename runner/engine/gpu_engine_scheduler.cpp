@@ -52,7 +52,7 @@ void GpuEngine::State::run() {
     for (auto& task : taken.tasks) task();
     finish_disk_loads();
     admit(taken.cancel_all);
-    pages.hold_host_commits(disk_hit_prefilling());
+    if (disk) pages.hold_host_commits(disk_hit_prefilling());
     for (size_t i = running.size(); i-- > 0;)
       if (taken.cancel_all || running[i]->request->channel->cancelled()) end_running(i, StopKind::Cancelled);
     update_gauges();
@@ -342,6 +342,8 @@ void GpuEngine::State::after_forward() {
   const uint32_t n_vocab = info.n_vocab;
   size_t row = 0, top_rows = 0;
   cpu_rows.clear();
+  const GpuModel::TopCandidates top =
+      batch.top_candidates ? model.top_candidates() : GpuModel::TopCandidates{};
   for (const Scheduled& s : scheduled) {
     Job& job = *s.job;
     cache.commit(job.seq, std::span<const int32_t>(job.tokens).subspan(job.computed, s.tokens));
@@ -357,7 +359,6 @@ void GpuEngine::State::after_forward() {
     }
     if (batch.top_candidates) {
       constexpr uint32_t K = GpuModel::kTopCandidates;
-      const GpuModel::TopCandidates top = model.top_candidates();
       const std::span<const int32_t> ids = top.ids.subspan(row * K, K);
       const bool greedy_row = request.wants_only_the_largest_logit();
       const int32_t token = greedy_row ? ids[0] : request.sample_top(ids, top.logits.subspan(row * K, K));

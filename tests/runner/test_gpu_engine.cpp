@@ -56,6 +56,26 @@ Result run(Engine& engine, const GenerateRequest& request) {
   return collect(std::get<GenerationStream>(submitted));
 }
 
+// Each request run alone, one after another.
+std::vector<Result> run_each(Engine& engine, const std::vector<GenerateRequest>& requests) {
+  std::vector<Result> out;
+  for (const GenerateRequest& r : requests) out.push_back(run(engine, r));
+  return out;
+}
+
+// Submits every request at once and collects the results in order.
+std::vector<Result> run_together(Engine& engine, const std::vector<GenerateRequest>& requests) {
+  std::vector<GenerationStream> streams;
+  for (const auto& r : requests) {
+    auto submitted = engine.submit(r);
+    EXPECT_TRUE(std::holds_alternative<GenerationStream>(submitted)) << "the engine rejected a request";
+    if (auto* stream = std::get_if<GenerationStream>(&submitted)) streams.push_back(std::move(*stream));
+  }
+  std::vector<Result> out;
+  for (auto& stream : streams) out.push_back(collect(stream));
+  return out;
+}
+
 GenerateRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   GenerateRequest r;
   r.prompt = std::move(prompt);
@@ -186,20 +206,13 @@ TEST_F(GpuEngineTest, GreedyTokensPickedOnTheGpuEqualTheSamplersAmongOtherReques
   with_logprobs.logprobs = 2;
   GenerateRequest sampled = greedy(pseudo_random_tokens(35, 22, 320), 30);
   sampled.sampling.temperature = 0.9f;
+  std::vector<GenerateRequest> all = requests;
+  all.insert(all.end(), {penalized, with_logprobs, sampled});
   const auto run_all = [&](bool gpu_greedy, bool together) {
     GpuEngineConfig config = deterministic();
     config.gpu_greedy = gpu_greedy;
     GpuEngine& engine = start(config);
-    std::vector<Result> out;
-    if (!together) {
-      for (const GenerateRequest& r : requests) out.push_back(run(engine, r));
-    } else {
-      std::vector<GenerateRequest> all = requests;
-      for (const GenerateRequest& r : {penalized, with_logprobs, sampled}) all.push_back(r);
-      std::vector<GenerationStream> streams;
-      for (const GenerateRequest& r : all) streams.push_back(std::get<GenerationStream>(engine.submit(r)));
-      for (GenerationStream& st : streams) out.push_back(collect(st));
-    }
+    std::vector<Result> out = together ? run_together(engine, all) : run_each(engine, requests);
     return std::pair(out, engine.counters().completion_tokens_gpu_greedy);
   };
   const auto [alone_cpu, none] = run_all(false, false);
@@ -240,20 +253,13 @@ TEST_F(GpuEngineTest, SampledTokensDrawnFromTheGpusTopCandidatesEqualTheSamplers
   penalized.sampling.repeat_penalty = 1.3f;
   GenerateRequest no_top_k = sampled[0];
   no_top_k.sampling.top_k = 0;
+  std::vector<GenerateRequest> all = sampled;
+  all.insert(all.end(), {greedy_one, penalized, no_top_k});
   const auto run_all = [&](bool gpu_top, bool together) {
     GpuEngineConfig config = deterministic();
     config.gpu_top_candidates = gpu_top;
     GpuEngine& engine = start(config);
-    std::vector<Result> out;
-    if (!together) {
-      for (const GenerateRequest& r : sampled) out.push_back(run(engine, r));
-    } else {
-      std::vector<GenerateRequest> all = sampled;
-      for (const GenerateRequest& r : {greedy_one, penalized, no_top_k}) all.push_back(r);
-      std::vector<GenerationStream> streams;
-      for (const GenerateRequest& r : all) streams.push_back(std::get<GenerationStream>(engine.submit(r)));
-      for (GenerationStream& st : streams) out.push_back(collect(st));
-    }
+    std::vector<Result> out = together ? run_together(engine, all) : run_each(engine, sampled);
     return std::pair(out, engine.counters().completion_tokens_gpu_top_candidates);
   };
   const auto [alone_rows, none] = run_all(false, false);
@@ -283,11 +289,9 @@ TEST_F(GpuEngineTest, RowsSampledTogetherDrawEachRequestsSoloTokens) {
     requests.push_back(r);
   }
   GpuEngine& engine = start(deterministic());
-  std::vector<Result> alone;
-  for (const GenerateRequest& r : requests) alone.push_back(run(engine, r));
-  std::vector<GenerationStream> streams;
-  for (const GenerateRequest& r : requests) streams.push_back(std::get<GenerationStream>(engine.submit(r)));
-  for (size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(collect(streams[i]).tokens, alone[i].tokens) << i;
+  const std::vector<Result> alone = run_each(engine, requests);
+  const std::vector<Result> together = run_together(engine, requests);
+  for (size_t i = 0; i < together.size(); ++i) EXPECT_EQ(together[i].tokens, alone[i].tokens) << i;
 }
 
 TEST_F(GpuEngineTest, DeviceHitGeneratesTheSameTokensAsAColdRun) {
@@ -388,19 +392,6 @@ TEST_F(GpuEngineTest, SmallDeviceBudgetServesEveryRequestThroughTheHostTier) {
   const CacheStats stats = engine.cache_stats();
   EXPECT_GT(stats.demotions, 0u);
   EXPECT_LE(stats.device.bytes_used, stats.device.bytes_budget);
-}
-
-// Submits every request at once and collects the results in order.
-std::vector<Result> run_together(Engine& engine, const std::vector<GenerateRequest>& requests) {
-  std::vector<GenerationStream> streams;
-  for (const auto& r : requests) {
-    auto submitted = engine.submit(r);
-    EXPECT_TRUE(std::holds_alternative<GenerationStream>(submitted)) << "the engine rejected a request";
-    if (auto* stream = std::get_if<GenerationStream>(&submitted)) streams.push_back(std::move(*stream));
-  }
-  std::vector<Result> out;
-  for (auto& stream : streams) out.push_back(collect(stream));
-  return out;
 }
 
 TEST_F(GpuEngineTest, RequestsBeyondTheDeviceTierAllCompleteWithTheirSoloTokens) {
