@@ -149,7 +149,8 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
     const MatvecQ8Shape lanes16 = lanes16_shape(device);
     const bool fits = lanes16.workgroup <= device.info().max_workgroup_size_x &&
                       lanes16.workgroup <= device.info().max_workgroup_invocations;
-    if (tokens_per_group == 1 && fits && (accumulate || (swiglu && type == TensorType::Q4_0x8)))
+    if (tokens_per_group == 1 && fits &&
+        (accumulate || (swiglu && (type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8))))
       return lanes16;
     return {wg, tpr, kMatvecQ8Rows};
   }

@@ -84,9 +84,10 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 //   scales (Q4_K, Q5_K), for matrices of 16384 rows and more (the logits: Q4_0 104 against 115 us, Q6_K 158
 //   against 171, Q4_K 129 against 119);
 // - one token with a quantized output (whole groups of 16 outputs a work group): 16 lanes of one row where
-//   the device allows, for the residual products and Q4_0's SwiGLU (whose units decode in few instructions:
-//   8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows; Q4_K's took 1.29 against 1.17);
-//   else 4 lanes of kMatvecQ8Rows;
+//   the device allows, for the residual products and Q4_0's and Q8_0's SwiGLU (whose units decode in few
+//   instructions: 8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows, session 21; 8B Q8_0
+//   48.3 against 51.3 us a product, session 27; Q4_K's took 1.29 against 1.17); else 4 lanes of
+//   kMatvecQ8Rows;
 // - batches: kMatvecQ8RowsPair, kMatvecQ8RowsOne for SwiGLU (H200: gate/up 91 us against 140 with 4 rows at
 //   8 tokens, down 110 against 156 at 16), kMatvecQ8Rows with a quantized output.
 struct MatvecQ8Shape {

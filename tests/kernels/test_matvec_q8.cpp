@@ -443,7 +443,7 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
 // The launch shape: a row lane is one subgroup for every matrix and token count (so a token's reduction
 // order is the same alone and in a batch). One token takes a row a lane, 4 for SwiGLU and for the K-quants'
 // matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the residual products, and
-// Q4_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4 with a quantized output.
+// Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4 with a quantized output.
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
@@ -464,7 +464,7 @@ TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatr
       for (const bool swiglu : {false, true}) {
         const MatvecQ8Shape q = matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu);
         EXPECT_EQ(q.workgroup / q.threads_per_row * q.rows_per_lane % 16, 0u);
-        EXPECT_EQ(q.lanes16, !swiglu || type == TensorType::Q4_0x8);
+        EXPECT_EQ(q.lanes16, !swiglu || type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8);
         if (q.lanes16) {
           EXPECT_EQ(q.workgroup, 16 * sg);
         }
