@@ -102,10 +102,13 @@ vk::SpecConstants spec_elementwise(const vk::Device& d) {
   return {std::min(128u, d.info().max_workgroup_size_x)};
 }
 
-vk::SpecConstants spec_row_reduce(const vk::Device& d) {
-  uint32_t size = 256;
+uint32_t workgroup_up_to(const vk::Device& d, uint32_t size) {
   while (size > d.info().max_workgroup_size_x || size > d.info().max_workgroup_invocations) size /= 2;
-  return {size};
+  return size;
+}
+
+vk::SpecConstants spec_row_reduce(const vk::Device& d) {
+  return {workgroup_up_to(d, 256)};
 }
 
 vk::SpecConstants spec_none(const vk::Device&) {

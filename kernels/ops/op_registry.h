@@ -88,6 +88,8 @@ const char* type_variant(TensorType type);
 vk::SpecConstants spec_elementwise(const vk::Device& device);
 // Row reductions: a power-of-two work group; a shared-memory tree, so any subgroup size works.
 vk::SpecConstants spec_row_reduce(const vk::Device& device);
+// The largest power of two up to `size` that the device allows as a one-dimensional work group.
+uint32_t workgroup_up_to(const vk::Device& device, uint32_t size);
 // None: shaders with fixed sizes.
 vk::SpecConstants spec_none(const vk::Device& device);
 

@@ -6,7 +6,12 @@ namespace kvtrie::kernels {
 
 namespace {
 constexpr std::string_view kVariants[] = {"f32"};
-constexpr OpRegistration kTopK{.op = "top_k_rows", .variants = kVariants, .spec = spec_row_reduce};
+// The merge is one work group a row, its time that of its network's stages (each a barrier): as many
+// invocations as the device allows, up to 1024, so that a stage is one compare a thread.
+vk::SpecConstants spec_top_k(const vk::Device& d) {
+  return {workgroup_up_to(d, 1024)};
+}
+constexpr OpRegistration kTopK{.op = "top_k_rows", .variants = kVariants, .spec = spec_top_k};
 static_assert(kRowChunk == 2048, "top_k_rows.comp's CHUNK");
 
 struct TopKPush {
