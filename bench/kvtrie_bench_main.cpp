@@ -148,6 +148,13 @@ int main(int argc, char** argv) {
   multi_cmd->add_option("--temperature", multi.temperature, "0: greedy; else with the sampler's defaults")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  multi_cmd
+      ->add_option("--repeat-penalty", multi.repeat_penalty,
+                   "over the last 64 tokens (Ollama's default 1.1); 1: none")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bool rows_only = false;
+  multi_cmd->add_flag("--no-gpu-top-candidates", rows_only, "read every sampled row back whole");
 
   SampleOptions sample;
   auto* sample_cmd =
@@ -318,6 +325,7 @@ int main(int argc, char** argv) {
   }
   if (common.repeats == 0) common.repeats = 1;
   multi.baseline = !no_baseline;
+  multi.gpu_top_candidates = !rows_only;
 
   try {
     // stdout carries only the JSON lines: the engine's log lines go to stderr with the human rows.

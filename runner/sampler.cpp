@@ -149,20 +149,43 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return token ? *token : greedy(logits);  // every candidate is masked: no distribution to draw from
 }
 
-bool Sampler::samples_from_the_top(size_t limit, size_t vocabulary) const {
-  return params_.temperature > 0.0f && !penalizes() && params_.top_k > 0 &&
-         static_cast<size_t>(params_.top_k) <= limit && static_cast<size_t>(params_.top_k) < vocabulary;
+size_t Sampler::top_entries_needed(size_t vocabulary, size_t history) const {
+  if (params_.temperature <= 0.0f || params_.top_k <= 0 || static_cast<size_t>(params_.top_k) >= vocabulary)
+    return 0;
+  const auto k = static_cast<size_t>(params_.top_k);
+  if (!penalizes()) return k;
+  if (params_.repeat_penalty < 1.0f || params_.presence_penalty < 0.0f || params_.frequency_penalty < 0.0f)
+    return 0;  // a penalty that can raise a logit from anywhere in the row
+  return k + window_length(history);
 }
 
-int32_t Sampler::sample_top(std::span<const int32_t> ids, std::span<const float> logits) {
-  KVTRIE_CHECK(ids.size() == logits.size() && samples_from_the_top(ids.size(), SIZE_MAX),
-               "sample_top() needs top-k sampling without penalties and the row's top_k best");
+int32_t Sampler::sample_top(std::span<const int32_t> ids, std::span<const float> logits,
+                            std::span<const int32_t> recent_tokens) {
+  const size_t needed = top_entries_needed(SIZE_MAX, recent_tokens.size());
+  KVTRIE_CHECK(ids.size() == logits.size() && needed != 0 && ids.size() >= needed,
+               "sample_top() needs top-k sampling, no penalty that can raise a logit, and the row's best "
+               "top_entries_needed() entries");
   const auto k = static_cast<size_t>(params_.top_k);
-  // What select_top_k() keeps of the whole row, in its order: the given entries are in that order.
+  // What select_top_k() keeps of the whole row, in its order. Without penalties the given entries are in
+  // that order; with them, the penalized logits of the window's tokens among them re-rank them.
   candidates_.clear();
-  for (size_t i = 0; i < k; ++i) candidates_.push_back({ids[i], sanitize(logits[i]), 0.0f, 0.0f});
+  if (!penalizes() || recent_tokens.empty()) {
+    for (size_t i = 0; i < k; ++i) candidates_.push_back({ids[i], sanitize(logits[i]), 0.0f, 0.0f});
+  } else {
+    load_window(recent_tokens);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float logit = sanitize(logits[i]);
+      const auto [first, last] = std::equal_range(window_.begin(), window_.end(), ids[i]);
+      if (first != last) logit = penalized(logit, static_cast<size_t>(last - first));
+      candidates_.push_back({ids[i], logit, 0.0f, 0.0f});
+    }
+    std::partial_sort(
+        candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(k), candidates_.end(),
+        [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); });
+    candidates_.resize(k);
+  }
   const std::optional<int32_t> token = draw_from_candidates(k, true);
-  return token ? *token : ids[0];  // all masked: the lowest id, as greedy() over the row
+  return token ? *token : candidates_[0].id;  // all masked: the lowest id, as greedy() over the row
 }
 
 std::optional<int32_t> Sampler::draw_from_candidates(size_t count, bool sorted) {
@@ -182,27 +205,36 @@ std::optional<int32_t> Sampler::draw_from_candidates(size_t count, bool sorted) 
   return draw(count);
 }
 
-void Sampler::collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
-  overrides_.clear();
-  if (!penalizes() || recent_tokens.empty()) return;
-  const size_t window = params_.repeat_last_n < 0
-                            ? recent_tokens.size()
-                            : std::min(recent_tokens.size(), static_cast<size_t>(params_.repeat_last_n));
+size_t Sampler::window_length(size_t history) const {
+  return params_.repeat_last_n < 0 ? history : std::min(history, static_cast<size_t>(params_.repeat_last_n));
+}
+
+void Sampler::load_window(std::span<const int32_t> recent_tokens) {
+  const size_t window = window_length(recent_tokens.size());
   // Scratch vectors keep their capacity, so this allocates only while the window keeps growing.
   window_.assign(recent_tokens.end() - static_cast<std::ptrdiff_t>(window), recent_tokens.end());
   std::sort(window_.begin(), window_.end());
+}
+
+float Sampler::penalized(float logit, size_t occurrences) const {
+  if (params_.repeat_penalty != 1.0f)
+    logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
+  return logit - (static_cast<float>(occurrences) * params_.frequency_penalty + params_.presence_penalty);
+}
+
+void Sampler::collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
+  overrides_.clear();
+  if (!penalizes() || recent_tokens.empty()) return;
+  load_window(recent_tokens);
   for (size_t i = 0; i < window_.size();) {
     const int32_t token = window_[i];
     size_t run = i;
     while (run < window_.size() && window_[run] == token) ++run;
-    const auto occurrences = static_cast<float>(run - i);
+    const size_t occurrences = run - i;
     i = run;
     if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
-    float logit = sanitize(logits[static_cast<size_t>(token)]);
-    if (params_.repeat_penalty != 1.0f)
-      logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
-    logit -= occurrences * params_.frequency_penalty + params_.presence_penalty;
-    overrides_.push_back({token, logit});  // ascending token order, as for_each_logit needs
+    // ascending token order, as for_each_logit needs
+    overrides_.push_back({token, penalized(sanitize(logits[static_cast<size_t>(token)]), occurrences)});
   }
 }
 

@@ -52,14 +52,20 @@ class Sampler {
   // sequence so far, oldest first (ids outside the vocabulary are ignored); only its tail matters.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent_tokens);
 
-  // Whether sample() draws from the row's top_k best alone, `limit` or fewer of them, from a row of
-  // `vocabulary` logits: temperature above 0, top-k on, no penalty that applies. A caller may then hand
-  // sample_top() the row's best entries instead of the row (GpuModel's top candidates).
-  bool samples_from_the_top(size_t limit, size_t vocabulary) const;
+  // How many of a row's best entries sample() needs, for a row of `vocabulary` logits after `history`
+  // recent tokens, to draw the token it draws from the whole row; 0: it needs the row. Temperature above 0
+  // and top-k on: top_k, plus the penalty window's length when penalties apply that can only lower a logit
+  // (repeat_penalty >= 1, presence and frequency penalties >= 0): of the row's best top_k + window entries
+  // at least top_k are outside the window, so every penalized token below them ranks after top_k of them.
+  // A caller may then hand sample_top() the row's best entries instead of the row (GpuModel's top
+  // candidates).
+  size_t top_entries_needed(size_t vocabulary, size_t history) const;
   // sample() for a row given by its best entries in rank order (the larger logit first, the lower id among
-  // equal ones, NaN read as -inf), at least top_k of them, when samples_from_the_top(): the same token from
-  // the same RNG draws. Throws kvtrie::Error otherwise.
-  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits);
+  // equal ones, NaN read as -inf), at least top_entries_needed() of them, with the same recent tokens: the
+  // same token from the same RNG draws. Throws kvtrie::Error when top_entries_needed() is 0 or more than
+  // the entries.
+  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits,
+                     std::span<const int32_t> recent_tokens);
 
   const SamplingParams& params() const { return params_; }
   // Whether sample() returns the raw row's first largest logit whatever the history: greedy, with no penalty
@@ -82,6 +88,12 @@ class Sampler {
 
   // Whether any penalty applies (a non-neutral one over a window that is not empty by setting).
   bool penalizes() const;
+  // Tokens in the penalty window after `history` recent tokens: the last repeat_last_n, or all of them.
+  size_t window_length(size_t history) const;
+  // The penalty window of recent_tokens, sorted, into window_.
+  void load_window(std::span<const int32_t> recent_tokens);
+  // A logit after the penalties of a token seen `occurrences` times in the window.
+  float penalized(float logit, size_t occurrences) const;
   void collect_penalties(std::span<const float> logits, std::span<const int32_t> recent_tokens);
   // Calls run(begin, end) for each stretch of raw logits between the penalized tokens and
   // penalized(id, logit) for each penalized token, in id order.

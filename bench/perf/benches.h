@@ -71,6 +71,8 @@ struct MultiturnOptions {
   uint64_t kv_host_mib = 0;    // 0: the engine's default (as large as the device tier)
   bool baseline = true;        // also run with the cache effectively off
   float temperature = 0;       // 0: greedy; else the sampler's defaults (top-k 40, top-p 0.95, min-p 0.05)
+  float repeat_penalty = 1;    // over the last 64 tokens (Ollama's default: 1.1); 1: none
+  bool gpu_top_candidates = true;  // GpuEngineConfig::gpu_top_candidates
 };
 void run_multiturn(const CommonOptions& common, const MultiturnOptions& options);
 

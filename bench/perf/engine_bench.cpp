@@ -29,11 +29,12 @@ struct Outcome {
 };
 
 GenerationStream submit(Engine& eng, const std::vector<int32_t>& prompt, uint32_t answer, std::string ns,
-                        float temperature = 0) {
+                        float temperature = 0, float repeat_penalty = 1) {
   GenerateRequest r;
   r.prompt = prompt;
   r.max_tokens = static_cast<int32_t>(answer);
   r.sampling.temperature = temperature;
+  r.sampling.repeat_penalty = repeat_penalty;
   r.sampling.seed = 1;
   r.ignore_eos = true;
   r.cache_namespace = std::move(ns);
@@ -91,7 +92,7 @@ RunTotals run_conversations(Engine& eng, const MultiturnOptions& o, uint32_t voc
     for (uint32_t c = 0; c < o.conversations; ++c) {
       const auto user = pseudo_random_tokens(o.user, 1000 + c * 64 + turn, vocab);
       history[c].insert(history[c].end(), user.begin(), user.end());
-      streams.push_back(submit(eng, history[c], o.answer, ns(), o.temperature));
+      streams.push_back(submit(eng, history[c], o.answer, ns(), o.temperature, o.repeat_penalty));
       if (turn == 0 && c == 0) {
         // The first request alone: the system prompt is computed once, cold, with no queueing.
         Outcome first = collect(streams.back());
@@ -115,7 +116,7 @@ RunTotals run_conversations(Engine& eng, const MultiturnOptions& o, uint32_t voc
     auto probe = [&](uint32_t c) {
       auto prompt = history[c];
       prompt.insert(prompt.end(), probe_user.begin(), probe_user.end());
-      GenerationStream s = submit(eng, prompt, o.answer, "", o.temperature);
+      GenerationStream s = submit(eng, prompt, o.answer, "", o.temperature, o.repeat_penalty);
       return collect(s).stats;
     };
     t.device_probe = probe(o.conversations - 1);
@@ -136,6 +137,8 @@ void emit_run(const MultiturnOptions& o, const std::string& device, const char* 
       .integer("user", o.user)
       .integer("answer", o.answer)
       .num("temperature", o.temperature)
+      .num("repeat_penalty", o.repeat_penalty)
+      .integer("gpu_top_candidates", o.gpu_top_candidates ? 1 : 0)
       .integer("parallel", o.parallel)
       .num("seconds", t.seconds)
       .integer("prompt_tokens", static_cast<int64_t>(t.prompt_tokens))
@@ -187,6 +190,7 @@ void run_multiturn(const CommonOptions& common, const MultiturnOptions& options)
   config.queue_capacity = std::max<uint32_t>(64, options.conversations);
   config.kv_device_bytes = options.kv_device_mib << 20;
   config.kv_host_bytes = options.kv_host_mib << 20;
+  config.gpu_top_candidates = options.gpu_top_candidates;
   for (const bool shared : {true, false}) {
     if (!shared && !options.baseline) break;
     GpuEngine eng(ctx, file, *tokenizer, config);

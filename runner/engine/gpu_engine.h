@@ -48,9 +48,10 @@ struct GpuEngineConfig {
   // A step whose sampled rows are all greedy (no penalty, no logprobs) takes their tokens from the GPU's
   // argmax of the rows (Batch::greedy_only) instead of reading the logits back; false: always read back.
   bool gpu_greedy = true;
-  // A step whose sampled rows all draw from their top_k best alone (top-k of at most
-  // GpuModel::kTopCandidates, no penalty, no logprobs; greedy rows too) reads back each row's best
-  // kTopCandidates logits (Batch::top_candidates), 512 bytes instead of the row; false: the rows.
+  // A step whose sampled rows all draw from their best entries alone (Request::top_entries_needed: top-k
+  // sampling, no penalty that can raise a logit, no logprobs; greedy rows too) reads back each row's best
+  // GpuModel::kTopCandidates logits, or kWideTopCandidates when a row needs more (top_k plus the penalty
+  // window), instead of the row (Batch::top_candidates); false: the rows.
   bool gpu_top_candidates = true;
   double tenant_kv_share = 1.0;  // a tenant's share of the device tier (KvCacheConfig::group_device_share)
   // Disk tier (--kv-disk-dir, --kv-disk-mb): host-tier drops go there and survive a restart; at shutdown

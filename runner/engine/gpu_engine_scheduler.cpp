@@ -322,19 +322,23 @@ bool GpuEngine::State::build_batch() {
     }
   }
   // Greedy rows with nothing else read from them take their token from the GPU: no logits read back and
-  // scanned here while the GPU waits (docs/BENCHMARKS.md, session 24). Rows that draw from their top_k best
-  // alone read back only the GPU's best kTopCandidates of the row.
+  // scanned here while the GPU waits (docs/BENCHMARKS.md, session 24). Rows that draw from their best
+  // entries alone read back only the GPU's best kTopCandidates of the row, or kWideTopCandidates when one
+  // needs more (sampling with penalties).
   const auto greedy = [](const Scheduled& s) {
     return !s.sampled || s.job->request->wants_only_the_largest_logit();
   };
-  const auto from_the_top = [&](const Scheduled& s) {
-    return !s.sampled || (config.gpu_greedy && s.job->request->wants_only_the_largest_logit()) ||
-           (config.gpu_top_candidates &&
-            s.job->request->wants_only_top_candidates(GpuModel::kTopCandidates, info.n_vocab));
-  };
   batch.greedy_only = config.gpu_greedy && std::all_of(scheduled.begin(), scheduled.end(), greedy);
-  batch.top_candidates = !batch.greedy_only && info.n_vocab >= GpuModel::kTopCandidates &&
-                         std::all_of(scheduled.begin(), scheduled.end(), from_the_top);
+  size_t top_needed = 0;  // the most entries a row needs; SIZE_MAX: a row needs the whole row
+  for (const Scheduled& s : scheduled) {
+    if (!s.sampled || (config.gpu_greedy && s.job->request->wants_only_the_largest_logit())) continue;
+    const size_t needed = s.job->request->top_entries_needed(info.n_vocab, s.job->tokens.size());
+    top_needed = std::max(top_needed, needed == 0 ? SIZE_MAX : needed);
+  }
+  const uint32_t top = top_needed <= GpuModel::kTopCandidates       ? GpuModel::kTopCandidates
+                       : top_needed <= GpuModel::kWideTopCandidates ? GpuModel::kWideTopCandidates
+                                                                    : 0;
+  batch.top_candidates = config.gpu_top_candidates && !batch.greedy_only && top <= info.n_vocab ? top : 0;
   return !batch.tokens.empty();
 }
 
@@ -343,7 +347,7 @@ void GpuEngine::State::after_forward() {
   size_t row = 0, top_rows = 0;
   cpu_rows.clear();
   const GpuModel::TopCandidates top =
-      batch.top_candidates ? model.top_candidates() : GpuModel::TopCandidates{};
+      batch.top_candidates != 0 ? model.top_candidates() : GpuModel::TopCandidates{};
   for (const Scheduled& s : scheduled) {
     Job& job = *s.job;
     cache.commit(job.seq, std::span<const int32_t>(job.tokens).subspan(job.computed, s.tokens));
@@ -357,11 +361,12 @@ void GpuEngine::State::after_forward() {
       job.tokens.push_back(token);
       continue;
     }
-    if (batch.top_candidates) {
-      constexpr uint32_t K = GpuModel::kTopCandidates;
+    if (batch.top_candidates != 0) {
+      const uint32_t K = top.per_row;
       const std::span<const int32_t> ids = top.ids.subspan(row * K, K);
       const bool greedy_row = request.wants_only_the_largest_logit();
-      const int32_t token = greedy_row ? ids[0] : request.sample_top(ids, top.logits.subspan(row * K, K));
+      const int32_t token =
+          greedy_row ? ids[0] : request.sample_top(ids, top.logits.subspan(row * K, K), job.tokens);
       ++row;
       if (!greedy_row) ++top_rows;
       request.emit_picked(token);
@@ -398,7 +403,7 @@ void GpuEngine::State::after_forward() {
     job.tokens.push_back(cpu_tokens[i]);
   }
   if (batch.greedy_only) queue.report_gpu_greedy(static_cast<uint32_t>(row));
-  if (batch.top_candidates) {
+  if (batch.top_candidates != 0) {
     queue.report_gpu_greedy(static_cast<uint32_t>(row - top_rows));
     queue.report_gpu_top_candidates(static_cast<uint32_t>(top_rows));
   }

@@ -118,10 +118,10 @@ void GpuModel::Impl::allocate_activations() {
   argmax_host = scratch(dev, max_logits, vk::MemoryKind::HostCached);
   argmax_scratch = scratch(dev, kernels::argmax_rows_scratch_bytes(max_logits, config.n_vocab) / 4);
   if (config.n_vocab >= kTopCandidates) {
-    top_ids_host = scratch(dev, uint64_t{max_logits} * kTopCandidates, vk::MemoryKind::HostCached);
-    top_logits_host = scratch(dev, uint64_t{max_logits} * kTopCandidates, vk::MemoryKind::HostCached);
-    top_scratch =
-        scratch(dev, kernels::top_k_rows_scratch_bytes(max_logits, config.n_vocab, kTopCandidates) / 4);
+    const uint32_t most = std::min(config.n_vocab, kWideTopCandidates);
+    top_ids_host = scratch(dev, uint64_t{max_logits} * most, vk::MemoryKind::HostCached);
+    top_logits_host = scratch(dev, uint64_t{max_logits} * most, vk::MemoryKind::HostCached);
+    top_scratch = scratch(dev, kernels::top_k_rows_scratch_bytes(max_logits, config.n_vocab, most) / 4);
   }
   for (const vk::Buffer* b : {&x, &xn, &qkv, &attn, &gate, &up, &tmp, &attn_scratch, &rows_x, &rows_xn,
                               &logits_device, &x_f16, &split_scratch, &split_counters, &norm_sums})
@@ -272,12 +272,15 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
   m.write_inputs(batch, max_position);  // nothing is in flight: every step is waited for
   KVTRIE_CHECK(!(batch.greedy_only && batch.top_candidates),
                "a batch reads argmax or top candidates, not both");
-  KVTRIE_CHECK(!batch.top_candidates || m.config.n_vocab >= kTopCandidates,
-               "top candidates of a vocabulary smaller than kTopCandidates");
-  const LogitsOut out = batch.logits_for.empty() ? LogitsOut::Rows
-                        : batch.greedy_only      ? LogitsOut::Argmax
-                        : batch.top_candidates   ? LogitsOut::Top
-                                                 : LogitsOut::Rows;
+  KVTRIE_CHECK(batch.top_candidates == 0 || batch.top_candidates == kTopCandidates ||
+                   batch.top_candidates == kWideTopCandidates,
+               "top candidates are kTopCandidates or kWideTopCandidates a row");
+  KVTRIE_CHECK(batch.top_candidates <= m.config.n_vocab, "more top candidates than the vocabulary");
+  const LogitsOut out = batch.logits_for.empty()                     ? LogitsOut::Rows
+                        : batch.greedy_only                          ? LogitsOut::Argmax
+                        : batch.top_candidates == kWideTopCandidates ? LogitsOut::TopWide
+                        : batch.top_candidates != 0                  ? LogitsOut::Top
+                                                                     : LogitsOut::Rows;
   vk::CommandRecorder& step =
       m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
                       static_cast<uint32_t>(batch.logits_for.size()), max_position, out);
@@ -285,12 +288,13 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
   step.submit();
   step.wait_spinning(std::chrono::microseconds(m.options.spin_wait_us));
   m.greedy_rows = out == LogitsOut::Argmax ? batch.logits_for.size() : 0;
-  m.top_rows = out == LogitsOut::Top ? batch.logits_for.size() : 0;
+  m.top_rows = out == LogitsOut::Top || out == LogitsOut::TopWide ? batch.logits_for.size() : 0;
+  m.top_per_row = batch.top_candidates;
   if (out == LogitsOut::Argmax) {
     m.argmax_host.invalidate();
     return {};
   }
-  if (out == LogitsOut::Top) {
+  if (out == LogitsOut::Top || out == LogitsOut::TopWide) {
     m.top_ids_host.invalidate();
     m.top_logits_host.invalidate();
     return {};
@@ -307,9 +311,10 @@ std::span<const int32_t> GpuModel::greedy_tokens() const {
 GpuModel::TopCandidates GpuModel::top_candidates() const {
   const Impl& m = *impl_;
   if (m.top_rows == 0) return {};
-  const size_t n = m.top_rows * kTopCandidates;
+  const size_t n = m.top_rows * m.top_per_row;
   return {{static_cast<const int32_t*>(m.top_ids_host.data()), n},
-          {static_cast<const float*>(m.top_logits_host.data()), n}};
+          {static_cast<const float*>(m.top_logits_host.data()), n},
+          m.top_per_row};
 }
 
 }  // namespace kvtrie::engine

@@ -116,10 +116,11 @@ struct Batch {
   // Every row of logits_for wants only its greedy token: the logits stay in device memory, forward() returns
   // none and greedy_tokens() has the rows' argmax (what Sampler's greedy picks from the same rows).
   bool greedy_only = false;
-  // Every row of logits_for wants only its best GpuModel::kTopCandidates logits (Sampler::sample_top): the
-  // logits stay in device memory, forward() returns none and top_candidates() has each row's best ids and
-  // logits in rank order. Not with greedy_only (whose rows are these rows' first).
-  bool top_candidates = false;
+  // Nonzero (GpuModel::kTopCandidates or kWideTopCandidates): every row of logits_for wants only its best
+  // that many logits (Sampler::sample_top): the logits stay in device memory, forward() returns none and
+  // top_candidates() has each row's best ids and logits in rank order. Not with greedy_only (whose rows are
+  // these rows' first).
+  uint32_t top_candidates = 0;
 
   // Appends a sequence's page table (covering its positions); returns its index for seq[].
   uint32_t add_sequence(std::span<const uint32_t> table) {
@@ -140,7 +141,7 @@ struct Batch {
     pages.clear();
     table_begin.clear();
     greedy_only = false;
-    top_candidates = false;
+    top_candidates = 0;
   }
 };
 
@@ -176,13 +177,17 @@ class GpuModel {
   std::span<const float> forward(const Batch& batch);
   // The last greedy_only forward()'s tokens, one a logits_for row, valid until the next forward().
   std::span<const int32_t> greedy_tokens() const;
-  // The last top_candidates forward()'s best kTopCandidates ids and logits of each logits_for row, row after
-  // row, in rank order (the larger logit first, the lower id among equal ones, NaN as -inf); valid until the
-  // next forward().
+  // The last top_candidates forward()'s best ids and logits of each logits_for row (per_row a row), row
+  // after row, in rank order (the larger logit first, the lower id among equal ones, NaN as -inf); valid
+  // until the next forward(). A step reads back kTopCandidates a row, or kWideTopCandidates when a row needs
+  // more (sampling with penalties: top_k plus the penalty window, Sampler::top_entries_needed); the wider
+  // merge costs more barrier stages, so steps that need only 64 take 64.
   static constexpr uint32_t kTopCandidates = 64;
+  static constexpr uint32_t kWideTopCandidates = 128;
   struct TopCandidates {
     std::span<const int32_t> ids;
     std::span<const float> logits;
+    uint32_t per_row = 0;
   };
   TopCandidates top_candidates() const;
 

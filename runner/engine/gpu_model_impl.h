@@ -29,7 +29,8 @@
 namespace kvtrie::engine {
 
 // What a step reads back of its logits rows (Batch::greedy_only, Batch::top_candidates).
-enum class LogitsOut : uint8_t { Rows, Argmax, Top };
+// Top: kTopCandidates a row; TopWide: kWideTopCandidates.
+enum class LogitsOut : uint8_t { Rows, Argmax, Top, TopWide };
 
 struct GpuModel::Impl {
   vk::Context& context;
@@ -66,9 +67,10 @@ struct GpuModel::Impl {
   vk::Buffer argmax_host;     // a greedy step's one id a logits row (Batch::greedy_only)
   vk::Buffer argmax_scratch;  // argmax_rows' chunk bests
   size_t greedy_rows = 0;     // rows of argmax_host the last forward() wrote
-  // A top-candidates step's kTopCandidates best ids and logits a row (Batch::top_candidates).
+  // A top-candidates step's best ids and logits a row (Batch::top_candidates, up to kWideTopCandidates).
   vk::Buffer top_ids_host, top_logits_host, top_scratch;
-  size_t top_rows = 0;  // rows of top_*_host the last forward() wrote
+  size_t top_rows = 0;       // rows of top_*_host the last forward() wrote
+  uint32_t top_per_row = 0;  // ... and their entries a row
   uint32_t max_logits = 0;
   uint64_t compute_bytes = 0;
   std::vector<PageChunk> kv_chunks;  // the device tier: attention binds up to 4 chunks of equal size

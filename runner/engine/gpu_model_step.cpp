@@ -593,11 +593,11 @@ void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, LogitsOut re
   if (read_back == LogitsOut::Argmax)
     kernels::argmax_rows(*rec, kernels, rows, L, config.n_vocab, argmax_host.view(0, uint64_t{L} * 4),
                          argmax_scratch.view());
-  else if (read_back == LogitsOut::Top)
-    kernels::top_k_rows(*rec, kernels, rows, L, config.n_vocab, kTopCandidates,
-                        top_ids_host.view(0, uint64_t{L} * kTopCandidates * 4),
-                        top_logits_host.view(0, uint64_t{L} * kTopCandidates * 4), top_scratch.view());
-  else if (!in_host_memory)
+  else if (read_back == LogitsOut::Top || read_back == LogitsOut::TopWide) {
+    const uint32_t k = read_back == LogitsOut::TopWide ? kWideTopCandidates : kTopCandidates;
+    kernels::top_k_rows(*rec, kernels, rows, L, config.n_vocab, k, top_ids_host.view(0, uint64_t{L} * k * 4),
+                        top_logits_host.view(0, uint64_t{L} * k * 4), top_scratch.view());
+  } else if (!in_host_memory)
     rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
               logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
   rec->end();  // its barrier makes the writes visible to the host after the fence

@@ -47,14 +47,16 @@ struct Request {
   bool wants_only_the_largest_logit() const {
     return params.logprobs == 0 && sampler->picks_the_largest_logit();
   }
-  // Whether its next token is drawn from the row's best `limit` logits alone with nothing else read from the
-  // row (top-k sampling, no penalty, no logprobs): the model may read back only those
-  // (Batch::top_candidates), and sample_top() draws from them.
-  bool wants_only_top_candidates(size_t limit, size_t vocabulary) const {
-    return params.logprobs == 0 && sampler->samples_from_the_top(limit, vocabulary);
+  // How many of the row's best logits its next token is drawn from with nothing else read from the row
+  // (top-k sampling, no penalty that can raise a logit, no logprobs; Sampler::top_entries_needed after
+  // `history` tokens); 0: it needs the row. The model may read back only those (Batch::top_candidates), and
+  // sample_top() draws from them.
+  size_t top_entries_needed(size_t vocabulary, size_t history) const {
+    return params.logprobs == 0 ? sampler->top_entries_needed(vocabulary, history) : 0;
   }
-  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits) {
-    return sampler->sample_top(ids, logits);
+  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits,
+                     const std::vector<int32_t>& history) {
+    return sampler->sample_top(ids, logits, history);
   }
   // Engine thread: as sample_and_emit, for a token picked without the row (GpuModel::greedy_tokens(), or
   // sample_top() over GpuModel::top_candidates()): no logprob.

@@ -234,27 +234,35 @@ TEST_F(GpuEngineTest, GreedyTokensPickedOnTheGpuEqualTheSamplersAmongOtherReques
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(mixed_gpu[i].tokens, alone_cpu[i].tokens) << i;
 }
 
-// Sampled rows that draw from their top_k best alone (top-k sampling, no penalty, no logprobs) read back only
-// the GPU's best 64 logits of the row (gpu_top_candidates, the default): the same tokens as reading the rows
-// back, for lone requests (every token counted) and among greedy, penalized and top-k-off ones (steps
-// mixing them read the rows back), under --deterministic (the same logits either way).
+// Sampled rows that draw from their best entries alone (top-k sampling, no penalty that can raise a logit,
+// no logprobs) read back only the GPU's best 64 logits of the row, or 128 for penalized ones (top_k plus the
+// penalty window; gpu_top_candidates, the default): the same tokens as reading the rows back, for lone
+// requests (every token counted) and among greedy, top-k-off and raising-penalty ones (steps mixing them
+// read the rows back), under --deterministic (the same logits either way).
 TEST_F(GpuEngineTest, SampledTokensDrawnFromTheGpusTopCandidatesEqualTheSamplers) {
   std::vector<GenerateRequest> sampled;
-  for (uint64_t i = 0; i < 3; ++i) {
+  for (uint64_t i = 0; i < 5; ++i) {
     GenerateRequest r = greedy(pseudo_random_tokens(40 + 9 * i, 60 + i, 320), 30);
     r.sampling = SamplingParams{};  // temperature 0.8, top_k 40, top_p 0.95, min_p 0.05
     r.sampling.seed = 70 + i;
     if (i == 1) r.sampling.top_k = 64;
     if (i == 2) r.sampling.temperature = 1.7f;
+    if (i == 3) r.sampling.repeat_penalty = 1.3f;  // over the last 64: 104 entries, a wide step
+    if (i == 4) {                                  // 32 + 32 entries: a narrow step
+      r.sampling.top_k = 32;
+      r.sampling.repeat_last_n = 32;
+      r.sampling.presence_penalty = 0.5f;
+      r.sampling.frequency_penalty = 0.3f;
+    }
     sampled.push_back(r);
   }
   GenerateRequest greedy_one = greedy(pseudo_random_tokens(44, 63, 320), 30);
-  GenerateRequest penalized = sampled[0];
-  penalized.sampling.repeat_penalty = 1.3f;
+  GenerateRequest raising = sampled[0];
+  raising.sampling.presence_penalty = -0.5f;
   GenerateRequest no_top_k = sampled[0];
   no_top_k.sampling.top_k = 0;
   std::vector<GenerateRequest> all = sampled;
-  all.insert(all.end(), {greedy_one, penalized, no_top_k});
+  all.insert(all.end(), {greedy_one, raising, no_top_k});
   const auto run_all = [&](bool gpu_top, bool together) {
     GpuEngineConfig config = deterministic();
     config.gpu_top_candidates = gpu_top;
@@ -265,13 +273,13 @@ TEST_F(GpuEngineTest, SampledTokensDrawnFromTheGpusTopCandidatesEqualTheSamplers
   const auto [alone_rows, none] = run_all(false, false);
   const auto [alone_top, alone_drawn] = run_all(true, false);
   EXPECT_EQ(none, 0u);
-  EXPECT_EQ(alone_drawn, 3u * 30u) << "every token of a lone top-k request is drawn from the GPU's best";
+  EXPECT_EQ(alone_drawn, 5u * 30u) << "every token of a lone top-k request is drawn from the GPU's best";
   for (size_t i = 0; i < alone_rows.size(); ++i) EXPECT_EQ(alone_top[i].tokens, alone_rows[i].tokens) << i;
   const auto [mixed_rows, none_mixed] = run_all(false, true);
   const auto [mixed_top, mixed_drawn] = run_all(true, true);
   EXPECT_EQ(none_mixed, 0u);
   EXPECT_GT(mixed_drawn, 0u);
-  EXPECT_LT(mixed_drawn, 3u * 30u) << "steps with the penalized or top-k-off rows read the rows back";
+  EXPECT_LT(mixed_drawn, 5u * 30u) << "steps with the raising-penalty or top-k-off rows read the rows back";
   ASSERT_EQ(mixed_top.size(), mixed_rows.size());
   for (size_t i = 0; i < mixed_rows.size(); ++i) EXPECT_EQ(mixed_top[i].tokens, mixed_rows[i].tokens) << i;
   for (size_t i = 0; i < sampled.size(); ++i) EXPECT_EQ(mixed_top[i].tokens, alone_rows[i].tokens) << i;

@@ -103,10 +103,10 @@ struct Rig {
     return {ids.begin(), ids.end()};
   }
 
-  // The same step with Batch::top_candidates: each logits row's best kTopCandidates ids and logits.
-  GpuModel::TopCandidates top_step(std::span<const int32_t> tokens, uint32_t first) {
+  // The same step with Batch::top_candidates: each logits row's best k ids and logits.
+  GpuModel::TopCandidates top_step(std::span<const int32_t> tokens, uint32_t first, uint32_t k) {
     Batch b = batch_of(tokens, first);
-    b.top_candidates = true;
+    b.top_candidates = k;
     EXPECT_TRUE(model->forward(b).empty());
     return model->top_candidates();
   }
@@ -242,13 +242,14 @@ TEST_F(GpuModelTest, GreedyStepsGiveEachRowsFirstLargestLogit) {
   }
 }
 
-// A top_candidates step gives each logits row's best kTopCandidates entries of the same step's rows, in
-// Sampler's rank order (the larger logit first, the lower id among equal ones), without reading the rows
-// back: a prompt's rows and decode steps, by default and under --deterministic.
+// A top_candidates step gives each logits row's best kTopCandidates (or kWideTopCandidates) entries of the
+// same step's rows, in Sampler's rank order (the larger logit first, the lower id among equal ones), without
+// reading the rows back: a prompt's rows and decode steps, by default and under --deterministic.
 TEST_F(GpuModelTest, TopCandidateStepsGiveEachRowsBestLogitsInRankOrder) {
-  constexpr uint32_t K = GpuModel::kTopCandidates;
-  for (bool deterministic : {false, true}) {
-    SCOPED_TRACE(deterministic ? "deterministic" : "default");
+  for (const auto& [K, deterministic] :
+       {std::pair{GpuModel::kTopCandidates, false}, std::pair{GpuModel::kTopCandidates, true},
+        std::pair{GpuModel::kWideTopCandidates, false}}) {
+    SCOPED_TRACE(std::to_string(K) + (deterministic ? " deterministic" : " default"));
     const auto path =
         synth::write_preset(test::scratch_dir() / "gpu_model_top.gguf", "tiny", TensorType::Q8_0, 3);
     Rig rig(context(), path, kPages, 0, deterministic);
@@ -256,6 +257,7 @@ TEST_F(GpuModelTest, TopCandidateStepsGiveEachRowsBestLogitsInRankOrder) {
     const auto expect_best = [&](std::span<const float> rows, const GpuModel::TopCandidates& top, size_t n) {
       ASSERT_EQ(top.ids.size(), n * K);
       ASSERT_EQ(top.logits.size(), n * K);
+      ASSERT_EQ(top.per_row, K);
       for (size_t r = 0; r < n; ++r) {
         const std::span<const float> row = rows.subspan(r * V, V);
         std::vector<int32_t> order(V);
@@ -268,16 +270,16 @@ TEST_F(GpuModelTest, TopCandidateStepsGiveEachRowsBestLogitsInRankOrder) {
       }
     };
     const std::vector<float> rows = rig.step(kPrompt, 0);
-    expect_best(rows, rig.top_step(kPrompt, 0), kPrompt.size());
+    expect_best(rows, rig.top_step(kPrompt, 0, K), kPrompt.size());
     const auto P = static_cast<uint32_t>(kPrompt.size());
     for (uint32_t i = 0; i < 3; ++i) {
       const std::vector<int32_t> token{static_cast<int32_t>(20 + i)};
-      const GpuModel::TopCandidates top = rig.top_step(token, P + i);
+      const GpuModel::TopCandidates top = rig.top_step(token, P + i, K);
       const std::vector<int32_t> ids(top.ids.begin(), top.ids.end());
       const std::vector<float> best(top.logits.begin(), top.logits.end());
       const std::vector<float> logits = rig.step(token, P + i);
       ASSERT_EQ(logits.size(), V) << "a step after a top-candidates one reads its logits back";
-      expect_best(logits, {ids, best}, 1);
+      expect_best(logits, {ids, best, K}, 1);
     }
   }
 }

@@ -530,35 +530,101 @@ TEST(Sampler, TheTopEntriesOfARowDrawTheTokensOfTheWholeRow) {
   for (size_t p = 0; p < settings.size(); ++p) {
     settings[p].seed = 100 + p;
     Sampler whole(settings[p]), top(settings[p]);
-    ASSERT_TRUE(top.samples_from_the_top(kEntries, kVocab)) << "setting " << p;
+    ASSERT_EQ(top.top_entries_needed(kVocab, 0), static_cast<size_t>(settings[p].top_k)) << "setting " << p;
     for (int draw = 0; draw < 300; ++draw) {
       const std::vector<float>& row = rows[static_cast<size_t>(draw) % rows.size()];
       best_entries(row, kEntries, ids, best);
-      ASSERT_EQ(top.sample_top(ids, best), whole.sample(row, {})) << "setting " << p << ", draw " << draw;
+      ASSERT_EQ(top.sample_top(ids, best, {}), whole.sample(row, {})) << "setting " << p << ", draw " << draw;
     }
   }
 }
 
-TEST(Sampler, OnlyTopKSamplingWithoutPenaltiesSamplesFromTheTop) {
+// With penalties that only lower logits, a row handed over as its best top_k + window entries draws what
+// the whole row draws, whatever the history: penalized tokens among the entries re-rank (some fall out of
+// the top_k), and those below them cannot climb in. Histories repeat tokens (frequency penalties), hold the
+// row's best tokens, and are longer than the window.
+TEST(Sampler, TheTopEntriesOfAPenalizedRowDrawTheTokensOfTheWholeRow) {
+  constexpr size_t kVocab = 3000;
+  std::mt19937 rng(23);
+  std::vector<std::vector<float>> rows(30, std::vector<float>(kVocab));
+  for (auto& row : rows)
+    for (float& v : row) v = static_cast<float>(static_cast<int>(rng() % 400) - 200) * 0.03f;  // ties, signs
+  for (int i = 0; i < 200; ++i) rows[rng() % rows.size()][rng() % kVocab] = std::nanf("");
+  std::vector<SamplingParams> settings(5, SamplingParams{});
+  settings[0].repeat_penalty = 1.1f;  // Ollama's defaults: top_k 40, the last 64 tokens
+  settings[1].repeat_penalty = 1.3f;
+  settings[1].repeat_last_n = 16;
+  settings[1].top_k = 8;
+  settings[2].presence_penalty = 0.01f;  // small beside the logits' steps of 0.03: re-ranks within the top
+  settings[2].frequency_penalty = 0.02f;
+  settings[2].repeat_last_n = 32;
+  settings[3].repeat_penalty = 2.0f;
+  settings[3].repeat_last_n = -1;  // the whole history
+  settings[3].top_k = 20;
+  settings[4].repeat_penalty = 1.1f;
+  settings[4].frequency_penalty = 0.5f;
+  settings[4].top_k = 1;
+  settings[4].temperature = 1.2f;
+  std::vector<int32_t> ids, history;
+  std::vector<float> best;
+  for (size_t p = 0; p < settings.size(); ++p) {
+    settings[p].seed = 300 + p;
+    Sampler whole(settings[p]), top(settings[p]);
+    for (int draw = 0; draw < 300; ++draw) {
+      const std::vector<float>& row = rows[static_cast<size_t>(draw) % rows.size()];
+      // A history of 0 to 79 tokens: half from the row's best 50 (so they are penalized in the top), half
+      // anywhere, with repeats.
+      history.clear();
+      best_entries(row, 50, ids, best);
+      for (size_t i = 0, n = static_cast<size_t>(draw) % 80; i < n; ++i)
+        history.push_back(i % 2 == 0 ? ids[rng() % ids.size()] : static_cast<int32_t>(rng() % kVocab));
+      const size_t needed = top.top_entries_needed(kVocab, history.size());
+      ASSERT_NE(needed, 0u) << "setting " << p;
+      best_entries(row, needed, ids, best);
+      ASSERT_EQ(top.sample_top(ids, best, history), whole.sample(row, history))
+          << "setting " << p << ", draw " << draw;
+    }
+  }
+}
+
+TEST(Sampler, TopKSamplingNeedsTopKEntriesPlusThePenaltyWindow) {
   SamplingParams p;  // temperature 0.8, top_k 40
-  EXPECT_TRUE(Sampler(p).samples_from_the_top(64, 128256));
-  EXPECT_FALSE(Sampler(p).samples_from_the_top(32, 128256)) << "top_k above the limit";
-  EXPECT_FALSE(Sampler(p).samples_from_the_top(64, 40)) << "top_k covers the vocabulary: no top-k";
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 500), 40u) << "no penalty: top_k";
+  EXPECT_EQ(Sampler(p).top_entries_needed(40, 0), 0u) << "top_k covers the vocabulary: no top-k";
   p.top_k = 0;
-  EXPECT_FALSE(Sampler(p).samples_from_the_top(64, 128256)) << "top-k off";
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 0), 0u) << "top-k off";
   p = SamplingParams{};
   p.temperature = 0.0f;
-  EXPECT_FALSE(Sampler(p).samples_from_the_top(64, 128256)) << "greedy";
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 0), 0u) << "greedy";
+  p = SamplingParams{};
+  p.repeat_penalty = 1.1f;  // over the last 64
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 10), 50u) << "a history shorter than the window";
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 500), 104u) << "the whole window";
+  p.repeat_last_n = -1;
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 500), 540u) << "the whole history";
+  p.repeat_last_n = 0;
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 500), 40u) << "an empty window: no penalty";
+  for (const auto& raises : {std::pair{0.9f, 0.0f}, std::pair{1.0f, -0.5f}}) {
+    p = SamplingParams{};
+    p.repeat_penalty = raises.first;
+    p.presence_penalty = raises.second;
+    EXPECT_EQ(Sampler(p).top_entries_needed(128256, 10), 0u) << "a penalty that can raise a logit";
+  }
+  p = SamplingParams{};
+  p.frequency_penalty = -0.1f;
+  EXPECT_EQ(Sampler(p).top_entries_needed(128256, 10), 0u) << "a negative frequency penalty";
   p = SamplingParams{};
   p.repeat_penalty = 1.1f;
   Sampler penalized(p);
-  EXPECT_FALSE(penalized.samples_from_the_top(64, 128256)) << "a penalty needs the whole row";
-  const std::vector<int32_t> ids(64, 0);
+  const std::vector<int32_t> ids(64, 0), history(30, 1);
   const std::vector<float> best(64, 0.0f);
-  EXPECT_THROW(penalized.sample_top(ids, best), Error);
-  EXPECT_THROW(Sampler(SamplingParams{}).sample_top(std::span(ids).first(39), std::span(best).first(39)),
+  EXPECT_NO_THROW(penalized.sample_top(ids, best, std::span(history).first(24)));
+  EXPECT_THROW(penalized.sample_top(ids, best, history), Error) << "fewer entries than top_k + window";
+  EXPECT_THROW(Sampler(SamplingParams{}).sample_top(std::span(ids).first(39), std::span(best).first(39), {}),
                Error)
       << "fewer entries than top_k";
+  p.temperature = 0.0f;
+  EXPECT_THROW(Sampler(p).sample_top(ids, best, {}), Error) << "greedy needs the row";
 }
 
 TEST(Sampler, InvalidParametersAreReportedAndRejected) {
