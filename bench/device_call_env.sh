@@ -21,3 +21,15 @@ fi
 export LD_LIBRARY_PATH=$B/lib
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "build $(cat "$B/COMMIT")${B_OLD:+, old build $(cat "$B_OLD/COMMIT")}; $GPU"
+
+# table_on_h200 [TIMEOUT_S]: when the card is an H200 (issue 16's Q8_0 row needs one, and few calls get it),
+# bench/run_device.sh's table with the session-12 settings into /tmp/rd, kept as $OUT/rd.tar.gz, its summary
+# printed; nothing on other cards. Call scripts run it first.
+table_on_h200() {
+  [[ "$GPU" == *H200* ]] || return 0
+  PEER_DIR=$P STEPS="limits models" PRESETS="llama3-8b llama3-1b" TYPES="Q4_0 Q4_K Q8_0" PEER_REPS=2 PEER_TG=64 \
+    MODELS_DIR=/tmp/models timeout "${1:-330}" bench/run_device.sh "$B" /tmp/rd >/tmp/rd.out 2>&1
+  echo "run_device rc=$?"
+  grep -v "^\s*$" /tmp/rd/summary.md | head -40
+  tar czf "$OUT/rd.tar.gz" -C /tmp rd 2>/dev/null
+}
