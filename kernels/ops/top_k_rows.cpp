@@ -7,15 +7,9 @@ namespace kvtrie::kernels {
 namespace {
 constexpr std::string_view kVariants[] = {"f32"};
 // The merge is one work group a row, its time that of its network's stages (each a barrier): as many
-// invocations as the device allows, up to 1024, so that a stage is one compare a thread; and a window of
-// 4096 slots (a value and an index each) where shared memory holds it, so that a 128K row's chunk lists
-// merge in one round (42 stages for k = 64 against 70 in windows of 2048; 80 against 144 for k = 128).
-constexpr uint32_t kWideWindow = 4096;
-vk::SpecConstants spec_window(const vk::Device& d, uint32_t window) {
-  return {workgroup_up_to(d, 1024), window};
-}
+// invocations as the device allows, up to 1024, so that a stage is one compare a thread.
 vk::SpecConstants spec_top_k(const vk::Device& d) {
-  return spec_window(d, d.info().max_shared_memory >= kWideWindow * 8 ? kWideWindow : kRowChunk);
+  return {workgroup_up_to(d, 1024)};
 }
 constexpr OpRegistration kTopK{.op = "top_k_rows", .variants = kVariants, .spec = spec_top_k};
 static_assert(kRowChunk == 2048, "top_k_rows.comp's CHUNK");
@@ -31,7 +25,7 @@ uint64_t top_k_rows_scratch_bytes(uint32_t rows, uint32_t n, uint32_t k) {
 
 void top_k_rows(vk::CommandRecorder& rec, const Kernels& kernels, vk::BufferView values, uint32_t rows,
                 uint32_t n, uint32_t k, vk::BufferView out_index, vk::BufferView out_value,
-                vk::BufferView scratch, uint32_t window) {
+                vk::BufferView scratch) {
   KVTRIE_CHECK(rows > 0 && n > 0, "top_k_rows: empty rows");
   KVTRIE_CHECK(k > 0 && k <= kTopKRowsMax && k <= n, "top_k_rows: k outside 1..min(n, kTopKRowsMax)");
   KVTRIE_CHECK(values.range >= uint64_t{rows} * n * 4, "top_k_rows: the values are shorter than the rows");
@@ -41,13 +35,7 @@ void top_k_rows(vk::CommandRecorder& rec, const Kernels& kernels, vk::BufferView
   const uint32_t chunks = row_chunks(n);
   const uint64_t half = row_chunk_index_offset(rows, n, k);
   const vk::BufferView candidate_value = scratch.sub(0, half), candidate_index = scratch.sub(half, half);
-  KVTRIE_CHECK(window == 0 || window == kRowChunk ||
-                   (window == kWideWindow && kernels.device().info().max_shared_memory >= kWideWindow * 8),
-               "top_k_rows: a window of 2048 slots, or 4096 where shared memory holds them");
-  const vk::ComputePipeline& pipeline =
-      window == 0
-          ? kernels.pipeline(kTopK)
-          : kernels.context().pipelines().get("top_k_rows_f32", spec_window(kernels.device(), window));
+  const vk::ComputePipeline& pipeline = kernels.pipeline(kTopK);
   const vk::Binding chunk_pass[] = {vk::read(values), vk::write(candidate_value), vk::write(candidate_index),
                                     vk::write(out_index), vk::write(out_value)};
   rec.dispatch(pipeline, std::span<const vk::Binding>(chunk_pass), TopKPush{n, k, chunks, 0}, chunks, rows);

@@ -4,10 +4,8 @@
 // of them are exactly what Sampler's top-j keeps of the same row, in its order, so a step's sampled rows
 // need not be read back whole (0.5 MB a row for a 128K vocabulary). k <= kTopKRowsMax and k <= n. Two
 // passes (top_k_rows.comp: chunks of a row sorted in parallel, then a merge a row; `scratch` holds the
-// chunks' best, top_k_rows_scratch_bytes of it; the merge's window of slots is 4096 where the device's
-// shared memory holds it, else 2048, and `window` (tests) takes either). Records into a CommandRecorder
-// from the thread that owns the Context; the views must outlive the recording's execution. Throws
-// kvtrie::Error on bad arguments.
+// chunks' best, top_k_rows_scratch_bytes of it). Records into a CommandRecorder from the thread that owns
+// the Context; the views must outlive the recording's execution. Throws kvtrie::Error on bad arguments.
 #pragma once
 #include <cstdint>
 
@@ -23,6 +21,6 @@ uint64_t top_k_rows_scratch_bytes(uint32_t rows, uint32_t n, uint32_t k);
 
 void top_k_rows(vk::CommandRecorder& rec, const Kernels& kernels, vk::BufferView values, uint32_t rows,
                 uint32_t n, uint32_t k, vk::BufferView out_index, vk::BufferView out_value,
-                vk::BufferView scratch, uint32_t window = 0);
+                vk::BufferView scratch);
 
 }  // namespace kvtrie::kernels

@@ -1,18 +1,15 @@
 #version 450
 // top_k_rows: for each row of n floats, its K best (index, value) pairs in rank order: the larger value
 // first, the lower index among equal ones, NaN read as -inf; the first k <= K of them are what Sampler's
-// top-k keeps of the same row, in its order. Two passes (MERGE, a push constant) over a window of slots in
-// shared memory, seen as lists of P = bit_ceil(K) slots. Work group (c, row) loads chunk c of the row (CHUNK
-// slots), sorts each list (a bitonic network), merges the lists into list 0 and writes its first K. The
-// merge, one work group a row, keeps the best so far in list 0 and fills the other lists of WINDOW slots
-// with the next chunks' K best (padded to P) until all are merged (a 128K row's 63 chunks in one round with
-// WINDOW 4096 and K 64). Lists merge pairwise in a tree: a half-cleaner keeps the
+// top-k keeps of the same row, in its order. Two passes (MERGE, a push constant) over a window of CHUNK
+// slots in shared memory, seen as CHUNK / P lists of P = bit_ceil(K) slots. Work group (c, row) loads chunk c
+// of the row, sorts each list (a bitonic network), merges the lists into list 0 and writes its first K. The
+// merge, one work group a row, keeps the best so far in list 0 and fills the other lists with the next
+// chunks' K best (padded to P) until all are merged. Lists merge pairwise in a tree: a half-cleaner keeps the
 // better P of two sorted lists in the first (a bitonic sequence), whose bitonic merge sorts it: 1 + log2(P)
 // stages a tree level, instead of sorting the whole window again. Rank order is a strict total order, so
 // neither the chunking nor the tree changes a result. Padding ranks after every value (-inf at index NONE).
 layout(local_size_x_id = 0) in;
-// The merge's slots: 4096 where the device's shared memory holds them (32 KiB), else CHUNK.
-layout(constant_id = 1) const uint WINDOW = 2048u;
 #define CHUNK 2048u
 #define NONE 0xFFFFFFFFu
 layout(set = 0, binding = 0) readonly buffer Values { float values[]; };
@@ -27,8 +24,8 @@ layout(push_constant) uniform Push {
   uint merge;   // 0: chunks -> candidates; 1: a row's candidates -> out
 } pc;
 
-shared float window_value[WINDOW];
-shared uint window_index[WINDOW];
+shared float window_value[CHUNK];
+shared uint window_index[CHUNK];
 
 #define NEG_INF uintBitsToFloat(0xFF800000u)
 
@@ -96,7 +93,7 @@ void merge_lists(uint count, uint log_p) {
 
 void main() {
   uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-  uint log_p = pc.k <= 1u ? 0u : uint(findMSB(pc.k - 1u)) + 1u, p = 1u << log_p;
+  uint log_p = pc.k <= 1u ? 0u : uint(findMSB(pc.k - 1u)) + 1u, p = 1u << log_p, lists = CHUNK >> log_p;
   if (pc.merge == 0u) {
     uint row = gl_WorkGroupID.y, chunk = gl_WorkGroupID.x, begin = chunk * CHUNK;
     for (uint i = tid; i < CHUNK; i += wg) {
@@ -106,7 +103,7 @@ void main() {
       window_index[i] = at < pc.n ? at : NONE;
     }
     sort_lists(log_p);
-    merge_lists(CHUNK >> log_p, log_p);
+    merge_lists(lists, log_p);
     uint out_at = (row * pc.chunks + chunk) * pc.k;
     for (uint i = tid; i < pc.k; i += wg) {
       candidate_value[out_at + i] = window_value[i];
@@ -114,7 +111,7 @@ void main() {
     }
     return;
   }
-  uint row = gl_WorkGroupID.x, from = row * pc.chunks * pc.k, lists = WINDOW >> log_p;
+  uint row = gl_WorkGroupID.x, from = row * pc.chunks * pc.k;
   // Round 1 fills every list; later rounds keep list 0, the best so far.
   for (uint next = 0u, first = 0u; next < pc.chunks; first = 1u) {
     uint load = min(lists - first, pc.chunks - next);

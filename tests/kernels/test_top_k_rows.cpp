@@ -1,7 +1,6 @@
 // top_k_rows: each row's k best (index, value) pairs are a full sort's first k in Sampler's rank order
 // (larger value first, the lower index among equal ones, NaN read as -inf), over rows of one chunk or many
-// (the merge then takes several rounds), k from 1 (the argmax) to kTopKRowsMax, several rows at once, in
-// the merge's windows of 4096 slots (where shared memory holds them, lavapipe's included) and 2048.
+// (the merge then takes several windows), k from 1 (the argmax) to kTopKRowsMax, several rows at once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,8 +21,7 @@ namespace {
 class TopKRows : public test::VulkanTest {
  protected:
   // Runs top_k_rows over `values` and checks every row against a full sort.
-  void expect_sorted_prefix(const std::vector<float>& values, uint32_t rows, uint32_t n, uint32_t k,
-                            uint32_t window = 0) {
+  void expect_sorted_prefix(const std::vector<float>& values, uint32_t rows, uint32_t n, uint32_t k) {
     vk::Buffer in = device_buffer(values);
     vk::Buffer ids = device_buffer(std::vector<uint32_t>(uint64_t{rows} * k, 12345u));
     vk::Buffer best = device_buffer(std::vector<float>(uint64_t{rows} * k, 7.0f));
@@ -31,7 +29,7 @@ class TopKRows : public test::VulkanTest {
     Kernels kernels(context(), Prewarm::No);
     vk::CommandRecorder rec(context());
     rec.begin();
-    top_k_rows(rec, kernels, in.view(), rows, n, k, ids.view(), best.view(), scratch.view(), window);
+    top_k_rows(rec, kernels, in.view(), rows, n, k, ids.view(), best.view(), scratch.view());
     rec.end();
     rec.submit_and_wait();
     const std::vector<uint32_t> got_ids = read_back<uint32_t>(ids, uint64_t{rows} * k);
@@ -76,10 +74,7 @@ TEST_F(TopKRows, AVocabularyOf128KTakesSeveralMergeWindows) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> values(uint64_t{rows} * n);
   for (float& v : values) v = normal(rng);
-  for (uint32_t window : {0u, 2048u}) {  // the device's (4096 on lavapipe and the H100) and 2048
-    for (uint32_t k : {64u, 128u, kTopKRowsMax})
-      expect_sorted_prefix(values, rows, n, k, window);  // 63 chunks
-  }
+  for (uint32_t k : {64u, kTopKRowsMax}) expect_sorted_prefix(values, rows, n, k);  // 63 chunks
 }
 
 TEST_F(TopKRows, ARowShorterThanAChunkOrThanTwoK) {
@@ -104,9 +99,6 @@ TEST_F(TopKRows, RefusesBadArguments) {
                Error);
   EXPECT_THROW(top_k_rows(rec, kernels, in.view(), 2, 50, 8, out.view(), out.view(), scratch.view(0, 16)),
                Error);
-  EXPECT_THROW(top_k_rows(rec, kernels, in.view(), 2, 50, 8, out.view(), out.view(), scratch.view(), 1024),
-               Error)
-      << "a window of neither 2048 nor 4096 slots";
   rec.end();
 }
 
