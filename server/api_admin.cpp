@@ -64,10 +64,11 @@ HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& c
   p.metric("kvtrie_completion_tokens_gpu_greedy_total", "counter",
            "Completion tokens picked by the GPU's argmax (greedy requests without penalties or logprobs)",
            c.completion_tokens_gpu_greedy);
-  p.metric("kvtrie_completion_tokens_gpu_top_candidates_total", "counter",
-           "Completion tokens drawn from the GPU's best 64 logits of their row (top-k sampling without "
-           "penalties or logprobs)",
-           c.completion_tokens_gpu_top_candidates);
+  p.metric(
+      "kvtrie_completion_tokens_gpu_top_candidates_total", "counter",
+      "Completion tokens drawn from the GPU's best 64 or 128 logits of their row (top-k sampling without "
+      "logprobs or a penalty that can raise a logit)",
+      c.completion_tokens_gpu_top_candidates);
   p.metric("kvtrie_requests_preempted_total", "counter",
            "Running requests preempted for KV room (they resume from the cache)", c.requests_preempted);
   p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted",

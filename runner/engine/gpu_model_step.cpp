@@ -598,8 +598,7 @@ void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, LogitsOut re
     kernels::top_k_rows(*rec, kernels, rows, L, config.n_vocab, k, top_ids_host.view(0, uint64_t{L} * k * 4),
                         top_logits_host.view(0, uint64_t{L} * k * 4), top_scratch.view());
   } else if (!in_host_memory)
-    rec->copy(logits_device.view(0, uint64_t{L} * config.n_vocab * 4),
-              logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
+    rec->copy(rows, logits_host.view(0, uint64_t{L} * config.n_vocab * 4));
   rec->end();  // its barrier makes the writes visible to the host after the fence
 }
 
