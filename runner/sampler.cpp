@@ -28,6 +28,11 @@ bool ranks_before(float logit_a, T id_a, float logit_b, T id_b) {
   return logit_a != logit_b ? logit_a > logit_b : id_a < id_b;
 }
 
+// The same order over candidates (Sampler::Candidate: a logit and an id), for the sorts and heaps below.
+constexpr auto by_rank = [](const auto& a, const auto& b) {
+  return ranks_before(a.logit, a.id, b.logit, b.id);
+};
+
 // Logits a block of the scans below: a block whose largest logit cannot matter is passed over whole.
 constexpr size_t kBlock = 64;
 
@@ -179,9 +184,8 @@ int32_t Sampler::sample_top(std::span<const int32_t> ids, std::span<const float>
       if (first != last) logit = penalized(logit, static_cast<size_t>(last - first));
       candidates_.push_back({ids[i], logit, 0.0f, 0.0f});
     }
-    std::partial_sort(
-        candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(k), candidates_.end(),
-        [](const Candidate& a, const Candidate& b) { return ranks_before(a.logit, a.id, b.logit, b.id); });
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(k),
+                      candidates_.end(), by_rank);
     candidates_.resize(k);
   }
   const std::optional<int32_t> token = draw_from_candidates(k, true);
@@ -282,24 +286,18 @@ size_t Sampler::select_top_k(std::span<const float> logits, size_t k) {
     }
   };
   for_each_run(logits, run, offer);
-  auto before = [](const Candidate& a, const Candidate& b) {
-    return ranks_before(a.logit, a.id, b.logit, b.id);
-  };
-  std::sort(candidates_.begin(), candidates_.end(), before);
+  std::sort(candidates_.begin(), candidates_.end(), by_rank);
   return candidates_.size();
 }
 
 float Sampler::offer_top_k(int32_t id, float logit, size_t k) {
-  auto before = [](const Candidate& a, const Candidate& b) {
-    return ranks_before(a.logit, a.id, b.logit, b.id);
-  };
   if (candidates_.size() < k) {
     candidates_.push_back({id, logit, 0.0f, 0.0f});
-    std::push_heap(candidates_.begin(), candidates_.end(), before);
+    std::push_heap(candidates_.begin(), candidates_.end(), by_rank);
   } else {
-    std::pop_heap(candidates_.begin(), candidates_.end(), before);
+    std::pop_heap(candidates_.begin(), candidates_.end(), by_rank);
     candidates_.back() = {id, logit, 0.0f, 0.0f};
-    std::push_heap(candidates_.begin(), candidates_.end(), before);
+    std::push_heap(candidates_.begin(), candidates_.end(), by_rank);
   }
   return candidates_.front().logit;
 }
@@ -358,9 +356,6 @@ size_t Sampler::apply_typical(size_t count, bool& sorted, double& total, float m
   const size_t kept =
       prefix_reaching(count, static_cast<double>(params_.typical_p) * total, more_typical, false);
   // Back to rank order for top_p and min_p, and renormalize over what is kept.
-  auto by_rank = [](const Candidate& a, const Candidate& b) {
-    return ranks_before(a.logit, a.id, b.logit, b.id);
-  };
   std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), by_rank);
   sorted = true;
   total = 0.0;
@@ -370,22 +365,19 @@ size_t Sampler::apply_typical(size_t count, bool& sorted, double& total, float m
 
 size_t Sampler::apply_top_p(size_t count, bool& sorted, double total) {
   if (params_.top_p >= 1.0f) return count;
-  auto before = [](const Candidate& a, const Candidate& b) {
-    return ranks_before(a.logit, a.id, b.logit, b.id);
-  };
   const double target = static_cast<double>(params_.top_p) * total;
   if (!sorted && count > kWholeVocabulary) {
     // The heaviest octaves reaching the target, sorted, hold the cut: the same sorted prefix and sums as
     // prefix_reaching's, found with one pass and one partition instead of a selection a growing prefix.
     const size_t front = move_heaviest_octaves_first(count, target);
-    std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(front), before);
+    std::sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(front), by_rank);
     if (const size_t cut = sorted_cut(front, target)) {
       sorted = true;
       return cut;
     }
     // The octaves' sums and the sorted sum differ in their last bits: the general search below.
   }
-  const size_t kept = prefix_reaching(count, target, before, sorted);
+  const size_t kept = prefix_reaching(count, target, by_rank, sorted);
   sorted = true;
   return kept;
 }
