@@ -211,6 +211,10 @@ int main(int argc, char** argv) {
   BandwidthOptions bw;
   auto* bw_cmd = app.add_subcommand("bandwidth", "device-local copy bandwidth (read + write)");
   bw_cmd->add_option("--mib", bw.mib, "buffer size")->check(CLI::PositiveNumber)->capture_default_str();
+  bw_cmd->add_option("--unroll", bw.unrolls, "read_probe's loads in flight a thread (1, 2, 4, 8), each tried")
+      ->delimiter(',')
+      ->check(CLI::IsMember({1, 2, 4, 8}))
+      ->capture_default_str();
 
   KernelOptions kernel;
   auto* kernel_cmd =

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "bench/perf/bench_common.h"
 #include "runner/engine/batch_tokens.h"
@@ -117,6 +118,7 @@ void run_disk_read(const CommonOptions& common, const DiskReadOptions& options);
 // bandwidth: device-local -> device-local vkCmdCopyBuffer (no read-only shader exists in kernels/ yet).
 struct BandwidthOptions {
   uint64_t mib = 2048;
+  std::vector<uint32_t> unrolls = {1, 2, 4, 8};  // read_probe's loads in flight a thread, each tried
 };
 void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options);
 

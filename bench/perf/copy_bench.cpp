@@ -77,22 +77,31 @@ void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options)
   const double s = plain_copy_seconds(ctx, common, a, b);
   // A copy reads and writes every byte: 2 * bytes moved (the copy engine, not the shader cores).
   // The read probe is the decode step's bound: a shader reading every byte once, at several thread counts
-  // (the best is reported).
+  // and loads in flight a thread (a row each; the best is the bound).
   const kernels::Kernels k(ctx, kernels::Prewarm::No);
   double best_read = 0;
-  uint32_t best_threads = 0;
-  for (uint32_t threads : {1u << 16, 1u << 18, 1u << 20}) {
-    vk::Buffer sink(ctx.device(), uint64_t{threads} * 4 + 4096, vk::MemoryKind::DeviceLocal);
-    vk::CommandRecorder rec(ctx);
-    rec.begin();
-    read_probe(rec, k, a.view(0, bytes / 16 * 16), sink.view(), threads);
-    rec.end();
-    const double r = median_seconds(common, [&] { rec.submit_and_wait(); });
-    if (static_cast<double>(bytes) / r > best_read) {
-      best_read = static_cast<double>(bytes) / r;
-      best_threads = threads;
+  uint32_t best_threads = 0, best_unroll = 0;
+  for (uint32_t unroll : options.unrolls)
+    for (uint32_t threads : {1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20}) {
+      vk::Buffer sink(ctx.device(), uint64_t{threads} * 4 + 4096, vk::MemoryKind::DeviceLocal);
+      vk::CommandRecorder rec(ctx);
+      rec.begin();
+      read_probe(rec, k, a.view(0, bytes / 16 * 16), sink.view(), threads, unroll);
+      rec.end();
+      const double r = static_cast<double>(bytes) / median_seconds(common, [&] { rec.submit_and_wait(); });
+      Row("read_probe")
+          .text("device", ctx.device().info().name)
+          .integer("bytes", static_cast<int64_t>(bytes))
+          .integer("threads", threads)
+          .integer("unroll", unroll)
+          .num("read_bytes_per_s", r)
+          .emit();
+      if (r > best_read) {
+        best_read = r;
+        best_threads = threads;
+        best_unroll = unroll;
+      }
     }
-  }
   Row("bandwidth")
       .text("device", ctx.device().info().name)
       .text("method", "vkCmdCopyBuffer device->device; read_probe shader")
@@ -101,6 +110,7 @@ void run_bandwidth(const CommonOptions& common, const BandwidthOptions& options)
       .num("copy_rw_bytes_per_s", 2.0 * static_cast<double>(bytes) / s)
       .num("read_bytes_per_s", best_read)
       .integer("read_threads", best_threads)
+      .integer("read_unroll", best_unroll)
       .emit();
 }
 

@@ -10,7 +10,7 @@
 // memory), so products stream from memory as in a real step instead of from the L2 cache. One row per
 // (type, shape, tokens, variant): microseconds per dispatch and weight GB/s. The variant "read" is the floor
 // of a dispatch that reads those bytes and does nothing else (read_probe over the same copies, chained the
-// same way): what a product of that size could take at best.
+// same way; "read4" with four loads a thread in flight): what a product of that size could take at best.
 //
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
@@ -191,10 +191,12 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         const uint32_t probe_threads = 1u << 18;
         vk::Buffer sink(dev, uint64_t{read_probe_invocations(k, probe_threads)} * 4,
                         vk::MemoryKind::DeviceLocal);
-        const double read_us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
-          read_probe(rec, k, wb.sub(0, bytes / 16 * 16), sink.view(), probe_threads);
-        });
-        emit(tokens, "read", read_us, legacy);
+        for (const uint32_t unroll : {1u, 4u}) {  // "read": one load a thread in flight; "read4": four
+          const double read_us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+            read_probe(rec, k, wb.sub(0, bytes / 16 * 16), sink.view(), probe_threads, unroll);
+          });
+          emit(tokens, unroll == 1 ? "read" : "read4", read_us, legacy);
+        }
         if (!kernels::matvec_q8_supported(format, shape.cols)) continue;
         const bool want_portable =
             options.variants.find("q8,") != std::string::npos || options.variants.ends_with("q8");

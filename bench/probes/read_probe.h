@@ -12,9 +12,10 @@
 namespace kvtrie::bench {
 
 // Reads src (a multiple of 16 bytes) once with `threads` invocations (rounded up to whole work groups),
-// writing one word per invocation to sink: a read-bandwidth probe for benchmarks.
+// `unroll` (1, 2, 4 or 8) loads in flight a thread, writing one word per invocation to sink: a
+// read-bandwidth probe for benchmarks.
 void read_probe(vk::CommandRecorder& rec, const kernels::Kernels& k, vk::BufferView src, vk::BufferView sink,
-                uint32_t threads);
+                uint32_t threads, uint32_t unroll = 1);
 // The invocations read_probe runs for `threads` (whole work groups): sink holds a word for each.
 uint32_t read_probe_invocations(const kernels::Kernels& k, uint32_t threads);
 
