@@ -145,6 +145,8 @@ struct SweepMatvecOptions {
   std::string workgroups = "0";           // matvec_q8 work-group sizes (0: the op's own choice)
   std::string mode;  // matvec_q8 fold for every shape (store, norm, acc, acc_qnorm, norm_swiglu);
                      // empty: each shape's own, as the forward pass folds it
+  std::string
+      shapes;  // the model's shapes to run (qkv, o, gate_up, down, logits), comma-separated; empty: all
   uint32_t dispatches = 64;
   uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
   std::string probe;          // bench's tuning build instead (nodot: the loads without the arithmetic)

@@ -80,6 +80,11 @@ std::vector<Shape> shapes_of(const std::string& model) {
   throw InputError("sweep-matvec: --model is llama3-8b or llama3-1b");
 }
 
+// Whether `name` is an item of the comma-separated `list`.
+bool listed(const std::string& list, const std::string& name) {
+  return std::ranges::count(split_list(list), name) != 0;
+}
+
 }  // namespace
 
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options) {
@@ -97,6 +102,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
     if (options.types.find(type_name) == std::string::npos) continue;
     const TensorType file_type = *tensor_type_from_name(type_name);
     for (Shape shape : shapes_of(options.model)) {
+      if (!options.shapes.empty() && !listed(options.shapes, shape.name)) continue;
       if (!options.mode.empty()) shape.mode = options.mode.c_str();
       const TensorType format = kernels::device_format(file_type, shape.cols);
       const uint64_t bytes = row_bytes(file_type, shape.cols) * shape.rows;
@@ -265,13 +271,6 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
     }
   }
 }
-
-namespace {
-// Whether `name` is an item of the comma-separated `list`.
-bool listed(const std::string& list, const std::string& name) {
-  return std::ranges::count(split_list(list), name) != 0;
-}
-}  // namespace
 
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options) {
   vk::Context ctx(context_options(common));

@@ -167,7 +167,12 @@ void main() {
       uint tok = min(tok0 + t, last_tok);
       XGroup gx[2];
       [[unroll]] for (uint g = 0u; g < 2u; ++g) {
+#ifdef PROBE_X_CONTIGUOUS  // tuning builds only (bench/): a subgroup's 32 units' A groups, then B groups, as
+                          // two contiguous runs (wrong values; Q4_0 and Q8_0, rows of whole subgroups' units)
+        uint gi = tok * pc.x_stride / 16u + 2u * (u & ~31u) + 32u * g + (u & 31u);
+#else
         uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
+#endif
         vec2 ds = xds[gi];
         gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
       }
