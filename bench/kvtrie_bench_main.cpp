@@ -252,15 +252,17 @@ int main(int argc, char** argv) {
       ->add_option("--mode", sweep.mode,
                    "matvec_q8 fold for every shape: store, norm, acc, acc_qnorm, norm_swiglu")
       ->check(CLI::IsMember({"store", "norm", "acc", "acc_qnorm", "norm_swiglu"}));
+  sweep_cmd
+      ->add_option("--units-ahead", sweep.units_ahead,
+                   "matvec_q8 units a thread loads before summing, 1 to 4, comma-separated (0: the op's own)")
+      ->capture_default_str();
   sweep_cmd->add_option("--shapes", sweep.shapes,
                         "qkv, o, gate_up, down, logits: comma-separated (default: all)");
   sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
       ->capture_default_str();
   sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
-  sweep_cmd->add_option(
-      "--probe", sweep.probe,
-      "bench's tuning build of matvec_q8i (nodot: loads without arithmetic; xcontig: x loaded as "
-      "contiguous runs, wrong values)");
+  sweep_cmd->add_option("--probe", sweep.probe,
+                        "bench's tuning build of matvec_q8i (nodot: loads without arithmetic)");
   sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")
       ->capture_default_str();
 

@@ -42,20 +42,23 @@ bool matvec_q8_int_dot(const vk::Device& d) {
 bool matvec_q8_portable(const vk::Device& d) {
   return !matvec_q8_uses_int_dot(d);
 }
-// {work-group size, rows per lane, tokens per work group, subgroups per work group}; threads per row are a
-// push constant.
+// Units a thread of one token's one-row lanes loads before summing them (matvec_q8_shape).
+constexpr uint32_t kOneTokenUnitsAhead = 2;
+// {work-group size, rows per lane, tokens per work group, subgroups per work group, units ahead}; threads per
+// row are a push constant.
 vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
-  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / std::max(d.subgroup_size(), 1u)};
+  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / std::max(d.subgroup_size(), 1u), s.units_ahead};
 }
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {
-  return spec_of(d, {matvec_workgroup_size(d), 0, Rows}, Tokens);
+  const uint32_t ahead = Tokens == 1 && Rows == kMatvecQ8RowsOne ? kOneTokenUnitsAhead : 1;
+  return spec_of(d, {matvec_workgroup_size(d), 0, Rows, false, ahead}, Tokens);
 }
 // One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row, so that
 // a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8_shape).
 MatvecQ8Shape lanes16_shape(const vk::Device& d) {
   const uint32_t sg = std::max(d.subgroup_size(), 1u);
-  return {16 * sg, sg, kMatvecQ8RowsOne, true};
+  return {16 * sg, sg, kMatvecQ8RowsOne, true, kOneTokenUnitsAhead};
 }
 vk::SpecConstants spec_lanes16(const vk::Device& d) {
   return spec_of(d, lanes16_shape(d), 1);
@@ -154,8 +157,10 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
       return lanes16;
     return {wg, tpr, kMatvecQ8Rows};
   }
-  if (tokens_per_group == 1)
-    return {wg, tpr, swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
+  if (tokens_per_group == 1) {
+    const uint32_t rows_per_lane = swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne;
+    return {wg, tpr, rows_per_lane, false, rows_per_lane == kMatvecQ8RowsOne ? kOneTokenUnitsAhead : 1};
+  }
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 

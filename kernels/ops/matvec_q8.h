@@ -95,6 +95,8 @@ struct MatvecQ8Shape {
   uint32_t threads_per_row = 0;
   uint32_t rows_per_lane = 0;
   bool lanes16 = false;  // 16 lanes of one row (the registered t1l16 build)
+  // Units of each row a thread loads before it sums them (the shader's UNITS_AHEAD; the same bits for any).
+  uint32_t units_ahead = 1;
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
                               uint32_t tokens_per_group, bool swiglu = false, bool quantized_out = false,
@@ -103,8 +105,8 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 
 // Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
-// {workgroup, rows_per_lane, tokens_per_group, subgroups} (the tuning harness; matvec_q8() calls it with its
-// own).
+// {workgroup, rows_per_lane, tokens_per_group, subgroups, units_ahead} (the tuning harness; matvec_q8() calls
+// it with its own).
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
                         const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
                         uint32_t tokens_per_group);

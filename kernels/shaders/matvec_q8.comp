@@ -36,6 +36,9 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NUM_ROWS = 4u;
 layout(constant_id = 2) const uint MAX_COLS = 1u;
 layout(constant_id = 3) const uint SUBGROUPS = 4u;  // subgroups per work group (sizes the reduction)
+// Units of a row a thread loads before summing them, 1 to MAX_AHEAD (the sums keep their order: the same bits).
+layout(constant_id = 4) const uint UNITS_AHEAD = 1u;
+#define MAX_AHEAD 4u
 #ifdef SWIGLU
 #define ROW_SETS 2u  // gate rows, then their up rows
 #else
@@ -153,39 +156,43 @@ void main() {
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] = 0.0;
   uint units = pc.k / 32u;
-  for (uint u = lt; u < units; u += pc.tpr) {
-    // Every row's unit is loaded first, so the loads are in flight together.
-    WUnit wu[NUM_ROWS * ROW_SETS];
-    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
-      uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
-      wu[i] = load_unit(pc.w_offset + r * pc.row_words, u);
-    }
-    // The x values of this unit for every token: two groups of 16.
-    uint xa = unit_x_first(u);  // first x index of group A (group B is xa + UNIT_X_GAP)
-    UnitX ux[MAX_COLS];
-    [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
-      uint tok = min(tok0 + t, last_tok);
-      XGroup gx[2];
-      [[unroll]] for (uint g = 0u; g < 2u; ++g) {
-#ifdef PROBE_X_CONTIGUOUS  // tuning builds only (bench/): a subgroup's 32 units' A groups, then B groups, as
-                          // two contiguous runs (wrong values; Q4_0 and Q8_0, rows of whole subgroups' units)
-        uint gi = tok * pc.x_stride / 16u + 2u * (u & ~31u) + 32u * g + (u & 31u);
-#else
-        uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
-#endif
-        vec2 ds = xds[gi];
-        gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
+  // A round: the thread's next UNITS_AHEAD units of every row are loaded first, so that their loads are in
+  // flight together (a subgroup's loads of a round span UNITS_AHEAD runs of neighbouring units); then each
+  // unit is summed in turn, in the order of one unit a round: the same bits whatever UNITS_AHEAD.
+  for (uint u0 = lt; u0 < units; u0 += UNITS_AHEAD * pc.tpr) {
+    WUnit wua[MAX_AHEAD][NUM_ROWS * ROW_SETS];
+    [[unroll]] for (uint a = 0u; a < MAX_AHEAD; ++a)
+      [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
+        uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
+        if (a < UNITS_AHEAD && u0 + a * pc.tpr < units)
+          wua[a][i] = load_unit(pc.w_offset + r * pc.row_words, u0 + a * pc.tpr);
       }
-      ux[t] = unit_x(gx[0], gx[1]);
-    }
-    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
+    [[unroll]] for (uint a = 0u; a < MAX_AHEAD; ++a) {
+      uint u = u0 + a * pc.tpr;
+      if (a >= UNITS_AHEAD || u >= units) break;
+      // The x values of this unit for every token: two groups of 16.
+      uint xa = unit_x_first(u);  // first x index of group A (group B is xa + UNIT_X_GAP)
+      UnitX ux[MAX_COLS];
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
-#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads (quants and scales) without the arithmetic
-        acc[i][t] += float((wu[i].a.x ^ wu[i].b.w ^ floatBitsToUint(wu[i].f.x) ^ ux[t].qa.x ^ ux[t].qb.w) & 0xFFu);
-#else
-        acc[i][t] += unit_dot(wu[i], ux[t]);
-#endif
+        uint tok = min(tok0 + t, last_tok);
+        XGroup gx[2];
+        [[unroll]] for (uint g = 0u; g < 2u; ++g) {
+          uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
+          vec2 ds = xds[gi];
+          gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
+        }
+        ux[t] = unit_x(gx[0], gx[1]);
       }
+      [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
+        [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
+          WUnit w = wua[a][i];
+#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads (quants and scales) without the arithmetic
+          acc[i][t] += float((w.a.x ^ w.b.w ^ floatBitsToUint(w.f.x) ^ ux[t].qa.x ^ ux[t].qb.w) & 0xFFu);
+#else
+          acc[i][t] += unit_dot(w, ux[t]);
+#endif
+        }
+    }
   }
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.
