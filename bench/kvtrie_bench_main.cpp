@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"store", "norm", "acc", "acc_qnorm", "norm_swiglu"}));
   sweep_cmd
       ->add_option("--units-ahead", sweep.units_ahead,
-                   "matvec_q8 units a thread loads before summing, 1 to 4, comma-separated (0: the op's own)")
+                   "matvec_q8 units a thread loads before summing, 1 or 2, comma-separated (0: the op's own)")
       ->capture_default_str();
   sweep_cmd->add_option("--shapes", sweep.shapes,
                         "qkv, o, gate_up, down, logits: comma-separated (default: all)");

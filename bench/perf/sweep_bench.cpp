@@ -220,10 +220,10 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
             for (uint32_t tpr : threads_per_row)
               for (uint32_t wg : workgroups)
                 for (uint32_t ahead : units_ahead) {
-                  kernels::MatvecQ8Shape s =
-                      kernels::matvec_q8_shape(dev, format, shape.rows, group, mode == "norm_swiglu");
+                  kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(
+                      dev, format, shape.rows, group, mode == "norm_swiglu", false, false, shape.cols);
                   s.rows_per_lane = rpl;
-                  if (ahead > 4) continue;  // the shader's MAX_AHEAD
+                  if (ahead > 2) continue;  // the shader takes 1 or 2
                   if (ahead != 0) s.units_ahead = ahead;
                   if (wg != 0) {
                     if (wg > dev.info().max_workgroup_size_x || wg % dev.subgroup_size() != 0) continue;

@@ -42,8 +42,9 @@ bool matvec_q8_int_dot(const vk::Device& d) {
 bool matvec_q8_portable(const vk::Device& d) {
   return !matvec_q8_uses_int_dot(d);
 }
-// Units a thread of one token's one-row lanes loads before summing them (matvec_q8_shape).
-constexpr uint32_t kOneTokenUnitsAhead = 2;
+// Rows this long or longer (the down projection) take 2 units a round in one token's residual product
+// (matvec_q8_shape).
+constexpr uint64_t kLongRow = 8192;
 // {work-group size, rows per lane, tokens per work group, subgroups per work group, units ahead}; threads per
 // row are a push constant.
 vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
@@ -51,49 +52,51 @@ vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t 
 }
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {
-  const uint32_t ahead = Tokens == 1 && Rows == kMatvecQ8RowsOne ? kOneTokenUnitsAhead : 1;
-  return spec_of(d, {matvec_workgroup_size(d), 0, Rows, false, ahead}, Tokens);
+  return spec_of(d, {matvec_workgroup_size(d), 0, Rows}, Tokens);
 }
 // One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row, so that
 // a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8_shape).
-MatvecQ8Shape lanes16_shape(const vk::Device& d) {
+MatvecQ8Shape lanes16_shape(const vk::Device& d, uint32_t units_ahead = 1) {
   const uint32_t sg = std::max(d.subgroup_size(), 1u);
-  return {16 * sg, sg, kMatvecQ8RowsOne, true, kOneTokenUnitsAhead};
+  return {16 * sg, sg, kMatvecQ8RowsOne, true, units_ahead};
 }
+template <uint32_t UnitsAhead>
 vk::SpecConstants spec_lanes16(const vk::Device& d) {
-  return spec_of(d, lanes16_shape(d), 1);
+  return spec_of(d, lanes16_shape(d, UnitsAhead), 1);
 }
 
 // The registered builds of each matvec_q8 shader: tokens per work group (t1, t4, t8) and rows per lane (r1,
-// r2, l16: 16 lanes of one row; none: kMatvecQ8Rows), each with the modes it runs: every fold for one token
-// and for the batched build of 4 rows a lane (which quantized_out needs), SwiGLU alone with 1 row a lane,
-// the other products with 2.
+// r2, l16: 16 lanes of one row, a2: 2 units a round; none: kMatvecQ8Rows), each with the modes it runs:
+// every fold for one token and for the batched build of 4 rows a lane (which quantized_out needs), SwiGLU
+// alone with 1 row a lane, the other products with 2.
 struct Build {
   uint32_t tokens, rows;
   bool lanes16;
   vk::SpecConstants (*spec)(const vk::Device&);
   uint32_t modes;  // OpRegistration::variant_mask
+  uint32_t units_ahead = 1;
 };
 constexpr uint32_t kEveryMode = ~0u, kSwigluMode = 1u << kNormSwiglu;
 constexpr uint32_t kPairModes = 1u << kStore | 1u << kNorm | 1u << kAcc | 1u << kNormQkv;
 constexpr Build kBuilds[] = {
-    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                 // t1
-    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},           // t1r1
-    {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
-    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                 // t8
-    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},          // t4r1
-    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},         // t4r2
-    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},          // t8r1
-    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},         // t8r2
+    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                    // t1
+    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},              // t1r1
+    {1, kMatvecQ8RowsOne, true, spec_lanes16<1>, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
+    {1, kMatvecQ8RowsOne, true, spec_lanes16<2>, 1u << kAccQnorm, 2},                       // t1l16a2
+    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                    // t8
+    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},             // t4r1
+    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},            // t4r2
+    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},             // t8r1
+    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},            // t8r2
 };
 constexpr size_t kBuildCount = std::size(kBuilds);
 using BuildNames = std::array<std::string_view, kBuildCount>;
-constexpr BuildNames kPortableNames = {"matvec_q8_t1",   "matvec_q8_t1r1", "matvec_q8_t1l16",
-                                       "matvec_q8_t8",   "matvec_q8_t4r1", "matvec_q8_t4r2",
-                                       "matvec_q8_t8r1", "matvec_q8_t8r2"};
-constexpr BuildNames kIntDotNames = {"matvec_q8i_t1",   "matvec_q8i_t1r1", "matvec_q8i_t1l16",
-                                     "matvec_q8i_t8",   "matvec_q8i_t4r1", "matvec_q8i_t4r2",
-                                     "matvec_q8i_t8r1", "matvec_q8i_t8r2"};
+constexpr BuildNames kPortableNames = {"matvec_q8_t1",      "matvec_q8_t1r1", "matvec_q8_t1l16",
+                                       "matvec_q8_t1l16a2", "matvec_q8_t8",   "matvec_q8_t4r1",
+                                       "matvec_q8_t4r2",    "matvec_q8_t8r1", "matvec_q8_t8r2"};
+constexpr BuildNames kIntDotNames = {"matvec_q8i_t1",      "matvec_q8i_t1r1", "matvec_q8i_t1l16",
+                                     "matvec_q8i_t1l16a2", "matvec_q8i_t8",   "matvec_q8i_t4r1",
+                                     "matvec_q8i_t4r2",    "matvec_q8i_t8r1", "matvec_q8i_t8r2"};
 constexpr std::array<OpRegistration, kBuildCount> rows_of(std::string_view shader, const BuildNames& names,
                                                           bool (*available)(const vk::Device&)) {
   std::array<OpRegistration, kBuildCount> rows{};
@@ -111,12 +114,14 @@ constexpr auto kPortable = rows_of("matvec_q8", kPortableNames, matvec_q8_portab
 constexpr auto kIntDot = rows_of("matvec_q8i", kIntDotNames, matvec_q8_int_dot);
 
 // The row of a device's build for that token group and launch shape.
-const OpRegistration& build_row(const vk::Device& device, uint32_t tokens, uint32_t rows, bool lanes16) {
+const OpRegistration& build_row(const vk::Device& device, uint32_t tokens, const MatvecQ8Shape& shape) {
   for (size_t i = 0; i < kBuildCount; ++i)
-    if (kBuilds[i].tokens == tokens && kBuilds[i].lanes16 == lanes16 && (lanes16 || kBuilds[i].rows == rows))
+    if (kBuilds[i].tokens == tokens && kBuilds[i].lanes16 == shape.lanes16 &&
+        kBuilds[i].units_ahead == shape.units_ahead &&
+        (shape.lanes16 || kBuilds[i].rows == shape.rows_per_lane))
       return (matvec_q8_uses_int_dot(device) ? kIntDot : kPortable)[i];
-  throw Error("matvec_q8: no build of " + std::to_string(tokens) + " tokens and " + std::to_string(rows) +
-              " rows a lane");
+  throw Error("matvec_q8: no build of " + std::to_string(tokens) + " tokens and " +
+              std::to_string(shape.rows_per_lane) + " rows a lane");
 }
 
 // quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
@@ -141,7 +146,8 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
 }
 
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
-                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate) {
+                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate,
+                              uint64_t cols) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
@@ -149,7 +155,7 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
   const uint32_t tpr = std::min(sg, wg);
   const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
   if (quantized_out) {
-    const MatvecQ8Shape lanes16 = lanes16_shape(device);
+    const MatvecQ8Shape lanes16 = lanes16_shape(device, accumulate && cols >= kLongRow ? 2 : 1);
     const bool fits = lanes16.workgroup <= device.info().max_workgroup_size_x &&
                       lanes16.workgroup <= device.info().max_workgroup_invocations;
     if (tokens_per_group == 1 && fits &&
@@ -157,10 +163,8 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
       return lanes16;
     return {wg, tpr, kMatvecQ8Rows};
   }
-  if (tokens_per_group == 1) {
-    const uint32_t rows_per_lane = swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne;
-    return {wg, tpr, rows_per_lane, false, rows_per_lane == kMatvecQ8RowsOne ? kOneTokenUnitsAhead : 1};
-  }
+  if (tokens_per_group == 1)
+    return {wg, tpr, swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 
@@ -292,9 +296,9 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
   const MatvecQ8Shape shape =
-      matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
-  // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none).
-  const OpRegistration& row = build_row(k.device(), group, shape.rows_per_lane, shape.lanes16);
+      matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate, w.cols);
+  // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), a2.
+  const OpRegistration& row = build_row(k.device(), group, shape);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
 }
 

@@ -87,7 +87,8 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 //   the device allows, for the residual products and Q4_0's and Q8_0's SwiGLU (whose units decode in few
 //   instructions: 8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows, session 21; 8B Q8_0
 //   48.3 against 51.3 us a product, session 27; Q4_K's took 1.29 against 1.17); else 4 lanes of
-//   kMatvecQ8Rows;
+//   kMatvecQ8Rows. The residual product of rows of 8192 values and more (the down projection, whose 16-row
+//   work groups leave a multiprocessor few threads) loads 2 units a round (session 28);
 // - batches: kMatvecQ8RowsPair, kMatvecQ8RowsOne for SwiGLU (H200: gate/up 91 us against 140 with 4 rows at
 //   8 tokens, down 110 against 156 at 16), kMatvecQ8Rows with a quantized output.
 struct MatvecQ8Shape {
@@ -100,7 +101,7 @@ struct MatvecQ8Shape {
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
                               uint32_t tokens_per_group, bool swiglu = false, bool quantized_out = false,
-                              bool accumulate = false);
+                              bool accumulate = false, uint64_t cols = 0);  // cols: the row length
 // The rows per lane of the registered builds.
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 

@@ -294,6 +294,33 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
   }
 }
 
+// One token's residual product over rows of 8192 values and more (the down projection) loads two units a
+// round (units_ahead 2, its own build): it matches the references, writes its quantized output as
+// quantize_q8 would, and gives a token the bits the batched build (one unit a round) gives it. 8448 values:
+// the rounds of two units end with one unit left for any subgroup size up to 64 (Q6_K's device format takes
+// rows of whole 2048s).
+TEST_P(MatvecQ8Test, LongRowResidualProductTakesTwoUnitsARoundWithTheSameBits) {
+  const TensorType type = GetParam();
+  const uint32_t cols = type == TensorType::Q6_K ? 10240 : 8448, rows = 32, tokens = 5;
+  ASSERT_EQ(matvec_q8_shape(context().device(), device_format(type, cols), rows, 1, false, true, true, cols)
+                .units_ahead,
+            2u);
+  for (uint32_t t : {1u, tokens}) check(type, rows, cols, Fold::Accumulate, t, true);
+  const TensorType format = device_format(type, cols);
+  const HostMatrix m = random_matrix(type, rows, cols, rng());
+  const vk::Buffer w = device_weights(m, type, rows, cols);
+  const std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
+  const std::vector<float> norm(cols, 1.0f), y0 = random_floats(uint64_t{tokens} * rows);
+  const std::vector<float> batch = run(w, format, rows, cols, Fold::Accumulate, x, norm, y0, tokens, true);
+  for (uint32_t t : {0u, 3u}) {
+    const std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
+    const std::vector<float> y0t(y0.begin() + uint64_t{t} * rows, y0.begin() + uint64_t{t + 1} * rows);
+    const std::vector<float> alone = run(w, format, rows, cols, Fold::Accumulate, xt, norm, y0t, 1, true);
+    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
+        << "token " << t << " differs alone vs in a batch of " << tokens;
+  }
+}
+
 // The joined Q/K/V product with qkv_pages: Q rotated in y, K rotated and V stored as f16 in the pages (a
 // pool bound as two chunks, a skipped token), against the product followed by kv_write_rope with Q's rope,
 // alone and in batches. Unrotated values must match exactly; rotated ones within what FMA contraction of
@@ -444,6 +471,7 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
 // order is the same alone and in a batch). One token takes a row a lane, 4 for SwiGLU and for the K-quants'
 // matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the residual products, and
 // Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4 with a quantized output.
+// Only one token's residual product over rows of 8192 values or more loads 2 units a round.
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
@@ -468,6 +496,11 @@ TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatr
         if (q.lanes16) {
           EXPECT_EQ(q.workgroup, 16 * sg);
         }
+        EXPECT_EQ(q.units_ahead, 1u);  // rows of unknown length
+        EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu, 14336).units_ahead,
+                  swiglu ? 1u : 2u);
+        EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu, 4096).units_ahead, 1u);
+        EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, swiglu, true, !swiglu, 14336).units_ahead, 1u);
         EXPECT_FALSE(matvec_q8_shape(d, type, rows, 8, swiglu, true, !swiglu).lanes16);
       }
     }
