@@ -252,10 +252,6 @@ int main(int argc, char** argv) {
       ->add_option("--mode", sweep.mode,
                    "matvec_q8 fold for every shape: store, norm, acc, acc_qnorm, norm_swiglu")
       ->check(CLI::IsMember({"store", "norm", "acc", "acc_qnorm", "norm_swiglu"}));
-  sweep_cmd
-      ->add_option("--units-ahead", sweep.units_ahead,
-                   "matvec_q8 units a thread loads before summing, 1 or 2, comma-separated (0: the op's own)")
-      ->capture_default_str();
   sweep_cmd->add_option("--shapes", sweep.shapes,
                         "qkv, o, gate_up, down, logits: comma-separated (default: all)");
   sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")

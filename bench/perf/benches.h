@@ -143,7 +143,6 @@ struct SweepMatvecOptions {
   std::string variants = "q8,q8i";        // q8: the portable build, q8i: integer dot products (legacy always)
   std::string threads_per_row = "0";      // matvec_q8 threads per row lane (0: the op's own choice)
   std::string workgroups = "0";           // matvec_q8 work-group sizes (0: the op's own choice)
-  std::string units_ahead = "0";          // matvec_q8 units a thread loads before summing (0: the op's own)
   std::string mode;  // matvec_q8 fold for every shape (store, norm, acc, acc_qnorm, norm_swiglu);
                      // empty: each shape's own, as the forward pass folds it
   std::string

@@ -95,7 +95,6 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
   const std::vector<uint32_t> rows_per_lane = parse_numbers(options.rows_per_lane);
   const std::vector<uint32_t> threads_per_row = parse_numbers(options.threads_per_row);
   const std::vector<uint32_t> workgroups = parse_numbers(options.workgroups);
-  const std::vector<uint32_t> units_ahead = parse_numbers(options.units_ahead);
   std::mt19937_64 rng(7);
 
   for (const std::string& type_name :
@@ -218,62 +217,55 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
           if (!int_dot && !want_portable) continue;
           for (uint32_t rpl : rows_per_lane)
             for (uint32_t tpr : threads_per_row)
-              for (uint32_t wg : workgroups)
-                for (uint32_t ahead : units_ahead) {
-                  kernels::MatvecQ8Shape s = kernels::matvec_q8_shape(
-                      dev, format, shape.rows, group, mode == "norm_swiglu", false, false, shape.cols);
-                  s.rows_per_lane = rpl;
-                  if (ahead > 2) continue;  // the shader takes 1 or 2
-                  if (ahead != 0) s.units_ahead = ahead;
-                  if (wg != 0) {
-                    if (wg > dev.info().max_workgroup_size_x || wg % dev.subgroup_size() != 0) continue;
-                    s.workgroup = wg;
-                  }
-                  if (tpr != 0) {
-                    if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
-                      continue;
-                    s.threads_per_row = tpr;
-                  }
-                  // A SwiGLU product writes its output quantized where its work groups make whole groups of
-                  // 16; acc_qnorm always does (shapes without whole groups are left out).
-                  const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
-                  const bool qout = (mode == "norm_swiglu" || mode == "acc_qnorm") && whole_groups;
-                  if (mode == "acc_qnorm" && !qout) continue;
-                  const std::string built = qout && mode == "norm_swiglu"
-                                                ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
-                                                : variant;
-                  if (!embedded(built)) continue;  // a build this compiler or probe set lacks
-                  const vk::ComputePipeline& p =
-                      pipeline_of(ctx, built,
-                                  {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u),
-                                   s.units_ahead});
-                  const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
-                    kernels::MatvecQ8Args a;
-                    a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
-                    a.x = quantized;
-                    a.norm = normed;
-                    a.accumulate = mode == "acc" || mode == "acc_qnorm";
-                    a.swiglu = mode == "norm_swiglu";
-                    if (qout) a.quantized_out = quantized_out;
-                    if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
-                    kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
-                  });
-                  // Appended piece by piece: "x" + a temporary trips GCC 12's -O3 -Wrestrict.
-                  std::string name = int_dot ? "q8i" : "q8";
-                  if (!options.probe.empty()) {
-                    name += ' ';
-                    name += options.probe;
-                  }
-                  name += " rows ";
-                  name += std::to_string(rpl);
-                  name += " tpr ";
-                  name += std::to_string(s.threads_per_row);
-                  name += " wg ";
-                  name += std::to_string(s.workgroup);
-                  name += " ahead ";
-                  name += std::to_string(s.units_ahead);
-                  emit(tokens, name, us, legacy);
+              for (uint32_t wg : workgroups) {
+                kernels::MatvecQ8Shape s =
+                    kernels::matvec_q8_shape(dev, format, shape.rows, group, mode == "norm_swiglu");
+                s.rows_per_lane = rpl;
+                if (wg != 0) {
+                  if (wg > dev.info().max_workgroup_size_x || wg % dev.subgroup_size() != 0) continue;
+                  s.workgroup = wg;
                 }
+                if (tpr != 0) {
+                  if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
+                    continue;
+                  s.threads_per_row = tpr;
+                }
+                // A SwiGLU product writes its output quantized where its work groups make whole groups of 16;
+                // acc_qnorm always does (shapes without whole groups are left out).
+                const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
+                const bool qout = (mode == "norm_swiglu" || mode == "acc_qnorm") && whole_groups;
+                if (mode == "acc_qnorm" && !qout) continue;
+                const std::string built = qout && mode == "norm_swiglu"
+                                              ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
+                                              : variant;
+                if (!embedded(built)) continue;  // a build this compiler or probe set lacks
+                const vk::ComputePipeline& p = pipeline_of(
+                    ctx, built, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+                const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+                  kernels::MatvecQ8Args a;
+                  a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
+                  a.x = quantized;
+                  a.norm = normed;
+                  a.accumulate = mode == "acc" || mode == "acc_qnorm";
+                  a.swiglu = mode == "norm_swiglu";
+                  if (qout) a.quantized_out = quantized_out;
+                  if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
+                  kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
+                });
+                // Appended piece by piece: "x" + a temporary trips GCC 12's -O3 -Wrestrict.
+                std::string name = int_dot ? "q8i" : "q8";
+                if (!options.probe.empty()) {
+                  name += ' ';
+                  name += options.probe;
+                }
+                name += " rows ";
+                name += std::to_string(rpl);
+                name += " tpr ";
+                name += std::to_string(s.threads_per_row);
+                name += " wg ";
+                name += std::to_string(s.workgroup);
+                emit(tokens, name, us, legacy);
+              }
         }
       }
     }

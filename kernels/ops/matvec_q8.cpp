@@ -42,61 +42,82 @@ bool matvec_q8_int_dot(const vk::Device& d) {
 bool matvec_q8_portable(const vk::Device& d) {
   return !matvec_q8_uses_int_dot(d);
 }
-// Rows this long or longer (the down projection) take 2 units a round in one token's residual product
-// (matvec_q8_shape).
-constexpr uint64_t kLongRow = 8192;
-// {work-group size, rows per lane, tokens per work group, subgroups per work group, units ahead}; threads per
-// row are a push constant.
+// {work-group size, rows per lane, tokens per work group, subgroups per work group}; threads per row are a
+// push constant.
 vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
-  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / std::max(d.subgroup_size(), 1u), s.units_ahead};
+  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / std::max(d.subgroup_size(), 1u)};
 }
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {
   return spec_of(d, {matvec_workgroup_size(d), 0, Rows}, Tokens);
 }
-// One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row, so that
-// a work group makes a group of 16 outputs at the speed of one row a lane (matvec_q8_shape).
-MatvecQ8Shape lanes16_shape(const vk::Device& d, uint32_t units_ahead = 1) {
-  const uint32_t sg = std::max(d.subgroup_size(), 1u);
-  return {16 * sg, sg, kMatvecQ8RowsOne, true, units_ahead};
+// Whether a work group of n invocations fits the device.
+bool workgroup_fits(const vk::Device& d, uint32_t n) {
+  return n <= d.info().max_workgroup_size_x && n <= d.info().max_workgroup_invocations;
 }
-template <uint32_t UnitsAhead>
+// Subgroups a row lane of the residual products (acc, acc_qnorm) takes for every token count: two where 16
+// such lanes fit a work group (the decode step's o and down products have few work groups for the device,
+// and more threads a row keep more loads in flight: matvec_q8_shape), else one.
+uint32_t residual_lane_subgroups(const vk::Device& d) {
+  return workgroup_fits(d, 16 * 2 * std::max(d.subgroup_size(), 1u)) ? 2 : 1;
+}
+// One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row (of
+// `lane_subgroups` subgroups each), so that a work group makes a group of 16 outputs at the speed of one row
+// a lane (matvec_q8_shape).
+MatvecQ8Shape lanes16_shape(const vk::Device& d, uint32_t lane_subgroups) {
+  const uint32_t tpr = lane_subgroups * std::max(d.subgroup_size(), 1u);
+  return {16 * tpr, tpr, kMatvecQ8RowsOne, true, lane_subgroups > 1};
+}
 vk::SpecConstants spec_lanes16(const vk::Device& d) {
-  return spec_of(d, lanes16_shape(d, UnitsAhead), 1);
+  return spec_of(d, lanes16_shape(d, 1), 1);
+}
+vk::SpecConstants spec_lanes16_residual(const vk::Device& d) {
+  return spec_of(d, lanes16_shape(d, residual_lane_subgroups(d)), 1);
+}
+// Batches' residual product with a quantized output: 4 lanes of 4 rows (kMatvecQ8Rows), whole groups of 16.
+MatvecQ8Shape residual_qout_batch_shape(const vk::Device& d) {
+  const uint32_t lane_subgroups = residual_lane_subgroups(d);
+  const uint32_t tpr = lane_subgroups * std::max(d.subgroup_size(), 1u);
+  return {matvec_workgroup_size(d) * lane_subgroups, tpr, kMatvecQ8Rows, false, lane_subgroups > 1};
+}
+vk::SpecConstants spec_residual_qout_batch(const vk::Device& d) {
+  return spec_of(d, residual_qout_batch_shape(d), kBatchTokens);
 }
 
 // The registered builds of each matvec_q8 shader: tokens per work group (t1, t4, t8) and rows per lane (r1,
-// r2, l16: 16 lanes of one row, a2: 2 units a round; none: kMatvecQ8Rows), each with the modes it runs:
-// every fold for one token and for the batched build of 4 rows a lane (which quantized_out needs), SwiGLU
-// alone with 1 row a lane, the other products with 2.
+// r2, l16: 16 lanes of one row; none: kMatvecQ8Rows; w: the residual products' lanes of two subgroups in
+// work groups of their own size), each with the modes it runs: every fold for one token and for the batched
+// build of 4 rows a lane (which quantized_out needs), SwiGLU alone with 1 row a lane, the other products
+// with 2.
 struct Build {
   uint32_t tokens, rows;
   bool lanes16;
   vk::SpecConstants (*spec)(const vk::Device&);
   uint32_t modes;  // OpRegistration::variant_mask
-  uint32_t units_ahead = 1;
+  bool wide = false;
 };
 constexpr uint32_t kEveryMode = ~0u, kSwigluMode = 1u << kNormSwiglu;
 constexpr uint32_t kPairModes = 1u << kStore | 1u << kNorm | 1u << kAcc | 1u << kNormQkv;
 constexpr Build kBuilds[] = {
-    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                    // t1
-    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},              // t1r1
-    {1, kMatvecQ8RowsOne, true, spec_lanes16<1>, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
-    {1, kMatvecQ8RowsOne, true, spec_lanes16<2>, 1u << kAccQnorm, 2},                       // t1l16a2
-    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                    // t8
-    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},             // t4r1
-    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},            // t4r2
-    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},             // t8r1
-    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},            // t8r2
+    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                 // t1
+    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},           // t1r1
+    {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
+    {1, kMatvecQ8RowsOne, true, spec_lanes16_residual, 1u << kAccQnorm, true},           // t1l16w
+    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                 // t8
+    {8, kMatvecQ8Rows, false, spec_residual_qout_batch, 1u << kAccQnorm, true},          // t8w
+    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},          // t4r1
+    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},         // t4r2
+    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},          // t8r1
+    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},         // t8r2
 };
 constexpr size_t kBuildCount = std::size(kBuilds);
 using BuildNames = std::array<std::string_view, kBuildCount>;
-constexpr BuildNames kPortableNames = {"matvec_q8_t1",      "matvec_q8_t1r1", "matvec_q8_t1l16",
-                                       "matvec_q8_t1l16a2", "matvec_q8_t8",   "matvec_q8_t4r1",
-                                       "matvec_q8_t4r2",    "matvec_q8_t8r1", "matvec_q8_t8r2"};
-constexpr BuildNames kIntDotNames = {"matvec_q8i_t1",      "matvec_q8i_t1r1", "matvec_q8i_t1l16",
-                                     "matvec_q8i_t1l16a2", "matvec_q8i_t8",   "matvec_q8i_t4r1",
-                                     "matvec_q8i_t4r2",    "matvec_q8i_t8r1", "matvec_q8i_t8r2"};
+constexpr BuildNames kPortableNames = {
+    "matvec_q8_t1",  "matvec_q8_t1r1", "matvec_q8_t1l16", "matvec_q8_t1l16w", "matvec_q8_t8",
+    "matvec_q8_t8w", "matvec_q8_t4r1", "matvec_q8_t4r2",  "matvec_q8_t8r1",   "matvec_q8_t8r2"};
+constexpr BuildNames kIntDotNames = {
+    "matvec_q8i_t1",  "matvec_q8i_t1r1", "matvec_q8i_t1l16", "matvec_q8i_t1l16w", "matvec_q8i_t8",
+    "matvec_q8i_t8w", "matvec_q8i_t4r1", "matvec_q8i_t4r2",  "matvec_q8i_t8r1",   "matvec_q8i_t8r2"};
 constexpr std::array<OpRegistration, kBuildCount> rows_of(std::string_view shader, const BuildNames& names,
                                                           bool (*available)(const vk::Device&)) {
   std::array<OpRegistration, kBuildCount> rows{};
@@ -116,8 +137,7 @@ constexpr auto kIntDot = rows_of("matvec_q8i", kIntDotNames, matvec_q8_int_dot);
 // The row of a device's build for that token group and launch shape.
 const OpRegistration& build_row(const vk::Device& device, uint32_t tokens, const MatvecQ8Shape& shape) {
   for (size_t i = 0; i < kBuildCount; ++i)
-    if (kBuilds[i].tokens == tokens && kBuilds[i].lanes16 == shape.lanes16 &&
-        kBuilds[i].units_ahead == shape.units_ahead &&
+    if (kBuilds[i].tokens == tokens && kBuilds[i].lanes16 == shape.lanes16 && kBuilds[i].wide == shape.wide &&
         (shape.lanes16 || kBuilds[i].rows == shape.rows_per_lane))
       return (matvec_q8_uses_int_dot(device) ? kIntDot : kPortable)[i];
   throw Error("matvec_q8: no build of " + std::to_string(tokens) + " tokens and " +
@@ -146,21 +166,21 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
 }
 
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
-                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate,
-                              uint64_t cols) {
+                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
-  // One subgroup a row lane: each thread takes every tpr-th 32-value unit of the row, the same for any
-  // matrix and token count, so a row's reduction order never depends on the batch.
-  const uint32_t tpr = std::min(sg, wg);
+  // Each thread of a row lane takes every tpr-th 32-value unit of the row, tpr the same for a product
+  // whatever the token count (a subgroup, two for the residual products where they fit), so a row's
+  // reduction order never depends on the batch.
+  const uint32_t lane_subgroups = accumulate ? residual_lane_subgroups(device) : 1;
+  const uint32_t tpr = std::min(sg * lane_subgroups, wg);
   const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
   if (quantized_out) {
-    const MatvecQ8Shape lanes16 = lanes16_shape(device, accumulate && cols >= kLongRow ? 2 : 1);
-    const bool fits = lanes16.workgroup <= device.info().max_workgroup_size_x &&
-                      lanes16.workgroup <= device.info().max_workgroup_invocations;
-    if (tokens_per_group == 1 && fits &&
+    const MatvecQ8Shape lanes16 = lanes16_shape(device, lane_subgroups);
+    if (tokens_per_group == 1 && workgroup_fits(device, lanes16.workgroup) &&
         (accumulate || (swiglu && (type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8))))
       return lanes16;
+    if (accumulate) return residual_qout_batch_shape(device);
     return {wg, tpr, kMatvecQ8Rows};
   }
   if (tokens_per_group == 1)
@@ -296,8 +316,8 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
   const MatvecQ8Shape shape =
-      matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate, w.cols);
-  // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), a2.
+      matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
+  // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none).
   const OpRegistration& row = build_row(k.device(), group, shape);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
 }

@@ -77,9 +77,11 @@ bool matvec_q8_supported(TensorType type, uint64_t cols);
 void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
 
 // The launch shape matvec_q8 uses on a device for a matrix of `rows` rows of device format `type` (exposed
-// for the tuning harness). A row lane is one subgroup for every matrix and token count, so a row's reduction
-// order never depends on the batch; the rows per lane follow sweep-matvec on an H100 (llama3-8b shapes,
-// docs/BENCHMARKS.md, session 21):
+// for the tuning harness). A row lane is one subgroup, two for the residual products (accumulate) where 16
+// such lanes fit a work group, whatever the token count, so a row's reduction order never depends on the
+// batch (two subgroups a row: the 8B's down projection 14.6 against 16.6 us for Q4_0, 18.1 against 19.1 for
+// Q4_K, 20.7 against 21.4 for Q8_0, and o 7.9 against 8.3 for Q4_0, sweep-matvec on an H200, session 28);
+// the rows per lane follow sweep-matvec on an H100 (llama3-8b shapes, docs/BENCHMARKS.md, session 21):
 // - one token: a row a lane, except kMatvecQ8Rows for SwiGLU and, for the K-quants whose units decode their
 //   scales (Q4_K, Q5_K), for matrices of 16384 rows and more (the logits: Q4_0 104 against 115 us, Q6_K 158
 //   against 171, Q4_K 129 against 119);
@@ -87,8 +89,7 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 //   the device allows, for the residual products and Q4_0's and Q8_0's SwiGLU (whose units decode in few
 //   instructions: 8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows, session 21; 8B Q8_0
 //   48.3 against 51.3 us a product, session 27; Q4_K's took 1.29 against 1.17); else 4 lanes of
-//   kMatvecQ8Rows. The residual product of rows of 8192 values and more (the down projection, whose 16-row
-//   work groups leave a multiprocessor few threads) loads 2 units a round (session 28);
+//   kMatvecQ8Rows;
 // - batches: kMatvecQ8RowsPair, kMatvecQ8RowsOne for SwiGLU (H200: gate/up 91 us against 140 with 4 rows at
 //   8 tokens, down 110 against 156 at 16), kMatvecQ8Rows with a quantized output.
 struct MatvecQ8Shape {
@@ -96,18 +97,17 @@ struct MatvecQ8Shape {
   uint32_t threads_per_row = 0;
   uint32_t rows_per_lane = 0;
   bool lanes16 = false;  // 16 lanes of one row (the registered t1l16 build)
-  // Units of each row a thread loads before it sums them (the shader's UNITS_AHEAD; the same bits for any).
-  uint32_t units_ahead = 1;
+  bool wide = false;     // the residual products' lanes of two subgroups in work groups of their own size
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
                               uint32_t tokens_per_group, bool swiglu = false, bool quantized_out = false,
-                              bool accumulate = false, uint64_t cols = 0);  // cols: the row length
+                              bool accumulate = false);
 // The rows per lane of the registered builds.
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 
 // Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
-// {workgroup, rows_per_lane, tokens_per_group, subgroups, units_ahead} (the tuning harness; matvec_q8() calls
-// it with its own).
+// {workgroup, rows_per_lane, tokens_per_group, subgroups} (the tuning harness; matvec_q8() calls it with its
+// own).
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
                         const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
                         uint32_t tokens_per_group);

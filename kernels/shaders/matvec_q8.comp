@@ -36,8 +36,6 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NUM_ROWS = 4u;
 layout(constant_id = 2) const uint MAX_COLS = 1u;
 layout(constant_id = 3) const uint SUBGROUPS = 4u;  // subgroups per work group (sizes the reduction)
-// Units of a row a thread loads before summing them: 1 or 2 (the sums keep their order: the same bits).
-layout(constant_id = 4) const uint UNITS_AHEAD = 1u;
 #ifdef SWIGLU
 #define ROW_SETS 2u  // gate rows, then their up rows
 #else
@@ -123,38 +121,6 @@ void store_page_word(uint binding, uint word, uint value) {
 }
 #endif
 
-// Unit U of each of the thread's rows (gate rows, then their up rows) into WU. (Macros, not functions: an
-// array parameter sized by specialization constants matches no call.)
-#define LOAD_UNITS(U, WU)                                                               \
-  [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {                          \
-    uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row; \
-    WU[i] = load_unit(pc.w_offset + r * pc.row_words, U);                               \
-  }
-
-// The x values of unit U for every token (two groups of 16), and its products with WU added to acc.
-#define SUM_UNIT(U, WU)                                                                 \
-  {                                                                                     \
-    uint xa = unit_x_first(U); /* first x index of group A (B is xa + UNIT_X_GAP) */    \
-    UnitX ux[MAX_COLS];                                                                 \
-    [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {                                   \
-      uint tok = min(tok0 + t, last_tok);                                               \
-      XGroup gx[2];                                                                     \
-      [[unroll]] for (uint g = 0u; g < 2u; ++g) {                                       \
-        uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;                \
-        vec2 ds = xds[gi];                                                              \
-        gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));                             \
-      }                                                                                 \
-      ux[t] = unit_x(gx[0], gx[1]);                                                     \
-    }                                                                                   \
-    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)                          \
-      [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] += UNIT_DOT(WU[i], ux[t]); \
-  }
-#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads (quants and scales) without the arithmetic
-#define UNIT_DOT(W, X) float(((W).a.x ^ (W).b.w ^ floatBitsToUint((W).f.x) ^ (X).qa.x ^ (X).qb.w) & 0xFFu)
-#else
-#define UNIT_DOT(W, X) unit_dot(W, X)
-#endif
-
 void main() {
   // Threads are numbered subgroup by subgroup, so a lane (TPR consecutive threads) is whole subgroups.
   uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
@@ -187,24 +153,34 @@ void main() {
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] = 0.0;
   uint units = pc.k / 32u;
-  // With UNITS_AHEAD 2 a round loads two units of every row (u and u + tpr) before summing either, so that
-  // twice the bytes are in flight (a row with few work groups a multiprocessor: the down projection); the
-  // units are summed in the order of one a round, so the bits do not change. The rest go one a round.
-  uint u = lt;
-  if (UNITS_AHEAD == 2u) {
-    for (; u + pc.tpr < units; u += 2u * pc.tpr) {
-      WUnit w0[NUM_ROWS * ROW_SETS], w1[NUM_ROWS * ROW_SETS];
-      LOAD_UNITS(u, w0)
-      LOAD_UNITS(u + pc.tpr, w1)
-      SUM_UNIT(u, w0)
-      SUM_UNIT(u + pc.tpr, w1)
-    }
-  }
-  for (; u < units; u += pc.tpr) {
+  for (uint u = lt; u < units; u += pc.tpr) {
     // Every row's unit is loaded first, so the loads are in flight together.
     WUnit wu[NUM_ROWS * ROW_SETS];
-    LOAD_UNITS(u, wu)
-    SUM_UNIT(u, wu)
+    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
+      uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
+      wu[i] = load_unit(pc.w_offset + r * pc.row_words, u);
+    }
+    // The x values of this unit for every token: two groups of 16.
+    uint xa = unit_x_first(u);  // first x index of group A (group B is xa + UNIT_X_GAP)
+    UnitX ux[MAX_COLS];
+    [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
+      uint tok = min(tok0 + t, last_tok);
+      XGroup gx[2];
+      [[unroll]] for (uint g = 0u; g < 2u; ++g) {
+        uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
+        vec2 ds = xds[gi];
+        gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
+      }
+      ux[t] = unit_x(gx[0], gx[1]);
+    }
+    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
+      [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
+#ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads (quants and scales) without the arithmetic
+        acc[i][t] += float((wu[i].a.x ^ wu[i].b.w ^ floatBitsToUint(wu[i].f.x) ^ ux[t].qa.x ^ ux[t].qb.w) & 0xFFu);
+#else
+        acc[i][t] += unit_dot(wu[i], ux[t]);
+#endif
+      }
   }
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.

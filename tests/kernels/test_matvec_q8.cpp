@@ -266,11 +266,20 @@ TEST_P(MatvecQ8Test, ResidualQuantizedOutputEqualsQuantizingTheNormedOutput) {
   for (uint32_t tokens : {1u, 11u}) check(type, 48, test_cols(type).back(), Fold::Accumulate, tokens, true);
 }
 
+// Every fold, and the folds with a quantized output (whose one-token builds differ most from the batched
+// ones: 16 lanes of one row against 4 lanes of 4 rows), whole groups of 16 rows for those.
 TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
   const TensorType type = GetParam();
-  const uint32_t cols = test_cols(type).back(), rows = 23, tokens = 11;
-  for (Fold fold : kFolds) {
-    SCOPED_TRACE(fold_name(fold));
+  const uint32_t cols = test_cols(type).back(), tokens = 11;
+  struct Case {
+    Fold fold;
+    bool quantized_out;
+  };
+  const Case cases[] = {{Fold::Store, false},      {Fold::Norm, false},      {Fold::Accumulate, false},
+                        {Fold::NormSwiglu, false}, {Fold::Accumulate, true}, {Fold::NormSwiglu, true}};
+  for (const auto [fold, qout] : cases) {
+    SCOPED_TRACE(std::string(fold_name(fold)) + (qout ? " quantized out" : ""));
+    const uint32_t rows = qout ? 32 : 23;
     const TensorType format = device_format(type, cols);
     const uint32_t w_rows = fold == Fold::NormSwiglu ? 2 * rows : rows;
     const HostMatrix m = random_matrix(type, w_rows, cols, rng());
@@ -278,46 +287,19 @@ TEST_P(MatvecQ8Test, TokenAloneAndInBatchAreBitIdentical) {
     const std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
     const std::vector<float> norm = random_floats(cols, 0.5f, 1.5f);
     const std::vector<float> y0 = random_floats(uint64_t{tokens} * rows);
-    const std::vector<float> batch = run(w, format, w_rows, cols, fold, x, norm, y0, tokens);
+    const std::vector<float> batch = run(w, format, w_rows, cols, fold, x, norm, y0, tokens, qout);
     // Token 5 sits in the first group of 8 at slot 5, token 9 in the second group at slot 1.
     for (uint32_t t : {0u, 5u, 9u}) {
       const std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
       const std::vector<float> y0t(y0.begin() + uint64_t{t} * rows, y0.begin() + uint64_t{t + 1} * rows);
-      const std::vector<float> alone = run(w, format, w_rows, cols, fold, xt, norm, y0t, 1);
+      const std::vector<float> alone = run(w, format, w_rows, cols, fold, xt, norm, y0t, 1, qout);
       EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
           << "token " << t << " differs alone vs in a batch of " << tokens;
     }
     // A batch of 3 runs the 4-token builds: its tokens match the batch of 11's bit for bit.
-    const std::vector<float> small = run(w, format, w_rows, cols, fold, x, norm, y0, 3);
+    const std::vector<float> small = run(w, format, w_rows, cols, fold, x, norm, y0, 3, qout);
     EXPECT_EQ(std::memcmp(small.data(), batch.data(), uint64_t{3} * rows * sizeof(float)), 0)
         << "a batch of 3 differs from the first 3 tokens of a batch of " << tokens;
-  }
-}
-
-// One token's residual product over rows of 8192 values and more (the down projection) loads two units a
-// round (units_ahead 2, its own build): it matches the references, writes its quantized output as
-// quantize_q8 would, and gives a token the bits the batched build (one unit a round) gives it. 8448 values:
-// the rounds of two units end with one unit left for any subgroup size up to 64 (Q6_K's device format takes
-// rows of whole 2048s).
-TEST_P(MatvecQ8Test, LongRowResidualProductTakesTwoUnitsARoundWithTheSameBits) {
-  const TensorType type = GetParam();
-  const uint32_t cols = type == TensorType::Q6_K ? 10240 : 8448, rows = 32, tokens = 5;
-  ASSERT_EQ(matvec_q8_shape(context().device(), device_format(type, cols), rows, 1, false, true, true, cols)
-                .units_ahead,
-            2u);
-  for (uint32_t t : {1u, tokens}) check(type, rows, cols, Fold::Accumulate, t, true);
-  const TensorType format = device_format(type, cols);
-  const HostMatrix m = random_matrix(type, rows, cols, rng());
-  const vk::Buffer w = device_weights(m, type, rows, cols);
-  const std::vector<float> x = random_floats(uint64_t{tokens} * cols, -2.0f, 2.0f);
-  const std::vector<float> norm(cols, 1.0f), y0 = random_floats(uint64_t{tokens} * rows);
-  const std::vector<float> batch = run(w, format, rows, cols, Fold::Accumulate, x, norm, y0, tokens, true);
-  for (uint32_t t : {0u, 3u}) {
-    const std::vector<float> xt(x.begin() + uint64_t{t} * cols, x.begin() + uint64_t{t + 1} * cols);
-    const std::vector<float> y0t(y0.begin() + uint64_t{t} * rows, y0.begin() + uint64_t{t + 1} * rows);
-    const std::vector<float> alone = run(w, format, rows, cols, Fold::Accumulate, xt, norm, y0t, 1, true);
-    EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{t} * rows, rows * sizeof(float)), 0)
-        << "token " << t << " differs alone vs in a batch of " << tokens;
   }
 }
 
@@ -467,11 +449,11 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
   EXPECT_EQ(std::memcmp(alone.data(), batch.data() + uint64_t{6} * rows, rows * sizeof(float)), 0);
 }
 
-// The launch shape: a row lane is one subgroup for every matrix and token count (so a token's reduction
-// order is the same alone and in a batch). One token takes a row a lane, 4 for SwiGLU and for the K-quants'
-// matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the residual products, and
-// Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4 with a quantized output.
-// Only one token's residual product over rows of 8192 values or more loads 2 units a round.
+// The launch shape: a row lane is one subgroup, two for the residual products, for every token count (so a
+// token's reduction order is the same alone and in a batch). One token takes a row a lane, 4 for SwiGLU and
+// for the K-quants' matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the
+// residual products, and Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4
+// with a quantized output.
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
@@ -488,20 +470,26 @@ TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreOneSubgroupAndRowsPerLaneFollowTheMatr
       EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, true).rows_per_lane, kMatvecQ8Rows);
       EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, true).rows_per_lane, kMatvecQ8RowsOne);
       EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, true, true).rows_per_lane, kMatvecQ8Rows);
+      // Residual products (accumulate): lanes of two subgroups for every token count (lavapipe and NVIDIA
+      // fit 16 of them in a work group).
+      for (const uint32_t tokens : {1u, 4u, 8u}) {
+        EXPECT_EQ(matvec_q8_shape(d, type, rows, tokens, false, false, true).threads_per_row, 2 * sg);
+        EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, false, true, true).threads_per_row, 2 * sg);
+      }
       // Quantized outputs: whole groups of 16 outputs a work group.
       for (const bool swiglu : {false, true}) {
+        const uint32_t lane = swiglu ? sg : 2 * sg;
         const MatvecQ8Shape q = matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu);
+        EXPECT_EQ(q.threads_per_row, lane);
         EXPECT_EQ(q.workgroup / q.threads_per_row * q.rows_per_lane % 16, 0u);
         EXPECT_EQ(q.lanes16, !swiglu || type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8);
         if (q.lanes16) {
-          EXPECT_EQ(q.workgroup, 16 * sg);
+          EXPECT_EQ(q.workgroup, 16 * lane);
         }
-        EXPECT_EQ(q.units_ahead, 1u);  // rows of unknown length
-        EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu, 14336).units_ahead,
-                  swiglu ? 1u : 2u);
-        EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, swiglu, true, !swiglu, 4096).units_ahead, 1u);
-        EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, swiglu, true, !swiglu, 14336).units_ahead, 1u);
-        EXPECT_FALSE(matvec_q8_shape(d, type, rows, 8, swiglu, true, !swiglu).lanes16);
+        const MatvecQ8Shape qb = matvec_q8_shape(d, type, rows, 8, swiglu, true, !swiglu);
+        EXPECT_FALSE(qb.lanes16);
+        EXPECT_EQ(qb.threads_per_row, lane);
+        EXPECT_EQ(qb.workgroup / qb.threads_per_row * qb.rows_per_lane % 16, 0u);
       }
     }
   }
