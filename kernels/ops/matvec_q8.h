@@ -91,7 +91,8 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 //   48.3 against 51.3 us a product, session 27; Q4_K's took 1.29 against 1.17); else 4 lanes of
 //   kMatvecQ8Rows;
 // - batches: kMatvecQ8RowsPair, kMatvecQ8RowsOne for SwiGLU (H200: gate/up 91 us against 140 with 4 rows at
-//   8 tokens, down 110 against 156 at 16), kMatvecQ8Rows with a quantized output.
+//   8 tokens, down 110 against 156 at 16), kMatvecQ8Rows with a quantized output (the residual product's
+//   lanes of two subgroups: 8 lanes of kMatvecQ8RowsPair).
 struct MatvecQ8Shape {
   uint32_t workgroup = 0;
   uint32_t threads_per_row = 0;
