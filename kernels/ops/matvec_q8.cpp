@@ -56,8 +56,9 @@ bool workgroup_fits(const vk::Device& d, uint32_t n) {
   return n <= d.info().max_workgroup_size_x && n <= d.info().max_workgroup_invocations;
 }
 // Subgroups a row lane of the residual products (acc, acc_qnorm) takes for every token count: two where 16
-// such lanes fit a work group (the decode step's o and down products have few work groups for the device,
-// and more threads a row keep more loads in flight: matvec_q8_shape), else one.
+// such lanes fit a work group, else one. The decode step's down projection has few work groups of 16 rows
+// (256 for the 8B: about 1,000 threads a multiprocessor of an H200 with one subgroup a lane), and twice the
+// threads hide its loads' latency where twice the loads a thread did not (matvec_q8_shape).
 uint32_t residual_lane_subgroups(const vk::Device& d) {
   return workgroup_fits(d, 16 * 2 * std::max(d.subgroup_size(), 1u)) ? 2 : 1;
 }
@@ -183,6 +184,7 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
     if (tokens_per_group == 1 && workgroup_fits(device, lanes16.workgroup) &&
         (accumulate || (swiglu && (type == TensorType::Q4_0x8 || type == TensorType::Q8_0x8))))
       return lanes16;
+    // (Two-subgroup lanes always fit 16 a work group: one token takes lanes16 with them.)
     if (accumulate) return residual_qout_batch_shape(device);
     return {wg, tpr, kMatvecQ8Rows};
   }
@@ -320,7 +322,7 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
                                                                              : kBatchTokens;
   const MatvecQ8Shape shape =
       matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
-  // The build of this token group and row count: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none).
+  // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), w.
   const OpRegistration& row = build_row(k.device(), group, shape);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
 }

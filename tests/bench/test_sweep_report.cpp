@@ -208,6 +208,8 @@ TEST(SweepReport, SideBySideRowsPairKvtrieWithLlamaCppAndComputeRatios) {
       << summary;
   EXPECT_NE(summary.find("| llama.cpp | 246.0 | 611 | 0.63 | 0 / 2 | 3 |"), std::string::npos) << summary;
   EXPECT_NE(summary.find("NV_coopmat2"), std::string::npos) << summary;
+  // The read-bound share in percent to a tenth (0.21 of the bound).
+  EXPECT_NE(summary.find("| 983 | 21.0% |"), std::string::npos) << summary;
 }
 
 }  // namespace
