@@ -106,6 +106,14 @@ shared float inv_rms_of[MAX_COLS];
 #if defined(QUANT_OUT) || defined(QKV_PAGES)
 shared float outputs[SUBGROUPS * NUM_ROWS * MAX_COLS];  // token t's output row r at t * wg_rows + r - wg_row0
 #endif
+// The epilogue's inputs from memory, read in the first round (stage_inputs): y to add onto (ACCUMULATE), as
+// outputs, and the next norm's weight of the work group's rows (NORM_OUT).
+#ifdef ACCUMULATE
+shared float y_in[SUBGROUPS * NUM_ROWS * MAX_COLS];
+#endif
+#ifdef NORM_OUT
+shared float out_norm_in[SUBGROUPS * NUM_ROWS];
+#endif
 #ifdef QKV_PAGES
 #include "kv_layout.glsl"
 #include "rope.glsl"
@@ -120,6 +128,31 @@ void store_page_word(uint binding, uint word, uint value) {
     pages3[word] = value;
 }
 #endif
+
+// Reads the epilogue's inputs into shared memory. Called in a thread's first round after its weight loads
+// are issued, so their latency hides behind the weights' rather than adding a round trip to the end of
+// every work group (the work groups of a decode product are about one wave: each one's end is the
+// product's); threads without a unit call it after the loop.
+void stage_inputs(uint tid, uint wg_row0, uint wg_rows, uint tok0, uint ncols) {
+#ifdef ACCUMULATE
+  for (uint o = tid; o < wg_rows * MAX_COLS; o += gl_WorkGroupSize.x) {
+    uint t = o / wg_rows, r = wg_row0 + o % wg_rows;
+#ifdef PROBE_NO_INPUT_READS
+    if (r < pc.rows && t < ncols) y_in[o] = 0.0;
+#else
+    if (r < pc.rows && t < ncols) y_in[o] = y[(tok0 + t) * pc.y_stride + pc.y_row0 + r];
+#endif
+  }
+#endif
+#ifdef NORM_OUT
+  for (uint o = tid; o < wg_rows; o += gl_WorkGroupSize.x)
+#ifdef PROBE_NO_INPUT_READS
+    if (wg_row0 + o < pc.rows) out_norm_in[o] = 1.0;
+#else
+    if (wg_row0 + o < pc.rows) out_norm_in[o] = out_norm[pc.y_row0 + wg_row0 + o];
+#endif
+#endif
+}
 
 void main() {
   // Threads are numbered subgroup by subgroup, so a lane (TPR consecutive threads) is whole subgroups.
@@ -137,12 +170,26 @@ void main() {
 #ifdef NORM
   // Each token's 1 / rms from its k / 16 group sums of squares, by the first subgroup in one fixed order
   // (thread i sums groups i, i + subgroup size, ... in turn, then subgroupAdd), whatever the work group's
-  // shape, so a token gets the same bits alone and in any batch. Read after the reduction's barrier.
+  // shape, so a token gets the same bits alone and in any batch. The loads go out 8 at a time (one round
+  // trip for a row of 4,096, not one each) before they are summed in that order. Read after the
+  // reduction's barrier.
   if (gl_SubgroupID == 0u) {
+    uint groups = pc.k / 16u;
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
       uint base = min(tok0 + t, last_tok) * pc.x_stride / 16u;
       precise float ss = 0.0;
-      for (uint g = gl_SubgroupInvocationID; g < pc.k / 16u; g += gl_SubgroupSize) ss += sum_sq[base + g];
+      for (uint g0 = gl_SubgroupInvocationID; g0 < groups; g0 += 8u * gl_SubgroupSize) {
+        float v[8];
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+          uint g = g0 + j * gl_SubgroupSize;
+#ifdef PROBE_NO_INPUT_READS  // tuning builds only (bench/): the epilogue's inputs from memory left out
+          v[j] = g < groups ? 1.0 : 0.0;
+#else
+          v[j] = g < groups ? sum_sq[base + g] : 0.0;
+#endif
+        }
+        [[unroll]] for (uint j = 0u; j < 8u; ++j) ss += v[j];  // + 0.0 past the end: the same sum
+      }
       float total = subgroupAdd(ss);
       if (subgroupElect()) inv_rms_of[t] = inversesqrt(total / float(pc.k) + pc.eps);
     }
@@ -173,6 +220,7 @@ void main() {
       }
       ux[t] = unit_x(gx[0], gx[1]);
     }
+    if (u == lt) stage_inputs(tid, wg_row0, wg_rows, tok0, ncols);
     [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
       [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
 #ifdef PROBE_NO_DOT  // tuning builds only (bench/): the loads (quants and scales) without the arithmetic
@@ -182,6 +230,8 @@ void main() {
 #endif
       }
   }
+
+  if (lt >= units) stage_inputs(tid, wg_row0, wg_rows, tok0, ncols);
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.
   uint sg = gl_SubgroupID;
@@ -216,7 +266,7 @@ void main() {
 #ifndef QKV_PAGES
     uint yo = (tok0 + t) * pc.y_stride + pc.y_row0 + r;
 #ifdef ACCUMULATE
-    s += y[yo];
+    s += y_in[t * wg_rows + r - wg_row0];
 #endif
     y[yo] = s;
 #endif
@@ -240,11 +290,11 @@ void main() {
     uint oi = (tok0 + t) * pc.out_stride / 16u + (pc.y_row0 + r) / 16u;
 #ifdef NORM_OUT
     out_sum_sq[oi] = sum_squares16(v0, v1, v2, v3);
-    uint n = pc.y_row0 + r;
-    v0 *= vec4(out_norm[n], out_norm[n + 1u], out_norm[n + 2u], out_norm[n + 3u]);
-    v1 *= vec4(out_norm[n + 4u], out_norm[n + 5u], out_norm[n + 6u], out_norm[n + 7u]);
-    v2 *= vec4(out_norm[n + 8u], out_norm[n + 9u], out_norm[n + 10u], out_norm[n + 11u]);
-    v3 *= vec4(out_norm[n + 12u], out_norm[n + 13u], out_norm[n + 14u], out_norm[n + 15u]);
+    uint n = 16u * g;
+    v0 *= vec4(out_norm_in[n], out_norm_in[n + 1u], out_norm_in[n + 2u], out_norm_in[n + 3u]);
+    v1 *= vec4(out_norm_in[n + 4u], out_norm_in[n + 5u], out_norm_in[n + 6u], out_norm_in[n + 7u]);
+    v2 *= vec4(out_norm_in[n + 8u], out_norm_in[n + 9u], out_norm_in[n + 10u], out_norm_in[n + 11u]);
+    v3 *= vec4(out_norm_in[n + 12u], out_norm_in[n + 13u], out_norm_in[n + 14u], out_norm_in[n + 15u]);
 #endif
     XGroup q = quantize16(v0, v1, v2, v3);
     out_q[oi] = q.q;
