@@ -102,7 +102,7 @@ struct MatvecQ8Shape {
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
                               uint32_t tokens_per_group, bool swiglu = false, bool quantized_out = false,
-                              bool accumulate = false);
+                              bool accumulate = false, bool qkv_pages = false);
 // The rows per lane of the registered builds.
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 
