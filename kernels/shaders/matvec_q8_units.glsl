@@ -5,8 +5,7 @@
 //   sum(w * x) = A.d * (f.x * dot(a, A.q) - f.z * sum(A.q)) + B.d * (f.y * dot(b, B.q) - f.w * sum(B.q)).
 // Q4_0 and Q8_0 take a shorter form (a unit's two halves share the scale d = f.x and the offset o, 8 and 0):
 //   sum(w * x) = d * (A.d * (dot(a, A.q) - o sum(A.q)) + B.d * (dot(b, B.q) - o sum(B.q))),
-// the offsets' integer terms exact (Q4_0's b holds its nibbles unshifted, 16 times their value, and B's
-// terms take that factor: one instruction fewer a word); Q4_K and Q5_K keep their sub-blocks' 6-bit scales s and mins m as
+// the offsets' integer terms exact; Q4_K and Q5_K keep their sub-blocks' 6-bit scales s and mins m as
 // integers (`sm`), with the superblock's d and dmin in f.x and f.y:
 //   sum(w * x) = d * (A.d * s_a dot(a, A.q) + B.d * s_b dot(b, B.q)) - dmin * (m_a A.d sum(A.q) + m_b B.d sum(B.q)).
 // The parts that depend only on x (UnitX) are computed once a unit for all of a thread's rows, and integers
@@ -45,35 +44,16 @@ int dot4_acc(uint a, uint b, int acc) {
 }
 #endif
 
-// Unsigned weight bytes w times signed x bytes (Q4_0's high nibbles kept in place: 16 times their value).
-#ifdef INT_DOT
-int dot4_acc_unsigned_w(uint w, uint x, int acc) { return dotPacked4x8AccSatEXT(int(x), w, acc); }
-#else
-int dot4_acc_unsigned_w(uint w, uint x, int acc) {
-  ivec4 vw = ivec4(bitfieldExtract(w, 0, 8), bitfieldExtract(w, 8, 8), bitfieldExtract(w, 16, 8), bitfieldExtract(w, 24, 8));
-  ivec4 vx = ivec4(bitfieldExtract(int(x), 0, 8), bitfieldExtract(int(x), 8, 8), bitfieldExtract(int(x), 16, 8),
-                   bitfieldExtract(int(x), 24, 8));
-  return acc + vw.x * vx.x + vw.y * vx.y + vw.z * vx.z + vw.w * vx.w;
-}
-#endif
-
 // The integer dot products of a unit's halves with x's groups A and B (bytes qa, qb), each a chain of four.
 ivec2 unit_dots(WUnit w, uvec4 qa, uvec4 qb) {
   int ia = dot4_acc(w.a.x, qa.x, 0);
   ia = dot4_acc(w.a.y, qa.y, ia);
   ia = dot4_acc(w.a.z, qa.z, ia);
   ia = dot4_acc(w.a.w, qa.w, ia);
-#if WTYPE == T_Q4_0X8
-  int ib = dot4_acc_unsigned_w(w.b.x, qb.x, 0);
-  ib = dot4_acc_unsigned_w(w.b.y, qb.y, ib);
-  ib = dot4_acc_unsigned_w(w.b.z, qb.z, ib);
-  ib = dot4_acc_unsigned_w(w.b.w, qb.w, ib);
-#else
   int ib = dot4_acc(w.b.x, qb.x, 0);
   ib = dot4_acc(w.b.y, qb.y, ib);
   ib = dot4_acc(w.b.z, qb.z, ib);
   ib = dot4_acc(w.b.w, qb.w, ib);
-#endif
   return ivec2(ia, ib);
 }
 
@@ -89,24 +69,14 @@ struct UnitX {
   float da, db;
   int oa, ob;
 };
-#if WTYPE == T_Q4_0X8
-// Q4_0's b half keeps its nibbles in place (no shift a unit: 16 times the weights), so its dot product is 16
-// times the true one: B's offset term is 16 times too and its scale a 16th (exact, a power of two), which
-// gives the same products, bit for bit, as the shifted nibbles would.
-UnitX unit_x(XGroup A, XGroup B) {
-  return UnitX(A.q, B.q, A.d, B.d * 0.0625, -UNIT_OFFSET * A.s, -16 * UNIT_OFFSET * B.s);
-}
-#else
 UnitX unit_x(XGroup A, XGroup B) {
   return UnitX(A.q, B.q, A.d, B.d, -UNIT_OFFSET * A.s, -UNIT_OFFSET * B.s);
 }
-#endif
 // The offsets are added after the dot products, not as their first accumulator: an accumulator the
 // compiler cannot bound makes each saturating step cost more (8 sequences' products 6-8% slower).
 float unit_dot(WUnit w, UnitX x) {
   ivec2 i = unit_dots(w, x.qa, x.qb);
-  // |i| <= 16 * 127^2 (Q4_0's b half: 16 * 127 * 240)
-  precise float s = fma(x.da, exact_float(i.x + x.oa), x.db * exact_float(i.y + x.ob));
+  precise float s = fma(x.da, exact_float(i.x + x.oa), x.db * exact_float(i.y + x.ob));  // |i| <= 16 * 127^2
   return w.f.x * s;
 }
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
@@ -179,7 +149,7 @@ WUnit load_unit(uint row, uint u) {
   uvec4 q = w4[base + j];
   float d = half_at(base + 8u, j);
   w.a = q & 0x0F0F0F0Fu;
-  w.b = q & 0xF0F0F0F0u;  // 16 times the high nibbles (unit_x)
+  w.b = (q >> 4) & 0x0F0F0F0Fu;
   w.f = vec4(d, 0.0, 0.0, 0.0);
 #elif WTYPE == T_Q8_0X8
   // Groups of 8 blocks: 8 x 32 quant bytes, then 8 f16 scales (17 words).
