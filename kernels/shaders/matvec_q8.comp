@@ -137,20 +137,12 @@ void stage_inputs(uint tid, uint wg_row0, uint wg_rows, uint tok0, uint ncols) {
 #ifdef ACCUMULATE
   for (uint o = tid; o < wg_rows * MAX_COLS; o += gl_WorkGroupSize.x) {
     uint t = o / wg_rows, r = wg_row0 + o % wg_rows;
-#ifdef PROBE_NO_INPUT_READS
-    if (r < pc.rows && t < ncols) y_in[o] = 0.0;
-#else
     if (r < pc.rows && t < ncols) y_in[o] = y[(tok0 + t) * pc.y_stride + pc.y_row0 + r];
-#endif
   }
 #endif
 #ifdef NORM_OUT
   for (uint o = tid; o < wg_rows; o += gl_WorkGroupSize.x)
-#ifdef PROBE_NO_INPUT_READS
-    if (wg_row0 + o < pc.rows) out_norm_in[o] = 1.0;
-#else
     if (wg_row0 + o < pc.rows) out_norm_in[o] = out_norm[pc.y_row0 + wg_row0 + o];
-#endif
 #endif
 }
 
@@ -182,11 +174,7 @@ void main() {
         float v[8];
         [[unroll]] for (uint j = 0u; j < 8u; ++j) {
           uint g = g0 + j * gl_SubgroupSize;
-#ifdef PROBE_NO_INPUT_READS  // tuning builds only (bench/): the epilogue's inputs from memory left out
-          v[j] = g < groups ? 1.0 : 0.0;
-#else
           v[j] = g < groups ? sum_sq[base + g] : 0.0;
-#endif
         }
         [[unroll]] for (uint j = 0u; j < 8u; ++j) ss += v[j];  // + 0.0 past the end: the same sum
       }
