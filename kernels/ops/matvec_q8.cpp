@@ -102,18 +102,17 @@ struct Build {
 };
 constexpr uint32_t kEveryMode = ~0u, kSwigluMode = 1u << kNormSwiglu;
 constexpr uint32_t kPairModes = 1u << kStore | 1u << kNorm | 1u << kAcc | 1u << kNormQkv;
-constexpr uint32_t kLanes16Modes = 1u << kAccQnorm | 1u << kNormSwigluQout | 1u << kNormQkv;
 constexpr Build kBuilds[] = {
-    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},             // t1
-    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},       // t1r1
-    {1, kMatvecQ8RowsOne, true, spec_lanes16, kLanes16Modes},                        // t1l16
-    {1, kMatvecQ8RowsOne, true, spec_lanes16_residual, 1u << kAccQnorm, true},       // t1l16w
-    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},             // t8
-    {8, kMatvecQ8RowsPair, false, spec_residual_qout_batch, 1u << kAccQnorm, true},  // t8w
-    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},      // t4r1
-    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},     // t4r2
-    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},      // t8r1
-    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},     // t8r2
+    {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                 // t1
+    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},           // t1r1
+    {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
+    {1, kMatvecQ8RowsOne, true, spec_lanes16_residual, 1u << kAccQnorm, true},           // t1l16w
+    {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                 // t8
+    {8, kMatvecQ8RowsPair, false, spec_residual_qout_batch, 1u << kAccQnorm, true},      // t8w
+    {4, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 4>, kSwigluMode},          // t4r1
+    {4, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 4>, kPairModes},         // t4r2
+    {8, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 8>, kSwigluMode},          // t8r1
+    {8, kMatvecQ8RowsPair, false, spec_build<kMatvecQ8RowsPair, 8>, kPairModes},         // t8r2
 };
 constexpr size_t kBuildCount = std::size(kBuilds);
 using BuildNames = std::array<std::string_view, kBuildCount>;
@@ -171,8 +170,7 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
 }
 
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
-                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate,
-                              bool qkv_pages) {
+                              uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate) {
   const uint32_t wg = matvec_workgroup_size(device);
   const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
   // Each thread of a row lane takes every tpr-th 32-value unit of the row, tpr the same for a product
@@ -190,8 +188,6 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
     if (accumulate) return residual_qout_batch_shape(device);
     return {wg, tpr, kMatvecQ8Rows};
   }
-  if (tokens_per_group == 1 && qkv_pages && workgroup_fits(device, lanes16_shape(device, 1).workgroup))
-    return lanes16_shape(device, 1);
   if (tokens_per_group == 1)
     return {wg, tpr, swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
@@ -324,8 +320,8 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const uint32_t group = one                                                 ? 1
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
-  const MatvecQ8Shape shape = matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout,
-                                              args.accumulate, args.qkv_pages.has_value());
+  const MatvecQ8Shape shape =
+      matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
   // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), w.
   const OpRegistration& row = build_row(k.device(), group, shape);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);

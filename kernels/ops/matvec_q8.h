@@ -85,9 +85,6 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 // - one token: a row a lane, except kMatvecQ8Rows for SwiGLU and, for the K-quants whose units decode their
 //   scales (Q4_K, Q5_K), for matrices of 16384 rows and more (the logits: Q4_0 104 against 115 us, Q6_K 158
 //   against 171, Q4_K 129 against 119);
-// - one token's joined Q/K/V product (qkv_pages): 16 lanes of one row where the device allows (sweep on an
-//   H200: 8.7-8.8 against 8.9-9.5 us for Q4_0 with 4 lanes in 128 threads, 10.0 against 10.4-10.7 for Q4_K;
-//   session 29);
 // - one token with a quantized output (whole groups of 16 outputs a work group): 16 lanes of one row where
 //   the device allows, for the residual products and Q4_0's and Q8_0's SwiGLU (whose units decode in few
 //   instructions: 8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows, session 21; 8B Q8_0
@@ -105,7 +102,7 @@ struct MatvecQ8Shape {
 };
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
                               uint32_t tokens_per_group, bool swiglu = false, bool quantized_out = false,
-                              bool accumulate = false, bool qkv_pages = false);
+                              bool accumulate = false);
 // The rows per lane of the registered builds.
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 

@@ -475,12 +475,6 @@ TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreSubgroupsAndRowsPerLaneFollowTheMatrix
       // fit 16 of them in a work group).
       for (const uint32_t tokens : {1u, 4u, 8u})
         EXPECT_EQ(matvec_q8_shape(d, type, rows, tokens, false, false, true).threads_per_row, 2 * sg);
-      // One token's joined Q/K/V product: 16 lanes of a row, one subgroup each (the batches' lanes).
-      const MatvecQ8Shape qkv = matvec_q8_shape(d, type, rows, 1, false, false, false, true);
-      EXPECT_TRUE(qkv.lanes16);
-      EXPECT_EQ(qkv.workgroup, 16 * sg);
-      EXPECT_EQ(qkv.threads_per_row, batch.threads_per_row);
-      EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, false, false, false, true).threads_per_row, sg);
       // Quantized outputs: whole groups of 16 outputs a work group.
       for (const bool swiglu : {false, true}) {
         const uint32_t lane = swiglu ? sg : 2 * sg;
