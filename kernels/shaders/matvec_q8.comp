@@ -162,9 +162,9 @@ void main() {
 #ifdef NORM
   // Each token's 1 / rms from its k / 16 group sums of squares, by the first subgroup in one fixed order
   // (thread i sums groups i, i + subgroup size, ... in turn, then subgroupAdd), whatever the work group's
-  // shape, so a token gets the same bits alone and in any batch. The loads go out 8 at a time (one round
-  // trip for a row of 4,096, not one each) before they are summed in that order. Read after the
-  // reduction's barrier.
+  // shape, so a token gets the same bits alone and in any batch. The loads go out 8 at a time before they
+  // are summed in that order (a row of 4,096 in one round trip, whatever the compiler makes of a loop).
+  // Read after the reduction's barrier.
   if (gl_SubgroupID == 0u) {
     uint groups = pc.k / 16u;
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
