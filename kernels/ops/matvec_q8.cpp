@@ -42,10 +42,14 @@ bool matvec_q8_int_dot(const vk::Device& d) {
 bool matvec_q8_portable(const vk::Device& d) {
   return !matvec_q8_uses_int_dot(d);
 }
+// The device's subgroup size, at least 1 (a device that reports none).
+uint32_t subgroup_of(const vk::Device& d) {
+  return std::max(d.subgroup_size(), 1u);
+}
 // {work-group size, rows per lane, tokens per work group, subgroups per work group}; threads per row are a
 // push constant.
 vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
-  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / std::max(d.subgroup_size(), 1u)};
+  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / subgroup_of(d)};
 }
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {
@@ -60,13 +64,13 @@ bool workgroup_fits(const vk::Device& d, uint32_t n) {
 // (256 for the 8B: about 1,000 threads a multiprocessor of an H200 with one subgroup a lane), and twice the
 // threads hide its loads' latency where twice the loads a thread did not (matvec_q8_shape).
 uint32_t residual_lane_subgroups(const vk::Device& d) {
-  return workgroup_fits(d, 16 * 2 * std::max(d.subgroup_size(), 1u)) ? 2 : 1;
+  return workgroup_fits(d, 16 * 2 * subgroup_of(d)) ? 2 : 1;
 }
 // One token's products with a quantized output (acc_qnorm, norm_swiglu_qout): 16 lanes of one row (of
 // `lane_subgroups` subgroups each), so that a work group makes a group of 16 outputs at the speed of one row
 // a lane (matvec_q8_shape).
 MatvecQ8Shape lanes16_shape(const vk::Device& d, uint32_t lane_subgroups) {
-  const uint32_t tpr = lane_subgroups * std::max(d.subgroup_size(), 1u);
+  const uint32_t tpr = lane_subgroups * subgroup_of(d);
   return {16 * tpr, tpr, kMatvecQ8RowsOne, true, lane_subgroups > 1};
 }
 vk::SpecConstants spec_lanes16(const vk::Device& d) {
@@ -80,7 +84,7 @@ vk::SpecConstants spec_lanes16_residual(const vk::Device& d) {
 // of 4 rows, Q8_0 51.5 against 67.0; 4 lanes of 4 rows of two subgroups 70.4 and 72.1; session 28), else 4
 // lanes of kMatvecQ8Rows.
 MatvecQ8Shape residual_qout_batch_shape(const vk::Device& d) {
-  const uint32_t sg = std::max(d.subgroup_size(), 1u);
+  const uint32_t sg = subgroup_of(d);
   if (residual_lane_subgroups(d) == 1) return {matvec_workgroup_size(d), sg, kMatvecQ8Rows};
   return {8 * 2 * sg, 2 * sg, kMatvecQ8RowsPair, false, true};
 }
@@ -151,7 +155,7 @@ const OpRegistration& build_row(const vk::Device& device, uint32_t tokens, const
 // quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
 // holds 64 subgroups), so that the decode step's single token is quantized in few rounds of loads.
 vk::SpecConstants spec_quantize_q8(const vk::Device& d) {
-  const uint32_t sg = std::max(d.subgroup_size(), 1u);
+  const uint32_t sg = subgroup_of(d);
   return {std::min({512u, 64 * sg, d.info().max_workgroup_size_x, d.info().max_workgroup_invocations})};
 }
 enum QuantizeVariant : uint32_t { kQuantizeF32, kQuantizeNormF32 };
@@ -172,7 +176,7 @@ bool matvec_q8_supported(TensorType type, uint64_t cols) {
 MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_t rows,
                               uint32_t tokens_per_group, bool swiglu, bool quantized_out, bool accumulate) {
   const uint32_t wg = matvec_workgroup_size(device);
-  const uint32_t sg = std::max<uint32_t>(device.subgroup_size(), 1);
+  const uint32_t sg = subgroup_of(device);
   // Each thread of a row lane takes every tpr-th 32-value unit of the row, tpr the same for a product
   // whatever the token count (a subgroup, two for the residual products where they fit), so a row's
   // reduction order never depends on the batch.
