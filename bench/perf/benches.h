@@ -150,6 +150,9 @@ struct SweepMatvecOptions {
   uint32_t dispatches = 64;
   uint64_t rotate_mib = 512;  // device memory the weight copies span (well past the L2 cache)
   std::string probe;          // bench's tuning build instead (nodot: the loads without the arithmetic)
+  // Every dispatch writes outputs of its own, so no barrier comes between them and they overlap: what the
+  // products would take without a level's drain and launch.
+  bool independent = false;
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 

@@ -11,6 +11,9 @@
 // (type, shape, tokens, variant): microseconds per dispatch and weight GB/s. The variant "read" is the floor
 // of a dispatch that reads those bytes and does nothing else (read_probe over the same copies, chained the
 // same way; "read4" with four loads a thread in flight): what a product of that size could take at best.
+// With --independent every dispatch writes outputs of its own, so no barrier separates them and they
+// overlap: the products' time without a level's drain and launch, as a bound on what overlapping levels
+// could give.
 //
 // sweep-matmul: the prefill products of the same shapes for a prompt chunk of --tokens, on the tensor-core
 // path (matmul_coopmat) built with each tile of --tiles (sg_m x sg_n subgroups of tm x tn 16x16 blocks:
@@ -133,16 +136,22 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       vk::Buffer x = vk::make_buffer(ctx, std::span<const float>(xs), vk::MemoryKind::DeviceLocal);
       std::vector<float> ones(std::max(shape.cols, shape.rows), 1.0f);
       vk::Buffer norm = vk::make_buffer(ctx, std::span<const float>(ones), vk::MemoryKind::DeviceLocal);
-      vk::Buffer y(dev, uint64_t{max_tokens} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+      // One output a dispatch with --independent (no barriers between them), else one for all.
+      const uint32_t outputs = options.independent ? options.dispatches : 1;
+      std::vector<vk::Buffer> ys;
+      for (uint32_t i = 0; i < outputs; ++i)
+        ys.emplace_back(dev, uint64_t{max_tokens} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
+      const vk::Buffer& y = ys[0];
       // x quantized once ahead (quantize_q8, untimed), as the forward pass does before its products; the
       // SwiGLU product also writes its output quantized, and acc_qnorm the new y normed, as the forward pass
       // has them do.
       const std::string_view mode = shape.mode;
       const bool normed = mode == "norm" || mode == "norm_swiglu";
       const uint32_t q_stride = (shape.cols + 15) / 16 * 16, out_stride = (shape.rows + 15) / 16 * 16;
-      const kernels::QuantizedBuffers xq(dev, max_tokens, q_stride, true),
-          oq(dev, max_tokens, out_stride, true);
-      const kernels::QuantizedX quantized = xq.view(), quantized_out = oq.view();
+      const kernels::QuantizedBuffers xq(dev, max_tokens, q_stride, true);
+      std::vector<kernels::QuantizedBuffers> oqs;
+      for (uint32_t i = 0; i < outputs; ++i) oqs.emplace_back(dev, max_tokens, out_stride, true);
+      const kernels::QuantizedX quantized = xq.view();
       {
         kernels::QuantizeQ8Args qa;
         qa.x = x.view();
@@ -161,7 +170,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         vk::CommandRecorder rec(ctx);
         rec.begin();
         for (uint32_t i = 0; i < options.dispatches; ++i)
-          record_one(rec, all.view((i % copies) * stride, bytes));
+          record_one(rec, all.view((i % copies) * stride, bytes), i % outputs);
         rec.end();
         return median_seconds(common, [&] { rec.submit_and_wait(); }) / options.dispatches * 1e6;
       };
@@ -176,6 +185,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
             .integer("cols", shape.cols)
             .integer("tokens", tokens)
             .text("variant", variant)
+            .integer("independent", options.independent ? 1 : 0)
             .num("us", us)
             .num("weight_gbs", static_cast<double>(bytes) / us / 1e3)
             .num("speedup_vs_legacy", legacy_us / us)
@@ -184,7 +194,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       for (uint32_t tokens : token_counts) {
         const kernels::WeightMatrix base{{}, format, shape.rows, shape.cols};
         // The legacy product (no folds: what it costs alone).
-        const double legacy = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+        const double legacy = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t) {
           kernels::WeightMatrix m = base;
           m.data = wb;
           const kernels::MatmulArgs a{m, x.view(), y.view(), tokens};
@@ -195,11 +205,13 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         });
         emit(tokens, "legacy", legacy, legacy);
         const uint32_t probe_threads = 1u << 18;
-        vk::Buffer sink(dev, uint64_t{read_probe_invocations(k, probe_threads)} * 4,
-                        vk::MemoryKind::DeviceLocal);
+        std::vector<vk::Buffer> sinks;
+        for (uint32_t i = 0; i < outputs; ++i)
+          sinks.emplace_back(dev, uint64_t{read_probe_invocations(k, probe_threads)} * 4,
+                             vk::MemoryKind::DeviceLocal);
         for (const uint32_t unroll : {1u, 4u}) {  // "read": one load a thread in flight; "read4": four
-          const double read_us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
-            read_probe(rec, k, wb.sub(0, bytes / 16 * 16), sink.view(), probe_threads, unroll);
+          const double read_us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
+            read_probe(rec, k, wb.sub(0, bytes / 16 * 16), sinks[o].view(), probe_threads, unroll);
           });
           emit(tokens, unroll == 1 ? "read" : "read4", read_us, legacy);
         }
@@ -241,14 +253,14 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                 if (!embedded(built)) continue;  // a build this compiler or probe set lacks
                 const vk::ComputePipeline& p = pipeline_of(
                     ctx, built, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
-                const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb) {
+                const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
                   kernels::MatvecQ8Args a;
-                  a.product = {{wb, format, shape.rows, shape.cols}, {}, y.view(), tokens};
+                  a.product = {{wb, format, shape.rows, shape.cols}, {}, ys[o].view(), tokens};
                   a.x = quantized;
                   a.norm = normed;
                   a.accumulate = mode == "acc" || mode == "acc_qnorm";
                   a.swiglu = mode == "norm_swiglu";
-                  if (qout) a.quantized_out = quantized_out;
+                  if (qout) a.quantized_out = oqs[o].view();
                   if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
                   kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
                 });
