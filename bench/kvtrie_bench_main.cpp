@@ -257,8 +257,9 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--variants", sweep.variants, "q8 (portable), q8i (integer dot), comma-separated")
       ->capture_default_str();
   sweep_cmd->add_option("--dispatches", sweep.dispatches)->check(CLI::Range(1, 1024))->capture_default_str();
-  sweep_cmd->add_option("--probe", sweep.probe,
-                        "bench's tuning build of matvec_q8i (nodot: loads without arithmetic; nox: x not loaded)");
+  sweep_cmd->add_option(
+      "--probe", sweep.probe,
+      "bench's tuning build of matvec_q8i (nodot: loads without arithmetic; nox: x not loaded)");
   sweep_cmd->add_flag("--independent", sweep.independent,
                       "outputs of its own for every dispatch: no barriers between them (they overlap)");
   sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")
