@@ -156,6 +156,7 @@ struct SweepMatvecOptions {
   // One token's products that have a hand-off build (matvec_q8_handoff_supported) chained by it instead of
   // barriers: each dispatch waits in its shader for the one before (what the decode step's hand-offs give).
   bool handoff = false;
+  bool handoff_barriers = false;  // ... keeping the barriers too (the hand-off builds' own cost)
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 

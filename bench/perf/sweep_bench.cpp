@@ -252,9 +252,13 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                 const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
                 const bool qout = (mode == "norm_swiglu" || mode == "acc_qnorm") && whole_groups;
                 if (mode == "acc_qnorm" && !qout) continue;
-                const std::string built = qout && mode == "norm_swiglu"
-                                              ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
-                                              : variant;
+                std::string built = qout && mode == "norm_swiglu"
+                                        ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
+                                        : variant;
+                // --handoff with a probe: bench's hand-off build of that probe
+                // (matvec_q8i_<probe>_handoff_...).
+                const bool handoff_probe = options.handoff && int_dot && !options.probe.empty();
+                if (handoff_probe) built.insert(prefix.size(), "handoff_");
                 if (!embedded(built)) continue;  // a build this compiler or probe set lacks
                 // The product's arguments; with --handoff, those that have a hand-off build take it.
                 auto args_of = [&](vk::BufferView wb, uint32_t o) {
@@ -268,25 +272,29 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                   if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
                   return a;
                 };
-                const bool handoff = options.handoff && int_dot && options.probe.empty() &&
+                const bool handoff = options.handoff && int_dot &&
                                      kernels::matvec_q8_handoff_supported(dev, args_of(all.view(), 0));
+                if (handoff_probe && !handoff) continue;
+                vk::SpecConstants spec = {s.workgroup, rpl, group,
+                                          s.workgroup / std::max(dev.subgroup_size(), 1u)};
+                if (handoff_probe) spec.push_back(shape.cols / 16);
                 const vk::ComputePipeline& p =
-                    handoff ? kernels::matvec_q8_handoff_pipeline(k, args_of(all.view(), 0), s)
-                            : pipeline_of(
-                                  ctx, built,
-                                  {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+                    handoff && !handoff_probe
+                        ? kernels::matvec_q8_handoff_pipeline(k, args_of(all.view(), 0), s)
+                        : pipeline_of(ctx, built, spec);
                 uint32_t groups = 0, dispatched = 0;
                 const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
                   kernels::MatvecQ8Args a = args_of(wb, o);
                   if (handoff) {
                     const uint32_t i = dispatched++ % options.dispatches;
-                    a.handoff = {levels.view(), i == 0 ? 0 : i, i == 0 ? 0 : groups, i + 1};
+                    a.handoff = {levels.view(), i == 0 ? 0 : i, i == 0 ? 0 : groups, i + 1,
+                                 options.handoff_barriers};
                   }
                   groups = kernels::dispatch_matvec_q8(rec, k, a, p, s, handoff ? 1 : group);
                 });
                 // Appended piece by piece: "x" + a temporary trips GCC 12's -O3 -Wrestrict.
                 std::string name = int_dot ? "q8i" : "q8";
-                if (handoff) name += " handoff";
+                if (handoff) name += options.handoff_barriers ? " handoff+barriers" : " handoff";
                 if (!options.probe.empty()) {
                   name += ' ';
                   name += options.probe;

@@ -161,10 +161,17 @@ void await_handoff() {
   if (pc.wait_level == 0u) return;  // uniform
   if (gl_LocalInvocationIndex == 0u) {
     // Two nested loops of at most 2^16 polls each (lavapipe ends any loop after 65,535 iterations).
+    // Between polls a short dependent computation (PROBE_BACKOFF iterations, tuning builds) spaces them.
     bool done = false;
+    uint spin = pc.wait_count;
     for (uint outer = 0u; outer < MAX_POLLS / 65536u && !done; ++outer)
-      for (uint inner = 0u; inner < 65535u && !done; ++inner) done = levels[pc.wait_level] >= pc.wait_count;
-    if (!done) atomicOr(levels[0], 1u);
+      for (uint inner = 0u; inner < 65535u && !done; ++inner) {
+        done = levels[pc.wait_level] >= pc.wait_count;
+#ifdef PROBE_BACKOFF
+        for (uint b = 0u; b < PROBE_BACKOFF && !done; ++b) spin = spin * 1664525u + 1013904223u;
+#endif
+      }
+    if (!done || spin == 0x9E3779B9u) atomicOr(levels[0], 1u);
   }
   barrier();
   memoryBarrierBuffer();
