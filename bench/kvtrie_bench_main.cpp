@@ -264,6 +264,8 @@ int main(int argc, char** argv) {
                       "one token's products chained by hand-offs in the shader instead of barriers");
   sweep_cmd->add_flag("--handoff-barriers", sweep.handoff_barriers,
                       "with --handoff: barriers between the dispatches all the same (the builds' own cost)");
+  sweep_cmd->add_flag("--shader-stats", sweep.shader_stats,
+                      "then the driver's statistics of every pipeline made (a shader_stats row each)");
   sweep_cmd->add_flag("--independent", sweep.independent,
                       "outputs of its own for every dispatch: no barriers between them (they overlap)");
   sweep_cmd->add_option("--rotate-mib", sweep.rotate_mib, "device memory the weight copies span")

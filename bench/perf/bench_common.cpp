@@ -6,6 +6,10 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "bench/probes/bench_shaders.h"
+#include "kernels/vk/context.h"
+#include "kernels/vk/pipeline_statistics.h"
+#include "kernels/vk/shader_registry.h"
 
 namespace kvtrie::bench {
 
@@ -133,6 +137,35 @@ std::vector<std::string> split_list(const std::string& comma_separated) {
   std::stringstream in(comma_separated);
   for (std::string item; std::getline(in, item, ',');) out.push_back(item);
   return out;
+}
+
+// A shader_stats row per statistic of every pipeline the context created (the driver's names and values),
+// kernels' or bench's own, or one row saying why there are none.
+void emit_shader_stats(vk::Context& ctx) {
+  if (!ctx.device().pipeline_statistics_enabled()) {
+    Row("shader_stats")
+        .text("error", "the device does not offer VK_KHR_pipeline_executable_properties")
+        .emit();
+    return;
+  }
+  for (const vk::PipelineKey& key : ctx.pipelines().keys()) {
+    const vk::SpirvBlob* blob = vk::find_spirv(key.variant);
+    if (blob == nullptr) blob = find_bench_spirv(key.variant);  // bench's own probes
+    if (blob == nullptr) continue;
+    std::string spec;
+    for (const uint32_t v : key.spec) {  // piece by piece: "," + a temporary trips GCC 12's -O3 -Wrestrict
+      if (!spec.empty()) spec += ',';
+      spec += std::to_string(v);
+    }
+    for (const vk::ExecutableStatistic& s : vk::pipeline_statistics(ctx.device(), *blob, key.spec))
+      Row("shader_stats")
+          .text("pipeline", key.variant)
+          .text("spec", spec)
+          .text("executable", s.executable)
+          .text("stat", s.name)
+          .text("value", s.value)
+          .emit();
+  }
 }
 
 }  // namespace kvtrie::bench

@@ -48,6 +48,10 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // The Vulkan context options of a run: the --device choice.
 vk::ContextOptions context_options(const CommonOptions& common);
+// A shader_stats row per statistic of every pipeline `ctx` created (kernels' or bench's own shaders: the
+// driver's names and values; needs ContextOptions::pipeline_statistics), or one row saying why there are
+// none.
+void emit_shader_stats(vk::Context& ctx);
 
 // The numbers of a comma-separated list ("1,8,32"), for the sweeps' options.
 std::vector<uint32_t> parse_numbers(const std::string& comma_separated);

@@ -157,6 +157,7 @@ struct SweepMatvecOptions {
   // barriers: each dispatch waits in its shader for the one before (what the decode step's hand-offs give).
   bool handoff = false;
   bool handoff_barriers = false;  // ... keeping the barriers too (the hand-off builds' own cost)
+  bool shader_stats = false;      // then the driver's statistics of every pipeline it made
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 

@@ -238,34 +238,6 @@ void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, dou
   emit_profile("decode", model_label(options.model), "sequences", options.sequences, times, step_seconds);
 }
 
-// A shader_stats row per statistic of every pipeline the context created (the driver's names and values),
-// or one row saying why there are none.
-void emit_shader_stats(vk::Context& ctx) {
-  if (!ctx.device().pipeline_statistics_enabled()) {
-    Row("shader_stats")
-        .text("error", "the device does not offer VK_KHR_pipeline_executable_properties")
-        .emit();
-    return;
-  }
-  for (const vk::PipelineKey& key : ctx.pipelines().keys()) {
-    const vk::SpirvBlob* blob = vk::find_spirv(key.variant);
-    if (blob == nullptr) continue;  // bench's own probes: not part of a step
-    std::string spec;
-    for (const uint32_t v : key.spec) {  // piece by piece: "," + a temporary trips GCC 12's -O3 -Wrestrict
-      if (!spec.empty()) spec += ',';
-      spec += std::to_string(v);
-    }
-    for (const vk::ExecutableStatistic& s : vk::pipeline_statistics(ctx.device(), *blob, key.spec))
-      Row("shader_stats")
-          .text("pipeline", key.variant)
-          .text("spec", spec)
-          .text("executable", s.executable)
-          .text("stat", s.name)
-          .text("value", s.value)
-          .emit();
-  }
-}
-
 }  // namespace
 
 void run_decode(const CommonOptions& common, const DecodeOptions& options) {

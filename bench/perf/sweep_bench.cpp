@@ -93,7 +93,9 @@ bool listed(const std::string& list, const std::string& name) {
 }  // namespace
 
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options) {
-  vk::Context ctx(context_options(common));
+  vk::ContextOptions context_opts = context_options(common);
+  context_opts.pipeline_statistics = options.shader_stats;
+  vk::Context ctx(context_opts);
   const kernels::Kernels k(ctx, kernels::Prewarm::No);
   const vk::Device& dev = ctx.device();
   const std::vector<uint32_t> token_counts = parse_numbers(options.tokens);
@@ -311,6 +313,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       }
     }
   }
+  if (options.shader_stats) emit_shader_stats(ctx);
 }
 
 void run_sweep_matmul(const CommonOptions& common, const SweepMatmulOptions& options) {

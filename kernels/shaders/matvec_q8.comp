@@ -233,17 +233,21 @@ void main() {
   uint units = pc.k / 32u;
 #ifdef HANDOFF
   // The first round's weights go out before the wait, then x is staged (one token).
+#ifndef PROBE_NO_PRELOAD  // tuning builds only (bench/): the first round loaded after the wait
   WUnit first[NUM_ROWS * ROW_SETS];
   if (lt < units) {
     LOAD_UNITS(first, lt)
   }
+#endif
   await_handoff();
+#ifndef PROBE_NO_STAGE  // tuning builds only (bench/): x read a unit at a time, past the L1 cache
   for (uint g = tid; g < pc.k / 16u; g += gl_WorkGroupSize.x) {
     uint gi = tok0 * pc.x_stride / 16u + g;
     x_bytes[g] = xq[gi];
     x_scales[g] = xds[gi];
   }
   barrier();
+#endif
 #endif
 #ifdef NORM
   // Each token's 1 / rms from its k / 16 group sums of squares, by the first subgroup in one fixed order
@@ -279,7 +283,7 @@ void main() {
   for (uint u = lt; u < units; u += pc.tpr) {
     // Every row's unit is loaded first, so the loads are in flight together.
     WUnit wu[NUM_ROWS * ROW_SETS];
-#ifdef HANDOFF
+#if defined(HANDOFF) && !defined(PROBE_NO_PRELOAD)
     if (u == lt) {
       [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) wu[i] = first[i];
     } else
@@ -297,7 +301,7 @@ void main() {
         uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
 #ifdef PROBE_NO_X  // tuning builds only (bench/): x made up from its index instead of loaded
         gx[g] = XGroup(uvec4(gi * 0x01010101u, gi, gi + 1u, gi ^ 7u), float(gi), int(gi & 0xFFu));
-#elif defined(HANDOFF)
+#elif defined(HANDOFF) && !defined(PROBE_NO_STAGE)
         uint gs = (xa + g * UNIT_X_GAP) / 16u;
         gx[g] = XGroup(x_bytes[gs], x_scales[gs].x, floatBitsToInt(x_scales[gs].y));
 #else
@@ -421,7 +425,9 @@ void main() {
 #ifdef HANDOFF
   // This work group's writes are done and made visible: it counts for the product after.
   if (pc.signal_level != 0u) {
+#ifndef PROBE_NO_FENCE  // tuning builds only (bench/): counted without the fence (timing only: unsafe)
     memoryBarrierBuffer();
+#endif
     barrier();
     if (gl_LocalInvocationIndex == 0u) atomicAdd(levels[pc.signal_level], 1u);
   }
