@@ -260,10 +260,6 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option(
       "--probe", sweep.probe,
       "bench's tuning build of matvec_q8i (nodot: loads without arithmetic; nox: x not loaded)");
-  sweep_cmd->add_flag("--handoff", sweep.handoff,
-                      "one token's products chained by hand-offs in the shader instead of barriers");
-  sweep_cmd->add_flag("--handoff-barriers", sweep.handoff_barriers,
-                      "with --handoff: barriers between the dispatches all the same (the builds' own cost)");
   sweep_cmd->add_flag("--shader-stats", sweep.shader_stats,
                       "then the driver's statistics of every pipeline made (a shader_stats row each)");
   sweep_cmd->add_flag("--independent", sweep.independent,

@@ -153,10 +153,6 @@ struct SweepMatvecOptions {
   // Every dispatch writes outputs of its own, so no barrier comes between them and they overlap: what the
   // products would take without a level's drain and launch.
   bool independent = false;
-  // One token's products that have a hand-off build (matvec_q8_handoff_supported) chained by it instead of
-  // barriers: each dispatch waits in its shader for the one before (what the decode step's hand-offs give).
-  bool handoff = false;
-  bool handoff_barriers = false;  // ... keeping the barriers too (the hand-off builds' own cost)
   bool shader_stats = false;      // then the driver's statistics of every pipeline it made
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);

@@ -11,9 +11,7 @@
 // (type, shape, tokens, variant): microseconds per dispatch and weight GB/s. The variant "read" is the floor
 // of a dispatch that reads those bytes and does nothing else (read_probe over the same copies, chained the
 // same way; "read4" with four loads a thread in flight): what a product of that size could take at best.
-// With --handoff one token's products with a hand-off build wait in their shader for the dispatch before
-// (matvec_q8's handoff) instead of a barrier between them (rows "q8i handoff ..."), as the decode step chains
-// them. With --independent every dispatch writes outputs of its own, so no barrier separates them and they
+// With --independent every dispatch writes outputs of its own, so no barrier separates them and they
 // overlap: the products' time without a level's drain and launch, as a bound on what overlapping levels
 // could give.
 //
@@ -170,12 +168,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
         rec.submit_and_wait();
       }
 
-      // The hand-off counters of a chain (--handoff): dispatch i waits on counter i, counts into i + 1.
-      vk::Buffer levels(dev, 4 * (uint64_t{options.dispatches} + 2), vk::MemoryKind::DeviceLocal);
       auto time_us = [&](auto&& record_one) {
         vk::CommandRecorder rec(ctx);
         rec.begin();
-        if (options.handoff) rec.fill(levels.view(), 0);
         for (uint32_t i = 0; i < options.dispatches; ++i)
           record_one(rec, all.view((i % copies) * stride, bytes), i % outputs);
         rec.end();
@@ -254,16 +249,13 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                 const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
                 const bool qout = (mode == "norm_swiglu" || mode == "acc_qnorm") && whole_groups;
                 if (mode == "acc_qnorm" && !qout) continue;
-                std::string built = qout && mode == "norm_swiglu"
-                                        ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
-                                        : variant;
-                // --handoff with a probe: bench's hand-off build of that probe
-                // (matvec_q8i_<probe>_handoff_...).
-                const bool handoff_probe = options.handoff && int_dot && !options.probe.empty();
-                if (handoff_probe) built.insert(prefix.size(), "handoff_");
+                const std::string built = qout && mode == "norm_swiglu"
+                                              ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
+                                              : variant;
                 if (!embedded(built)) continue;  // a build this compiler or probe set lacks
-                // The product's arguments; with --handoff, those that have a hand-off build take it.
-                auto args_of = [&](vk::BufferView wb, uint32_t o) {
+                const vk::ComputePipeline& p = pipeline_of(
+                    ctx, built, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
+                const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
                   kernels::MatvecQ8Args a;
                   a.product = {{wb, format, shape.rows, shape.cols}, {}, ys[o].view(), tokens};
                   a.x = quantized;
@@ -272,31 +264,10 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                   a.swiglu = mode == "norm_swiglu";
                   if (qout) a.quantized_out = oqs[o].view();
                   if (mode == "acc_qnorm") a.out_norm = norm.view(0, uint64_t{shape.rows} * 4);
-                  return a;
-                };
-                const bool handoff = options.handoff && int_dot &&
-                                     kernels::matvec_q8_handoff_supported(dev, args_of(all.view(), 0));
-                if (handoff_probe && !handoff) continue;
-                vk::SpecConstants spec = {s.workgroup, rpl, group,
-                                          s.workgroup / std::max(dev.subgroup_size(), 1u)};
-                if (handoff_probe) spec.push_back(shape.cols / 16);
-                const vk::ComputePipeline& p =
-                    handoff && !handoff_probe
-                        ? kernels::matvec_q8_handoff_pipeline(k, args_of(all.view(), 0), s)
-                        : pipeline_of(ctx, built, spec);
-                uint32_t groups = 0, dispatched = 0;
-                const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
-                  kernels::MatvecQ8Args a = args_of(wb, o);
-                  if (handoff) {
-                    const uint32_t i = dispatched++ % options.dispatches;
-                    a.handoff = {levels.view(), i == 0 ? 0 : i, i == 0 ? 0 : groups, i + 1,
-                                 options.handoff_barriers};
-                  }
-                  groups = kernels::dispatch_matvec_q8(rec, k, a, p, s, handoff ? 1 : group);
+                  kernels::dispatch_matvec_q8(rec, k, a, p, s, group);
                 });
                 // Appended piece by piece: "x" + a temporary trips GCC 12's -O3 -Wrestrict.
                 std::string name = int_dot ? "q8i" : "q8";
-                if (handoff) name += options.handoff_barriers ? " handoff+barriers" : " handoff";
                 if (!options.probe.empty()) {
                   name += ' ';
                   name += options.probe;

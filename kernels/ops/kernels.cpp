@@ -79,18 +79,6 @@ const vk::ComputePipeline& Kernels::pipeline(const OpRegistration& row, uint32_t
   return *r.pipelines[variant];
 }
 
-const vk::ComputePipeline& Kernels::pipeline(const OpRegistration& row, uint32_t variant,
-                                             const vk::SpecConstants& spec) const {
-  KVTRIE_CHECK(registers(row, variant),
-               "op " + std::string(row.op) + " has no registered variant " + std::to_string(variant));
-  const std::string name = shader_variant(row, variant);
-  vk::PipelineCache& cache = context_->pipelines();
-  if (row.spirv == nullptr) return cache.get(name, spec);
-  const vk::SpirvBlob* blob = row.spirv(name);
-  KVTRIE_CHECK(blob != nullptr, "op " + std::string(row.op) + ": no embedded shader variant " + name);
-  return cache.get(*blob, spec);
-}
-
 uint32_t Kernels::workgroup_size(const OpRegistration& row) const {
   for (const Resolved& r : resolved_)
     if (r.row == &row)

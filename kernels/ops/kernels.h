@@ -51,11 +51,6 @@ class Kernels {
                                       uint32_t variant = 0) const {
     return pipeline(row, typed_variant(row, type, variant));
   }
-  // A row's variant with the caller's specialization constants instead of the row's (for constants that
-  // follow a product's shape): created on first use, then found in the context's pipeline cache by name and
-  // constants (a lookup a call: for recording, not for every dispatch of a replay). Never prewarmed.
-  const vk::ComputePipeline& pipeline(const OpRegistration& row, uint32_t variant,
-                                      const vk::SpecConstants& spec) const;
   // The work-group size (spec constant 0) of that row on this device.
   uint32_t workgroup_size(const OpRegistration& row) const;
 

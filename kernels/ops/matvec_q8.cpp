@@ -4,8 +4,6 @@
 #include <array>
 #include <bit>
 #include <iterator>
-#include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -154,43 +152,6 @@ const OpRegistration& build_row(const vk::Device& device, uint32_t tokens, const
               std::to_string(shape.rows_per_lane) + " rows a lane");
 }
 
-// The HANDOFF builds (matvec_q8.comp) of the one-token products that hand off: their constants add x's
-// groups of 16 (shared memory for x), so they follow each product's shape (Kernels::pipeline with
-// constants) and stay out of the registered list (never prewarmed with the row's own constants).
-enum HandoffMode : uint32_t { kHandoffNorm, kHandoffQkv, kHandoffSwigluQout, kHandoffAccQnorm };
-constexpr std::string_view kHandoffModes[] = {"norm", "norm_qkv", "norm_swiglu_qout", "acc_qnorm"};
-vk::SpecConstants spec_handoff_default(const vk::Device& d) {
-  return spec_build<kMatvecQ8RowsOne, 1>(d);
-}
-constexpr OpRegistration kHandoffPortable{.op = "matvec_q8_handoff",
-                                          .variants = kHandoffModes,
-                                          .spec = spec_handoff_default,
-                                          .available = matvec_q8_portable,
-                                          .shader = "matvec_q8_handoff",
-                                          .types = TypeSet::Tiled};
-constexpr OpRegistration kHandoffIntDot{.op = "matvec_q8i_handoff",
-                                        .variants = kHandoffModes,
-                                        .spec = spec_handoff_default,
-                                        .available = matvec_q8_int_dot,
-                                        .shader = "matvec_q8i_handoff",
-                                        .types = TypeSet::Tiled};
-std::optional<HandoffMode> handoff_mode(const MatvecQ8Args& a) {
-  switch (mode(a)) {
-    case kNorm:
-      return kHandoffNorm;
-    case kNormQkv:
-      return kHandoffQkv;
-    case kNormSwigluQout:
-      return kHandoffSwigluQout;
-    case kAccQnorm:
-      return kHandoffAccQnorm;
-    default:
-      return std::nullopt;
-  }
-}
-// Shared memory a hand-off build takes besides x (its reductions and epilogue: a few KiB at most).
-constexpr uint64_t kHandoffSharedBesidesX = 8192;
-
 // quantize_q8: one work group a token, as wide as the device allows up to 512 threads (its shared reduction
 // holds 64 subgroups), so that the decode step's single token is quantized in few rounds of loads.
 vk::SpecConstants spec_quantize_q8(const vk::Device& d) {
@@ -205,28 +166,6 @@ constexpr OpRegistration kQuantizeQ8{
 
 bool matvec_q8_uses_int_dot(const vk::Device& device) {
   return device.int_dot_enabled();
-}
-
-bool matvec_q8_handoff_supported(const vk::Device& device, const MatvecQ8Args& a) {
-  const WeightMatrix& w = a.product.w;
-  return a.product.tokens == 1 && handoff_mode(a).has_value() && matvec_q8_supported(w.type, w.cols) &&
-         w.rows * row_bytes(w.type, w.cols) <= device.info().max_storage_buffer_range &&
-         uint64_t{w.cols} / 16 * 24 + kHandoffSharedBesidesX <= device.info().max_shared_memory;
-}
-
-bool matvec_q8_handoff_concurrent(const vk::Device& device) {
-  constexpr uint32_t kNvidia = 0x10DE;
-  return device.info().vendor_id == kNvidia;
-}
-
-const vk::ComputePipeline& matvec_q8_handoff_pipeline(const Kernels& k, const MatvecQ8Args& args,
-                                                      const MatvecQ8Shape& shape) {
-  const std::optional<HandoffMode> m = handoff_mode(args);
-  KVTRIE_CHECK(m.has_value(), "matvec_q8: no hand-off build of this mode");
-  const OpRegistration& row = matvec_q8_uses_int_dot(k.device()) ? kHandoffIntDot : kHandoffPortable;
-  vk::SpecConstants spec = spec_of(k.device(), shape, 1);
-  spec.push_back(args.product.w.cols / 16);  // X_GROUPS
-  return k.pipeline(row, typed_variant(row, args.product.w.type, *m), spec);
 }
 
 bool matvec_q8_supported(TensorType type, uint64_t cols) {
@@ -258,9 +197,9 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 
-uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
-                            const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
-                            uint32_t tokens_per_group) {
+void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
+                        const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
+                        uint32_t tokens_per_group) {
   const MatmulArgs& p = args.product;
   const WeightMatrix& w = p.w;
   KVTRIE_CHECK(matvec_q8_supported(w.type, w.cols), "matvec_q8: unsupported weight type or row length");
@@ -272,7 +211,7 @@ uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Ma
   KVTRIE_CHECK(!args.norm || args.x.sum_squares.range >= args.x.stride / 4 * p.tokens,
                "matvec_q8: a norm reads the groups' sums of squares");
   const uint32_t out_rows = args.swiglu ? w.rows / 2 : w.rows;
-  if (out_rows == 0 || p.tokens == 0) return 0;
+  if (out_rows == 0 || p.tokens == 0) return;
   const uint32_t lanes = shape.workgroup / shape.threads_per_row;
   if (const std::optional<QuantizedX>& q = args.quantized_out) {
     // Each work group quantizes its own outputs: whole groups of 16 rows. After a residual add they are
@@ -308,11 +247,6 @@ uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Ma
   const std::vector<RowChunk> chunks =
       args.swiglu ? std::vector<RowChunk>{{0, out_rows}}
                   : split_rows(w, dev.max_storage_buffer_range, dev.min_storage_buffer_offset_alignment);
-  const std::optional<MatvecQ8Args::Handoff>& handoff = args.handoff;
-  KVTRIE_CHECK(!handoff || (matvec_q8_handoff_supported(k.device(), args) && chunks.size() == 1 &&
-                            handoff->levels.range >= 4 * (std::max(handoff->wait, handoff->signal) + 1)),
-               "matvec_q8: a hand-off needs a supported product in one dispatch and its counters");
-  uint32_t groups = 0;
   for (const RowChunk& chunk : chunks) {
     const uint64_t bound_rows = args.swiglu ? w.rows : chunk.rows;
     const AlignedBinding wb = align_binding(k.device(), w.data.sub(chunk.first_row * rb, bound_rows * rb));
@@ -320,7 +254,6 @@ uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Ma
     struct Push {
       uint32_t rows, k, ntok, row_words, x_stride, y_stride, y_row0, w_offset, up_row, tpr, out_stride;
       float eps;
-      uint32_t wait_level, wait_count, signal_level;
     } push{chunk.rows,
            w.cols,
            p.tokens,
@@ -332,17 +265,8 @@ uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Ma
            args.swiglu ? out_rows : 0,
            shape.threads_per_row,
            args.quantized_out ? args.quantized_out->stride : 0,
-           args.norm_eps,
-           handoff ? handoff->wait : 0,
-           handoff ? handoff->wait_count : 0,
-           handoff ? handoff->signal : 0};
-    const uint32_t chunk_groups = div_up(chunk.rows, lanes * shape.rows_per_lane);
-    groups += chunk_groups;
-    const Grid grid = grid_1d(chunk_groups);
-    // A hand-off's counters come after the mode's bindings (its shader's LEVELS_BINDING).
-    const vk::Binding levels = vk::read_write(handoff ? handoff->levels : vk::BufferView{});
-    const size_t with_levels = handoff ? 1 : 0;
-    if (handoff && handoff->wait != 0 && !handoff->keep_barrier) rec.waits_in_shader();
+           args.norm_eps};
+    const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
     const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
     const vk::Binding common[] = {vk::read(wb.view), vk::read(args.x.bytes), y, vk::read(args.x.scales)};
     if (const std::optional<QkvToPages>& kv = args.qkv_pages) {
@@ -367,57 +291,31 @@ uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Ma
           rope.freq_factors.empty() ? rope.positions : rope.freq_factors;  // unread
       vk::BufferView pools[4];
       for (size_t i = 0; i < 4; ++i) pools[i] = kv->pools[i].empty() ? kv->pools[0] : kv->pools[i];
-      const vk::Binding b[] = {common[0],
-                               common[1],
-                               common[2],
-                               common[3],
-                               vk::read(args.x.sum_squares),
-                               vk::read(kv->slots),
-                               vk::read(rope.positions),
-                               vk::read(factors),
-                               vk::write(pools[0]),
-                               vk::write(pools[1]),
-                               vk::write(pools[2]),
-                               vk::write(pools[3]),
-                               levels};
-      rec.dispatch(pipeline, std::span<const vk::Binding>(b, std::size(b) - 1 + with_levels), kv_push, grid.x,
-                   grid.y, gz);
-    } else if (args.quantized_out && args.accumulate) {
-      const vk::Binding b[] = {common[0],
-                               common[1],
-                               common[2],
-                               common[3],
-                               vk::read(args.out_norm),
-                               vk::write(args.quantized_out->bytes),
-                               vk::write(args.quantized_out->scales),
-                               vk::write(args.quantized_out->sum_squares),
-                               levels};
-      rec.dispatch(pipeline, std::span<const vk::Binding>(b, std::size(b) - 1 + with_levels), push, grid.x,
-                   grid.y, gz);
-    } else if (args.quantized_out) {
-      const vk::Binding b[] = {common[0],
-                               common[1],
-                               common[2],
-                               common[3],
-                               vk::read(args.x.sum_squares),
-                               vk::write(args.quantized_out->bytes),
-                               vk::write(args.quantized_out->scales),
-                               levels};
-      rec.dispatch(pipeline, std::span<const vk::Binding>(b, std::size(b) - 1 + with_levels), push, grid.x,
-                   grid.y, gz);
-    } else if (args.norm) {
-      const vk::Binding b[] = {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
-                               levels};
-      rec.dispatch(pipeline, std::span<const vk::Binding>(b, std::size(b) - 1 + with_levels), push, grid.x,
-                   grid.y, gz);
-    } else {
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
+                    vk::read(kv->slots), vk::read(rope.positions), vk::read(factors), vk::write(pools[0]),
+                    vk::write(pools[1]), vk::write(pools[2]), vk::write(pools[3])},
+                   kv_push, grid.x, grid.y, gz);
+    } else if (args.quantized_out && args.accumulate)
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.out_norm),
+                    vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales),
+                    vk::write(args.quantized_out->sum_squares)},
+                   push, grid.x, grid.y, gz);
+    else if (args.quantized_out)
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
+                    vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales)},
+                   push, grid.x, grid.y, gz);
+    else if (args.norm)
+      rec.dispatch(pipeline, {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares)}, push,
+                   grid.x, grid.y, gz);
+    else
       rec.dispatch(pipeline, {common[0], common[1], common[2], common[3]}, push, grid.x, grid.y, gz);
-    }
   }
-  return groups;
 }
 
-uint32_t matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args) {
+void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args) {
   const bool one = args.product.tokens == 1;
   const WeightMatrix& w = args.product.w;
   const bool qout = args.quantized_out.has_value();
@@ -428,11 +326,9 @@ uint32_t matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Arg
                                                                              : kBatchTokens;
   const MatvecQ8Shape shape =
       matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
-  if (args.handoff)
-    return dispatch_matvec_q8(rec, k, args, matvec_q8_handoff_pipeline(k, args, shape), shape, 1);
   // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), w.
   const OpRegistration& row = build_row(k.device(), group, shape);
-  return dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
+  dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
 }
 
 void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& a) {

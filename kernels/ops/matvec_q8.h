@@ -13,9 +13,6 @@
 //   qkv_pages:     (with norm; the joined Q/K/V product) Q is stored rotated by normal-mode rope, and K
 //                  rotated and V go as f16 into the KV pages, as kv_write_rope with Q's rope would leave
 //                  them (kv_write.h), in the product's own dispatch.
-// One token's normed, gate/up (with quantized_out) and residual products with quantized_out can also hand off
-// to each other without pipeline barriers (`handoff`: matvec_q8.comp's HANDOFF builds), so that the decode
-// step's next product starts while this one drains; the same bits as without.
 // Against an f32 product the error is that of rounding x to 8 bits per 16 values (about 0.4% of the
 // group's largest |x| per value); the integer sums themselves are exact.
 // Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size
@@ -57,18 +54,6 @@ struct MatvecQ8Args {
   std::optional<QuantizedX> quantized_out;  // with swiglu, or accumulate and out_norm: y quantized too
   vk::BufferView out_norm;                  // with accumulate: the next norm's weight (rows floats)
   std::optional<QkvToPages> qkv_pages;      // with norm: Q rotated, K and V into the pages
-  // The hand-off between one token's products without a barrier (matvec_q8_handoff_supported): the
-  // product's work groups wait until `wait_count` work groups of the product recorded just before count
-  // into levels[wait] (0: no wait; then a barrier comes before it as usual), and count into levels[signal]
-  // when done (0: none). levels: uint32 counters, zero before the step; levels[0] is set when a wait gave up
-  // (after about a second: a device that did not run the two at once), and then the step's results are not
-  // to be used. The wait's product must be the one recorded just before (CommandRecorder::waits_in_shader).
-  struct Handoff {
-    vk::BufferView levels;
-    uint32_t wait = 0, wait_count = 0, signal = 0;
-    bool keep_barrier = false;  // a barrier before it all the same (validation layers cannot see the wait)
-  };
-  std::optional<Handoff> handoff;
 };
 
 struct QuantizeQ8Args {
@@ -89,14 +74,7 @@ bool matvec_q8_uses_int_dot(const vk::Device& device);
 // Whether matvec_q8 takes weights of this type and row length.
 bool matvec_q8_supported(TensorType type, uint64_t cols);
 
-// Records the product; returns its work groups that count into a hand-off's signal (the next product's
-// wait_count).
-uint32_t matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
-
-// Whether these arguments (without handoff) can take a hand-off on this device: one token, a normed product
-// (with qkv_pages or not), SwiGLU or a residual add with quantized_out, the matrix in one binding, and x's
-// row staged in shared memory (24 bytes a group of 16).
-bool matvec_q8_handoff_supported(const vk::Device& device, const MatvecQ8Args& args);
+void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
 
 // The launch shape matvec_q8 uses on a device for a matrix of `rows` rows of device format `type` (exposed
 // for the tuning harness). A row lane is one subgroup, two for the residual products (accumulate) where 16
@@ -129,17 +107,10 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 
 // Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
-// {workgroup, rows_per_lane, tokens_per_group, subgroups[, x groups for a hand-off]} (the tuning harness;
-// matvec_q8() calls it with its own); returns what matvec_q8 returns.
-uint32_t dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
-                            const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
-                            uint32_t tokens_per_group);
-// Whether hand-offs may go without barriers on this device: it runs dispatches recorded without a barrier
-// between them at once, launching every work group of the earlier before any of the later (NVIDIA), so a
-// waiting work group never holds a slot that one it waits for needs. Elsewhere they keep their barriers.
-bool matvec_q8_handoff_concurrent(const vk::Device& device);
-// A device's hand-off build of these arguments' mode and weight type with that shape (the tuning harness).
-const vk::ComputePipeline& matvec_q8_handoff_pipeline(const Kernels& k, const MatvecQ8Args& args,
-                                                      const MatvecQ8Shape& shape);
+// {workgroup, rows_per_lane, tokens_per_group, subgroups} (the tuning harness; matvec_q8() calls it with its
+// own).
+void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
+                        const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
+                        uint32_t tokens_per_group);
 
 }  // namespace kvtrie::kernels

@@ -23,26 +23,11 @@
 // Batch invariance: a token's result is built by the same operations in the same order whatever MAX_COLS
 // and the token count (the unit split depends only on the row length and TPR, the reductions are fixed
 // trees), so one token alone and in any batch get bit-identical results.
-// HANDOFF (one token, MAX_COLS 1): consecutive products of the decode step hand off to each other without a
-// pipeline barrier (the host records none), so a product's work groups start while the one before it drains:
-// each work group loads its first round of weights (which nothing writes), then waits until levels[
-// wait_level] counts wait_count work groups (every work group of the product before), then stages its x in
-// shared memory (X_GROUPS groups, x's k / 16) and goes on; at its end it adds 1 to levels[signal_level]
-// once its writes are made visible. Whatever the previous products wrote is read through `coherent`
-// bindings, and x once a work group, so the loop reads shared memory as the other builds read x through
-// the L1 cache. A wait gives up after a bounded number of polls and sets levels[0] (the host then runs the
-// step again with barriers), so a device that does not run the products concurrently cannot hang. The
-// arithmetic is the other builds': the same bits.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef INT_DOT
 #extension GL_EXT_integer_dot_product : require
-#endif
-#ifdef HANDOFF
-#define HANDED coherent  // written by the products before, with no barrier between: read past the L1 cache
-#else
-#define HANDED
 #endif
 
 layout(local_size_x_id = 0) in;
@@ -51,9 +36,6 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NUM_ROWS = 4u;
 layout(constant_id = 2) const uint MAX_COLS = 1u;
 layout(constant_id = 3) const uint SUBGROUPS = 4u;  // subgroups per work group (sizes the reduction)
-#ifdef HANDOFF
-layout(constant_id = 4) const uint X_GROUPS = 1u;  // x's groups of 16 (k / 16), staged in shared memory
-#endif
 #ifdef SWIGLU
 #define ROW_SETS 2u  // gate rows, then their up rows
 #else
@@ -62,19 +44,19 @@ layout(constant_id = 4) const uint X_GROUPS = 1u;  // x's groups of 16 (k / 16),
 
 layout(set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 // Token t's group g (16 values) at t * x_stride / 16 + g: bytes, and (scale, sum as float bits).
-layout(set = 0, binding = 1) HANDED readonly buffer XQ { uvec4 xq[]; };
-layout(set = 0, binding = 2) HANDED buffer Y { float y[]; };
-layout(set = 0, binding = 3) HANDED readonly buffer XDS { vec2 xds[]; };
+layout(set = 0, binding = 1) readonly buffer XQ { uvec4 xq[]; };
+layout(set = 0, binding = 2) buffer Y { float y[]; };
+layout(set = 0, binding = 3) readonly buffer XDS { vec2 xds[]; };
 #ifdef NORM
-layout(set = 0, binding = 4) HANDED readonly buffer SS { float sum_sq[]; };  // as XDS: a float a group of 16
+layout(set = 0, binding = 4) readonly buffer SS { float sum_sq[]; };  // as XDS: a float a group of 16
 #endif
 #ifdef NORM_OUT
 layout(set = 0, binding = 4) readonly buffer ON { float out_norm[]; };  // the next norm's weight, y_row0 + r
-layout(set = 0, binding = 7) HANDED writeonly buffer OSS { float out_sum_sq[]; };  // as ODS
+layout(set = 0, binding = 7) writeonly buffer OSS { float out_sum_sq[]; };  // as ODS
 #endif
 #ifdef QUANT_OUT
-layout(set = 0, binding = 5) HANDED writeonly buffer OQ { uvec4 out_q[]; };  // as XQ, out_stride values a token
-layout(set = 0, binding = 6) HANDED writeonly buffer ODS { vec2 out_ds[]; };
+layout(set = 0, binding = 5) writeonly buffer OQ { uvec4 out_q[]; };  // as XQ, out_stride values a token
+layout(set = 0, binding = 6) writeonly buffer ODS { vec2 out_ds[]; };
 #endif
 #ifdef QKV_PAGES
 layout(set = 0, binding = 5) readonly buffer Slots { int slots[]; };  // page * P + slot in page; < 0: skip
@@ -85,22 +67,6 @@ layout(set = 0, binding = 8) writeonly buffer Pages0 { uint pages0[]; };
 layout(set = 0, binding = 9) writeonly buffer Pages1 { uint pages1[]; };
 layout(set = 0, binding = 10) writeonly buffer Pages2 { uint pages2[]; };
 layout(set = 0, binding = 11) writeonly buffer Pages3 { uint pages3[]; };
-#endif
-#ifdef HANDOFF
-// The hand-off counters, after the mode's bindings: [0] is set when a wait gave up, [1..] count work groups.
-#if defined(QKV_PAGES)
-#define LEVELS_BINDING 12
-#elif defined(NORM_OUT)
-#define LEVELS_BINDING 8
-#elif defined(QUANT_OUT)
-#define LEVELS_BINDING 7
-#elif defined(NORM)
-#define LEVELS_BINDING 5
-#else
-#define LEVELS_BINDING 4
-#endif
-layout(set = 0, binding = LEVELS_BINDING) coherent volatile buffer Levels { uint levels[]; };
-#define MAX_POLLS (1u << 22)  // about a second of polling: far past any product's time
 #endif
 
 layout(push_constant) uniform Push {
@@ -116,9 +82,6 @@ layout(push_constant) uniform Push {
   uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size
   uint out_stride;  // QUANT_OUT: values between tokens in the quantized output (a multiple of 16)
   float eps;        // NORM: the norm's epsilon
-  uint wait_level;    // HANDOFF: the counter of the product before (0: none), its work groups,
-  uint wait_count;
-  uint signal_level;  // and this product's counter (0: none)
 #ifdef QKV_PAGES
   uint q_rows;  // Q's rows; K's and V's kv_dim rows each follow
   uint kv_dim;
@@ -151,32 +114,6 @@ shared float y_in[SUBGROUPS * NUM_ROWS * MAX_COLS];
 #ifdef NORM_OUT
 shared float out_norm_in[SUBGROUPS * NUM_ROWS];
 #endif
-#ifdef HANDOFF
-shared uvec4 x_bytes[X_GROUPS];  // the token's x, staged after the wait
-shared vec2 x_scales[X_GROUPS];
-
-// Waits (thread 0 polls) until the product before has counted all its work groups into levels[wait_level];
-// gives up after MAX_POLLS, setting levels[0]. Then every thread reads what it wrote.
-void await_handoff() {
-  if (pc.wait_level == 0u) return;  // uniform
-  if (gl_LocalInvocationIndex == 0u) {
-    // Two nested loops of at most 2^16 polls each (lavapipe ends any loop after 65,535 iterations).
-    // Between polls a short dependent computation (PROBE_BACKOFF iterations, tuning builds) spaces them.
-    bool done = false;
-    uint spin = pc.wait_count;
-    for (uint outer = 0u; outer < MAX_POLLS / 65536u && !done; ++outer)
-      for (uint inner = 0u; inner < 65535u && !done; ++inner) {
-        done = levels[pc.wait_level] >= pc.wait_count;
-#ifdef PROBE_BACKOFF
-        for (uint b = 0u; b < PROBE_BACKOFF && !done; ++b) spin = spin * 1664525u + 1013904223u;
-#endif
-      }
-    if (!done || spin == 0x9E3779B9u) atomicOr(levels[0], 1u);
-  }
-  barrier();
-  memoryBarrierBuffer();
-}
-#endif
 #ifdef QKV_PAGES
 #include "kv_layout.glsl"
 #include "rope.glsl"
@@ -191,14 +128,6 @@ void store_page_word(uint binding, uint word, uint value) {
     pages3[word] = value;
 }
 #endif
-
-// Unit u of every row of this lane into WU (rows row0 + i * lanes, then the up rows), its loads all in
-// flight together.
-#define LOAD_UNITS(WU, u)                                                                \
-  [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {                           \
-    uint r = min(row0 + (i % NUM_ROWS) * lanes, pc.rows - 1u) + (i / NUM_ROWS) * pc.up_row; \
-    WU[i] = load_unit(pc.w_offset + r * pc.row_words, u);                                \
-  }
 
 // Reads the epilogue's inputs into shared memory. Called in a thread's first round after its weight loads
 // are issued, so their latency hides behind the weights' rather than adding a round trip to the end of
@@ -227,28 +156,9 @@ void main() {
   if (wg_row0 >= pc.rows) return;  // uniform: a padding group of the flattened grid
   uint tok0 = gl_WorkGroupID.z * MAX_COLS;
   uint ncols = min(MAX_COLS, pc.ntok - tok0);
-  uint last_tok = pc.ntok - 1u;
+  uint last_row = pc.rows - 1u, last_tok = pc.ntok - 1u;
   // This lane's rows: row0 + i * lanes (interleaved so the lanes of a group read neighbouring rows).
   uint row0 = wg_row0 + lane;
-  uint units = pc.k / 32u;
-#ifdef HANDOFF
-  // The first round's weights go out before the wait, then x is staged (one token).
-#ifndef PROBE_NO_PRELOAD  // tuning builds only (bench/): the first round loaded after the wait
-  WUnit first[NUM_ROWS * ROW_SETS];
-  if (lt < units) {
-    LOAD_UNITS(first, lt)
-  }
-#endif
-  await_handoff();
-#ifndef PROBE_NO_STAGE  // tuning builds only (bench/): x read a unit at a time, past the L1 cache
-  for (uint g = tid; g < pc.k / 16u; g += gl_WorkGroupSize.x) {
-    uint gi = tok0 * pc.x_stride / 16u + g;
-    x_bytes[g] = xq[gi];
-    x_scales[g] = xds[gi];
-  }
-  barrier();
-#endif
-#endif
 #ifdef NORM
   // Each token's 1 / rms from its k / 16 group sums of squares, by the first subgroup in one fixed order
   // (thread i sums groups i, i + subgroup size, ... in turn, then subgroupAdd), whatever the work group's
@@ -277,19 +187,16 @@ void main() {
   precise float acc[NUM_ROWS * ROW_SETS][MAX_COLS];
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
     [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) acc[i][t] = 0.0;
+  uint units = pc.k / 32u;
 #ifdef PROBE_NO_X
   if (units == 0u) y[0] = float(xq[0].x) + xds[0].x;  // never: keeps x's bindings in the shader
 #endif
   for (uint u = lt; u < units; u += pc.tpr) {
     // Every row's unit is loaded first, so the loads are in flight together.
     WUnit wu[NUM_ROWS * ROW_SETS];
-#if defined(HANDOFF) && !defined(PROBE_NO_PRELOAD)
-    if (u == lt) {
-      [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) wu[i] = first[i];
-    } else
-#endif
-    {
-      LOAD_UNITS(wu, u)
+    [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i) {
+      uint r = min(row0 + (i % NUM_ROWS) * lanes, last_row) + (i / NUM_ROWS) * pc.up_row;
+      wu[i] = load_unit(pc.w_offset + r * pc.row_words, u);
     }
     // The x values of this unit for every token: two groups of 16.
     uint xa = unit_x_first(u);  // first x index of group A (group B is xa + UNIT_X_GAP)
@@ -301,9 +208,6 @@ void main() {
         uint gi = tok * pc.x_stride / 16u + (xa + g * UNIT_X_GAP) / 16u;
 #ifdef PROBE_NO_X  // tuning builds only (bench/): x made up from its index instead of loaded
         gx[g] = XGroup(uvec4(gi * 0x01010101u, gi, gi + 1u, gi ^ 7u), float(gi), int(gi & 0xFFu));
-#elif defined(HANDOFF) && !defined(PROBE_NO_STAGE)
-        uint gs = (xa + g * UNIT_X_GAP) / 16u;
-        gx[g] = XGroup(x_bytes[gs], x_scales[gs].x, floatBitsToInt(x_scales[gs].y));
 #else
         vec2 ds = xds[gi];
         gx[g] = XGroup(xq[gi], ds.x, floatBitsToInt(ds.y));
@@ -420,16 +324,6 @@ void main() {
     uint element = kv_element(page % pc.pages_per_binding, pc.layer, is_k ? 0u : 1u, in_page, c, pc.n_layers,
                               pc.page_tokens, pc.kv_dim);
     store_page_word(page / pc.pages_per_binding, element / 2u, packHalf2x16(is_k ? rotated : v));
-  }
-#endif
-#ifdef HANDOFF
-  // This work group's writes are done and made visible: it counts for the product after.
-  if (pc.signal_level != 0u) {
-#ifndef PROBE_NO_FENCE  // tuning builds only (bench/): counted without the fence (timing only: unsafe)
-    memoryBarrierBuffer();
-#endif
-    barrier();
-    if (gl_LocalInvocationIndex == 0u) atomicAdd(levels[pc.signal_level], 1u);
   }
 #endif
 }

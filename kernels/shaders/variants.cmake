@@ -101,15 +101,6 @@ foreach(_name ${KVTRIE_TILED_TYPES})
     kvtrie_shader(${_build}_norm_swiglu_qout_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 SWIGLU=1
                   QUANT_OUT=1)
     kvtrie_shader(${_build}_norm_qkv_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 QKV_PAGES=1)
-    # The one-token decode step's products that hand off without barriers (HANDOFF): Q/K/V (with the K/V
-    # write or not), gate/up, o and down.
-    kvtrie_shader(${_build}_handoff_norm_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 HANDOFF=1)
-    kvtrie_shader(${_build}_handoff_norm_qkv_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 QKV_PAGES=1
-                  HANDOFF=1)
-    kvtrie_shader(${_build}_handoff_norm_swiglu_qout_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1
-                  SWIGLU=1 QUANT_OUT=1 HANDOFF=1)
-    kvtrie_shader(${_build}_handoff_acc_qnorm_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} ACCUMULATE=1
-                  QUANT_OUT=1 NORM_OUT=1 HANDOFF=1)
   endforeach()
 endforeach()
 # x quantized once per batch for the PREQUANT builds above.

@@ -16,9 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <random>
-#include <tuple>
 #include <vector>
 
 #include "kernels/ops/kv_write.h"
@@ -457,101 +455,6 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
 // for the K-quants' matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the
 // residual products, and Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4
 // with a quantized output (the residual product's two-subgroup lanes 2: 8 lanes of 2 rows).
-// The decode step's chain of products handing off without barriers (matvec_q8's handoff): a residual
-// product with its normed quantized output (o), SwiGLU reading it (gate/up), a residual product reading that
-// (down) and a normed product reading that (Q/K/V), against the same chain with barriers: every output bit
-// for bit, each counter at its product's work groups, none given up. With the barriers kept (what
-// validation layers can check) and, where the device runs hand-offs without them, without. Then a wait that
-// is never met gives up and says so in levels[0], and the product still ends.
-TEST_P(MatvecQ8Test, HandoffChainEqualsBarriersAndCountsEveryWorkGroup) {
-  const TensorType type = GetParam();
-  const uint32_t d = test_cols(type).front(), f = 2 * d, r = 48;
-  const vk::Device& dev = context().device();
-  struct Stage {
-    uint32_t rows, cols;
-    Fold fold;
-    vk::Buffer w;
-  };
-  std::vector<Stage> stages;
-  for (auto [rows, cols, fold] : {std::tuple{d, d, Fold::Accumulate}, std::tuple{2 * f, d, Fold::NormSwiglu},
-                                  std::tuple{d, f, Fold::Accumulate}, std::tuple{r, d, Fold::Norm}}) {
-    const HostMatrix m = random_matrix(type, rows, cols, rng());
-    stages.push_back({rows, cols, fold, device_weights(m, type, rows, cols)});
-  }
-  const vk::Buffer x = device_buffer(random_floats(d, -2.0f, 2.0f)), y_res = device_buffer(random_floats(d));
-  const vk::Buffer norm_d = device_buffer(random_floats(d, 0.5f, 1.5f));
-  enum class Run { Barriers, HandoffKeepingBarriers, Handoff };
-  struct Outputs {
-    std::vector<float> res, ffn, out;
-    std::vector<uint8_t> q_bytes;
-    std::vector<uint32_t> levels;
-  };
-  const auto run_chain = [&](Run mode, uint32_t extra_wait) -> Outputs {
-    Kernels k(context(), Prewarm::No);
-    const vk::Buffer res = device_buffer(read_back<float>(y_res, d)),
-                     ffn(dev, uint64_t{f} * 4 + 16, vk::MemoryKind::DeviceLocal);
-    const vk::Buffer out(dev, uint64_t{r} * 4 + 16, vk::MemoryKind::DeviceLocal),
-        levels = device_buffer(std::vector<uint32_t>(8, 0));
-    const QuantizedBuffers in(dev, 1, d, false), q1(dev, 1, d, true), q2(dev, 1, f, false),
-        q3(dev, 1, d, true);
-    vk::CommandRecorder rec(context());
-    rec.begin();
-    quantize(rec, k, x, 1, d, {}, in.view());
-    const QuantizedX inputs[] = {in.view(), q1.view(), q2.view(), q3.view()};
-    const std::optional<QuantizedX> outputs[] = {q1.view(), q2.view(), q3.view(), std::nullopt};
-    const vk::Buffer* ys[] = {&res, &ffn, &res, &out};
-    uint32_t groups = 0;
-    for (uint32_t i = 0; i < 4; ++i) {
-      const Stage& st = stages[i];
-      MatvecQ8Args a;
-      a.product = {
-          {st.w.view(0, row_bytes(type, st.cols) * st.rows), device_format(type, st.cols), st.rows, st.cols},
-          {},
-          ys[i]->view(),
-          1};
-      a.x = inputs[i];
-      a.norm = st.fold != Fold::Accumulate;
-      a.norm_eps = kEps;
-      a.accumulate = st.fold == Fold::Accumulate;
-      a.swiglu = st.fold == Fold::NormSwiglu;
-      a.quantized_out = outputs[i];
-      if (a.accumulate) a.out_norm = norm_d.view(0, uint64_t{d} * 4);
-      if (mode != Run::Barriers) {
-        EXPECT_TRUE(matvec_q8_handoff_supported(dev, a)) << "stage " << i;
-        a.handoff = {levels.view(), i, groups + (i == 3 ? extra_wait : 0), i < 3 ? i + 1 : 0,
-                     mode == Run::HandoffKeepingBarriers};
-      }
-      groups = matvec_q8(rec, k, a);
-    }
-    rec.end();
-    rec.submit_and_wait();
-    return Outputs{read_back<float>(res, d), read_back<float>(ffn, f), read_back<float>(out, r),
-                   read_back<uint8_t>(q3.bytes, d), read_back<uint32_t>(levels, 4)};
-  };
-  const Outputs want = run_chain(Run::Barriers, 0);
-  std::vector<Run> modes = {Run::HandoffKeepingBarriers};
-  if (matvec_q8_handoff_concurrent(dev)) modes.push_back(Run::Handoff);
-  for (Run mode : modes) {
-    SCOPED_TRACE(mode == Run::Handoff ? "without barriers" : "keeping barriers");
-    const Outputs got = run_chain(mode, 0);
-    EXPECT_EQ(got.res, want.res) << "the residual stream differs from the chain with barriers";
-    EXPECT_EQ(got.ffn, want.ffn) << "the SwiGLU output differs";
-    EXPECT_EQ(got.out, want.out) << "the last product's output differs";
-    EXPECT_EQ(got.q_bytes, want.q_bytes) << "the last quantized output differs";
-    EXPECT_EQ(got.levels[0], 0u) << "a wait gave up";
-    // Each product's counter holds its work groups: those of d rows, then of f SwiGLU rows, then d rows.
-    EXPECT_GT(got.levels[1], 0u);
-    EXPECT_GT(got.levels[2], 0u);
-    EXPECT_EQ(got.levels[3], got.levels[1]) << "o and down have d rows each, so as many work groups";
-  }
-  // A wait for one work group more than the product before has: it gives up, and says so.
-  const Outputs gave_up = run_chain(Run::HandoffKeepingBarriers, 1);
-  EXPECT_EQ(gave_up.levels[0], 1u) << "a wait that is never met did not give up; counters "
-                                   << gave_up.levels[1] << " " << gave_up.levels[2] << " "
-                                   << gave_up.levels[3];
-  EXPECT_EQ(gave_up.res, want.res) << "the products before the give-up differ";
-}
-
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreSubgroupsAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
