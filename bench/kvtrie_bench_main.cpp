@@ -109,12 +109,6 @@ int main(int argc, char** argv) {
   decode_cmd
       ->add_option("--prefetch-groups", decode.prefetch_groups, "work groups that prefetch (0: the kernel's)")
       ->capture_default_str();
-  decode_cmd
-      ->add_option("--prefetch-down-mib", decode.prefetch_down_mib,
-                   "the gate/up product reads this many MiB of the down projection's weights in its tail")
-      ->capture_default_str();
-  decode_cmd->add_flag("--prefetch-next-qkv", decode.prefetch_next_qkv,
-                       "the down projection reads the next layer's Q/K/V weights in its tail");
   decode_cmd->add_flag("--paged-decode", decode.paged_decode,
                        "decode steps' attention (every batch's under --deterministic) through attention.comp "
                        "instead of attention_decode");

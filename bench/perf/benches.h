@@ -50,8 +50,6 @@ struct DecodeOptions {
   bool prefetch_o = false;           // ... Custom, with GpuModelOptions::prefetch_plan's o
   uint32_t prefetch_ffn_mib = 0;     // ... and ffn_mib
   uint32_t prefetch_groups = 0;      // ... and groups
-  uint32_t prefetch_down_mib = 0;    // ... and down_mib
-  bool prefetch_next_qkv = false;    // ... and next_qkv
   bool logits_copy = false;          // GpuModelOptions::logits_copy
   bool blocking_wait = false;        // GpuModelOptions::spin_wait_us 0
   uint32_t k_splits = 0;             // GpuModelOptions::k_splits
@@ -155,7 +153,7 @@ struct SweepMatvecOptions {
   // Every dispatch writes outputs of its own, so no barrier comes between them and they overlap: what the
   // products would take without a level's drain and launch.
   bool independent = false;
-  bool shader_stats = false;  // then the driver's statistics of every pipeline it made
+  bool shader_stats = false;      // then the driver's statistics of every pipeline it made
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 

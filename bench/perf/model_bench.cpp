@@ -251,11 +251,9 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.attention_key_lanes = options.attention_key_lanes;
   if (options.no_prefetch) {
     knobs.l2_prefetch = engine::L2Prefetch::Off;
-  } else if (options.prefetch_o || options.prefetch_ffn_mib || options.prefetch_down_mib ||
-             options.prefetch_next_qkv) {
+  } else if (options.prefetch_o || options.prefetch_ffn_mib) {
     knobs.l2_prefetch = engine::L2Prefetch::Custom;
-    knobs.prefetch_plan = {options.prefetch_o, options.prefetch_ffn_mib, options.prefetch_groups,
-                           options.prefetch_down_mib, options.prefetch_next_qkv};
+    knobs.prefetch_plan = {options.prefetch_o, options.prefetch_ffn_mib, options.prefetch_groups};
   }
   knobs.logits_copy = options.logits_copy;
   if (options.blocking_wait) knobs.spin_wait_us = 0;
@@ -306,8 +304,6 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("prefetch_o", options.prefetch_o ? 1 : 0)
       .integer("prefetch_ffn_mib", options.prefetch_ffn_mib)
       .integer("prefetch_groups", options.prefetch_groups)
-      .integer("prefetch_down_mib", options.prefetch_down_mib)
-      .integer("prefetch_next_qkv", options.prefetch_next_qkv ? 1 : 0)
       .integer("logits_copy", options.logits_copy ? 1 : 0)
       .integer("blocking_wait", options.blocking_wait ? 1 : 0)
       .integer("k_splits", options.k_splits)

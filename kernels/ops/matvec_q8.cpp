@@ -223,17 +223,8 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
                  "matvec_q8: quantized_out needs swiglu or a residual add with the next norm, 16-row work "
                  "groups and whole groups of outputs");
   } else {
-    KVTRIE_CHECK(args.out_norm.empty() && args.prefetch_next.empty(),
-                 "matvec_q8: out_norm and prefetch_next go with quantized_out");
+    KVTRIE_CHECK(args.out_norm.empty(), "matvec_q8: out_norm goes with quantized_out");
   }
-  // The next product's weights read in the tail (QUANT_OUT builds): whole 32-byte sectors of one binding,
-  // else the weights themselves stand in, unread.
-  const AlignedBinding next = align_binding(
-      k.device(), args.prefetch_next.empty() ? w.data.sub(0, 16)
-                                             : args.prefetch_next.sub(0, args.prefetch_next.range / 32 * 32));
-  const uint64_t next_sectors = args.prefetch_next.range / 32;
-  KVTRIE_CHECK(next.byte_offset % 4 == 0 && next_sectors < UINT32_MAX,
-               "matvec_q8: prefetch_next is whole 4-byte words, fewer than 2^32 - 1 sectors");
   if (const std::optional<QkvToPages>& kv = args.qkv_pages) {
     // Each work group stores whole pairs of rows (rope's pairs) in one binding of y and of the pool.
     const uint32_t kv_dim = kv->layout.kv_dim;
@@ -263,7 +254,6 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
     struct Push {
       uint32_t rows, k, ntok, row_words, x_stride, y_stride, y_row0, w_offset, up_row, tpr, out_stride;
       float eps;
-      uint32_t next_word0, next_sectors;
     } push{chunk.rows,
            w.cols,
            p.tokens,
@@ -275,9 +265,7 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
            args.swiglu ? out_rows : 0,
            shape.threads_per_row,
            args.quantized_out ? args.quantized_out->stride : 0,
-           args.norm_eps,
-           static_cast<uint32_t>(next.byte_offset / 4),
-           static_cast<uint32_t>(next_sectors)};
+           args.norm_eps};
     const Grid grid = grid_1d(div_up(chunk.rows, lanes * shape.rows_per_lane));
     const vk::Binding y = args.accumulate ? vk::read_write(p.y) : vk::write(p.y);
     const vk::Binding common[] = {vk::read(wb.view), vk::read(args.x.bytes), y, vk::read(args.x.scales)};
@@ -312,14 +300,13 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
       rec.dispatch(pipeline,
                    {common[0], common[1], common[2], common[3], vk::read(args.out_norm),
                     vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales),
-                    vk::write(args.quantized_out->sum_squares), vk::read(next.view)},
+                    vk::write(args.quantized_out->sum_squares)},
                    push, grid.x, grid.y, gz);
     else if (args.quantized_out)
-      rec.dispatch(
-          pipeline,
-          {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
-           vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales), vk::read(next.view)},
-          push, grid.x, grid.y, gz);
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
+                    vk::write(args.quantized_out->bytes), vk::write(args.quantized_out->scales)},
+                   push, grid.x, grid.y, gz);
     else if (args.norm)
       rec.dispatch(pipeline, {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares)}, push,
                    grid.x, grid.y, gz);

@@ -10,8 +10,6 @@
 //   quantized_out: (with swiglu) y is also written quantized, as quantize_q8 would write it, for the next
 //                  product; (with accumulate and out_norm) the new y, normed by out_norm, as quantize_q8
 //                  with that norm would write it: the next normed product needs no quantize dispatch;
-//   prefetch_next: (with quantized_out) the next product's weights, or their start, read in this product's
-//                  tail so that the next one finds them in the L2 cache;
 //   qkv_pages:     (with norm; the joined Q/K/V product) Q is stored rotated by normal-mode rope, and K
 //                  rotated and V go as f16 into the KV pages, as kv_write_rope with Q's rope would leave
 //                  them (kv_write.h), in the product's own dispatch.
@@ -55,7 +53,6 @@ struct MatvecQ8Args {
   bool swiglu = false;                      // requires norm (the FFN's gate/up product)
   std::optional<QuantizedX> quantized_out;  // with swiglu, or accumulate and out_norm: y quantized too
   vk::BufferView out_norm;                  // with accumulate: the next norm's weight (rows floats)
-  vk::BufferView prefetch_next;             // with quantized_out: bytes to read into L2 (empty: none)
   std::optional<QkvToPages> qkv_pages;      // with norm: Q rotated, K and V into the pages
 };
 

@@ -20,11 +20,6 @@
 // product): Q is stored rotated by normal-mode rope, and K (rotated) and V go as f16 into the KV pages at
 // each token's slot, as kv_write.comp's QKV build would store them (rope.glsl, kv_layout.h), so the decode
 // step needs no dispatch of its own for them. A work group's rows come in pairs (its row count is even).
-// QUANT_OUT builds also read, in the work group's tail, its share of next_sectors 32-byte sectors of the
-// next product's weights (binding NEXT, from 4-byte word next_word0; none when next_sectors is 0) and
-// discard them, so that the next product finds them in the L2 cache: the loads go out after the loop and
-// are waited for at the very end, behind the epilogue, where the device's read bandwidth idles as the
-// product's work groups finish.
 // Batch invariance: a token's result is built by the same operations in the same order whatever MAX_COLS
 // and the token count (the unit split depends only on the row length and TPR, the reductions are fixed
 // trees), so one token alone and in any batch get bit-identical results.
@@ -62,11 +57,6 @@ layout(set = 0, binding = 7) writeonly buffer OSS { float out_sum_sq[]; };  // a
 #ifdef QUANT_OUT
 layout(set = 0, binding = 5) writeonly buffer OQ { uvec4 out_q[]; };  // as XQ, out_stride values a token
 layout(set = 0, binding = 6) writeonly buffer ODS { vec2 out_ds[]; };
-#ifdef NORM_OUT
-layout(set = 0, binding = 8) readonly buffer Next { uint next_w[]; };
-#else
-layout(set = 0, binding = 7) readonly buffer Next { uint next_w[]; };
-#endif
 #endif
 #ifdef QKV_PAGES
 layout(set = 0, binding = 5) readonly buffer Slots { int slots[]; };  // page * P + slot in page; < 0: skip
@@ -92,8 +82,6 @@ layout(push_constant) uniform Push {
   uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size
   uint out_stride;  // QUANT_OUT: values between tokens in the quantized output (a multiple of 16)
   float eps;        // NORM: the norm's epsilon
-  uint next_word0;    // QUANT_OUT: the next product's weights in Next, from this word,
-  uint next_sectors;  // this many 32-byte sectors (0: none)
 #ifdef QKV_PAGES
   uint q_rows;  // Q's rows; K's and V's kv_dim rows each follow
   uint kv_dim;
@@ -239,16 +227,6 @@ void main() {
   }
 
   if (lt >= units) stage_inputs(tid, wg_row0, wg_rows, tok0, ncols);
-#ifdef QUANT_OUT
-  // The next product's weights, this work group's share of the sectors (the first token group's work
-  // groups), a word of each: their loads go out now and are waited for at the end.
-  uint seen = 0u;
-  if (pc.next_sectors != 0u && gl_WorkGroupID.z == 0u) {
-    uint groups = (pc.rows + wg_rows - 1u) / wg_rows, share = (pc.next_sectors + groups - 1u) / groups;
-    uint first = (wg_row0 / wg_rows) * share, end = min(first + share, pc.next_sectors);
-    for (uint sct = first + tid; sct < end; sct += gl_WorkGroupSize.x) seen ^= next_w[pc.next_word0 + 8u * sct];
-  }
-#endif
 
   // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.
   uint sg = gl_SubgroupID;
@@ -347,8 +325,5 @@ void main() {
                               pc.page_tokens, pc.kv_dim);
     store_page_word(page / pc.pages_per_binding, element / 2u, packHalf2x16(is_k ? rotated : v));
   }
-#endif
-#ifdef QUANT_OUT
-  if (pc.next_sectors == 0xFFFFFFFFu && seen == 1u) y[0] = 0.0;  // never (the host refuses it): keeps the loads
 #endif
 }

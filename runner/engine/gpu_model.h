@@ -30,17 +30,12 @@ namespace kvtrie::engine {
 
 // What kernels::l2_prefetch reads into the L2 cache beside a decode step's attention (a latency-bound level
 // that leaves the device's read bandwidth idle): the o product's weights, and the first ffn_mib MiB of the
-// gate and up products' (half each), with `groups` work groups (0: the kernel's default). And what one
-// token's matvec_q8 products read in their tails (MatvecQ8Args::prefetch_next): the first down_mib MiB of
-// the down projection's weights in the gate/up product's, the next layer's Q/K/V weights (next_qkv) in the
-// down projection's.
+// gate and up products' (half each), with `groups` work groups (0: the kernel's default).
 struct L2PrefetchPlan {
   bool o = false;
   uint32_t ffn_mib = 0;
   uint32_t groups = 0;
-  uint32_t down_mib = 0;
-  bool next_qkv = false;
-  bool any() const { return o || ffn_mib > 0; }  // anything beside attention
+  bool any() const { return o || ffn_mib > 0; }
   bool operator==(const L2PrefetchPlan&) const = default;
 };
 enum class L2Prefetch { Auto, Off, Custom };

@@ -206,10 +206,9 @@ struct GpuModel::Impl {
   // also writes the new x quantized and normed by next_norm (the norm of the product after it, when that
   // one takes matvec_q8) into xq: a quantize dispatch and a barrier level fewer (64 a step in llama3-8b).
   // converted: in's producer wrote it as f16 into x_f16 (half_out_for said the product reads it so).
-  // prefetch_next: bytes that product reads into L2 in its tail (MatvecQ8Args::prefetch_next), if it can.
   void residual_product(GpuProduct which, const DeviceTensor& w, const vk::Buffer& in, uint32_t T,
                         const std::optional<kernels::QuantizedX>& quantized, const DeviceTensor* next_norm,
-                        bool converted = false, vk::BufferView prefetch_next = {});
+                        bool converted = false);
   // Products of float weights that fold the norm before them, the residual add after them and the FFN's
   // SwiGLU (kernels::matvec_fused: a dispatch and a barrier level each fewer): the decode step's, and under
   // --deterministic every step's, so that a token gets the same bits alone and in a batch (the fused builds

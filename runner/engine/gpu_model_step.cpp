@@ -224,8 +224,7 @@ void GpuModel::Impl::normed_products(GpuProduct which, const DeviceTensor& norm,
 
 void GpuModel::Impl::residual_product(GpuProduct which, const DeviceTensor& w, const vk::Buffer& in,
                                       uint32_t T, const std::optional<kernels::QuantizedX>& quantized,
-                                      const DeviceTensor* next_norm, bool converted,
-                                      vk::BufferView prefetch_next) {
+                                      const DeviceTensor* next_norm, bool converted) {
   xq_norm = nullptr;
   if (q8(w, T)) {
     kernels::MatvecQ8Args a =
@@ -234,7 +233,6 @@ void GpuModel::Impl::residual_product(GpuProduct which, const DeviceTensor& w, c
     if (T == 1 && next_norm != nullptr && w.rows % 16 == 0) {
       a.quantized_out = normed_q();
       a.out_norm = next_norm->view();
-      a.prefetch_next = prefetch_next;
       xq_norm = next_norm;
     }
     kernels::matvec_q8(*rec, kernels, a);
@@ -498,18 +496,8 @@ void GpuModel::Impl::ffn_block(const DeviceLayer& w, uint32_t l, uint32_t T) {
     // The decode step's down projection takes its input quantized by this product (no dispatch of its
     // own); batches quantize it apart, so that this product runs a row a lane (matvec_q8_shape).
     if (T == 1 && q8(w.w_down, T) && n_ff % 16 == 0) a.quantized_out = hidden_q();
-    // In their tails, the decode step's products read the start of the next one's weights into L2 where
-    // the plan says so: gate/up the down projection's, the down projection the next layer's Q/K/V.
-    const L2PrefetchPlan plan = T == 1 ? l2_prefetch_plan(w, T) : L2PrefetchPlan{};
-    if (a.quantized_out && plan.down_mib > 0)
-      a.prefetch_next =
-          w.w_down.view().sub(0, std::min(w.w_down.view().range, uint64_t{plan.down_mib} << 20));
     kernels::matvec_q8(*rec, kernels, a);
-    vk::BufferView next_qkv;
-    if (plan.next_qkv && l + 1 < config.n_layers && weights.layers[l + 1].wqkv.buffer.valid())
-      next_qkv = weights.layers[l + 1].wqkv.view();
-    residual_product(kProductDown, w.w_down, gate, T, a.quantized_out, norm_after_layer_if_q8(l, T), false,
-                     next_qkv);
+    residual_product(kProductDown, w.w_down, gate, T, a.quantized_out, norm_after_layer_if_q8(l, T));
     return;
   }
   if (w.w_gate_up.buffer.valid() && fused(w.w_gate_up, T)) {

@@ -134,8 +134,7 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
   // quantize_q8 (with that norm) of the y it wrote, bit for bit, sums of squares included.
   std::vector<float> run(const vk::Buffer& w, TensorType format, uint32_t w_rows, uint32_t cols, Fold fold,
                          const std::vector<float>& x, const std::vector<float>& norm,
-                         const std::vector<float>& y0, uint32_t tokens, bool quantized_out = false,
-                         vk::BufferView prefetch_next = {}) {
+                         const std::vector<float>& y0, uint32_t tokens, bool quantized_out = false) {
     Kernels k(context(), Prewarm::No);
     vk::Buffer xb = device_buffer(x), nb = device_buffer(norm), yb = device_buffer(y0);
     const vk::Device& dev = context().device();
@@ -160,7 +159,6 @@ class MatvecQ8Test : public test::VulkanTest, public ::testing::WithParamInterfa
     a.swiglu = fold == Fold::NormSwiglu;
     if (quantized_out) a.quantized_out = out.view();
     a.out_norm = out_norm_view;
-    a.prefetch_next = prefetch_next;
     matvec_q8(rec, k, a);
     if (quantized_out) quantize(rec, k, yb, tokens, out_rows, out_norm_view, requantized.view());
     rec.end();
@@ -266,30 +264,6 @@ TEST_P(MatvecQ8Test, SwigluQuantizedOutputEqualsQuantizingTheOutput) {
 TEST_P(MatvecQ8Test, ResidualQuantizedOutputEqualsQuantizingTheNormedOutput) {
   const TensorType type = GetParam();
   for (uint32_t tokens : {1u, 11u}) check(type, 48, test_cols(type).back(), Fold::Accumulate, tokens, true);
-}
-
-// A product with a quantized output that also reads the next product's weights in its tail (prefetch_next:
-// here a range starting 4 bytes into a buffer, not a whole number of sectors long) writes the same bits as
-// without, quantized outputs included.
-TEST_P(MatvecQ8Test, PrefetchingTheNextWeightsChangesNoBit) {
-  const TensorType type = GetParam();
-  const uint32_t out_rows = 48, cols = test_cols(type).back();
-  const TensorType format = device_format(type, cols);
-  std::vector<uint8_t> next_bytes(100000);
-  for (uint8_t& b : next_bytes) b = static_cast<uint8_t>(rng()());
-  const vk::Buffer next = device_buffer(next_bytes);
-  for (const Fold fold : {Fold::Accumulate, Fold::NormSwiglu}) {
-    SCOPED_TRACE(fold_name(fold));
-    const uint32_t w_rows = fold == Fold::NormSwiglu ? 2 * out_rows : out_rows;
-    const vk::Buffer w = device_weights(random_matrix(type, w_rows, cols, rng()), type, w_rows, cols);
-    const std::vector<float> x = random_floats(cols, -2.0f, 2.0f), norm = random_floats(cols, 0.5f, 1.5f);
-    const std::vector<float> y0 = random_floats(out_rows);
-    const std::vector<float> plain = run(w, format, w_rows, cols, fold, x, norm, y0, 1, true);
-    const std::vector<float> prefetched =
-        run(w, format, w_rows, cols, fold, x, norm, y0, 1, true, next.view(4, next_bytes.size() - 100));
-    EXPECT_EQ(std::memcmp(plain.data(), prefetched.data(), plain.size() * sizeof(float)), 0)
-        << "the product's output changed with prefetch_next";
-  }
 }
 
 // Every fold, and the folds with a quantized output (whose one-token builds differ most from the batched
