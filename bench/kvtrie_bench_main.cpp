@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_option("--read-bandwidth", decode.read_bandwidth, "device read bandwidth, bytes/s (bound)")
       ->capture_default_str();
+  decode_cmd->add_flag(
+      "--span", decode.span,
+      "then as many steps again with a timestamp at each step's start and end (a decode_span "
+      "row: the device's time on a step against the host's)");
   decode_cmd->add_flag("--profile", decode.profile,
                        "after timing, one step with a timestamp per dispatch: time by op");
   decode_cmd->add_flag("--shader-stats", decode.shader_stats,

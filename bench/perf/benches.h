@@ -43,6 +43,7 @@ struct DecodeOptions {
   uint32_t tokens = 128;             // decode steps timed
   double read_bandwidth = 4.44e12;   // bytes/s, for the bandwidth bound
   bool profile = false;              // also time one step per dispatch (a decode_profile row per op)
+  bool span = false;                 // also `tokens` steps timed by the device from start to end
   bool deterministic = false;        // GpuModelOptions::deterministic
   uint32_t attention_split = 0;      // GpuModelOptions::attention_split (0: the default)
   uint32_t attention_key_lanes = 0;  // GpuModelOptions::attention_key_lanes
@@ -153,7 +154,7 @@ struct SweepMatvecOptions {
   // Every dispatch writes outputs of its own, so no barrier comes between them and they overlap: what the
   // products would take without a level's drain and launch.
   bool independent = false;
-  bool shader_stats = false;      // then the driver's statistics of every pipeline it made
+  bool shader_stats = false;  // then the driver's statistics of every pipeline it made
 };
 void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& options);
 

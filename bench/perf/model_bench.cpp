@@ -238,6 +238,33 @@ void profile_step(ModelRig& rig, Batch& batch, const DecodeOptions& options, dou
   emit_profile("decode", model_label(options.model), "sequences", options.sequences, times, step_seconds);
 }
 
+// `tokens` more decode steps with the device's time on each (two timestamps, nothing serialized) beside
+// the host's: what the step spends outside the device (submission, wake-up, read-back) is the difference.
+void span_steps(ModelRig& rig, Batch& batch, const DecodeOptions& options) {
+  rig.model->set_span_timing(true);
+  std::vector<double> wall, span;
+  for (uint32_t i = 0; i < options.tokens + 2; ++i) {  // the first two record the step
+    for (auto& p : batch.positions) ++p;
+    const auto start = Clock::now();
+    rig.model->forward(batch);
+    const double sec = seconds_since(start);
+    if (i >= 2) {
+      wall.push_back(sec * 1e3);
+      span.push_back(rig.model->last_span_ms());
+    }
+  }
+  rig.model->set_span_timing(false);
+  const double wall_ms = median(wall), span_ms = median(span);
+  Row("decode_span")
+      .text("model", model_label(options.model))
+      .integer("context", options.context)
+      .integer("sequences", options.sequences)
+      .num("wall_ms", wall_ms)
+      .num("gpu_span_ms", span_ms)
+      .num("outside_us", (wall_ms - span_ms) * 1e3)
+      .emit();
+}
+
 }  // namespace
 
 void run_decode(const CommonOptions& common, const DecodeOptions& options) {
@@ -260,7 +287,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.k_splits = options.k_splits;
   knobs.q8_max_tokens = options.q8_max_tokens;
   knobs.decode_attention = !options.paged_decode;
-  ModelRig rig(ctx, options.model, options.sequences, options.context + steps + 3, 512,
+  ModelRig rig(ctx, options.model, options.sequences,
+               options.context + steps + 3 + (options.span ? options.tokens : 0), 512,
                knobs);  // +2: profile steps
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)
@@ -318,6 +346,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .num("bound_tok_s", bound_steps)
       .num("bound_ratio", (1 / step_med) / bound_steps)
       .emit();
+  if (options.span) span_steps(rig, batch, options);
   if (options.profile) profile_step(rig, batch, options, step_med);
   if (options.shader_stats) emit_shader_stats(ctx);
 }

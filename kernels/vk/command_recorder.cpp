@@ -72,6 +72,10 @@ void CommandRecorder::begin() {
   VK_CHECK(vkBeginCommandBuffer(commands_, &info));
   recording_ = true;
   ended_ = false;
+  if (span_pool_ != nullptr) {
+    vkCmdResetQueryPool(commands_, span_pool_->handle(), 0, 2);
+    vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, span_pool_->handle(), 0);
+  }
   // Earlier submissions may have written anything this recording reads: one barrier against all of them.
   barrier(stages_, kAllWrite, stages_, kAllReadWrite);
   barriers_ = 0;  // the entry barrier is not an automatically inserted one
@@ -88,6 +92,19 @@ void CommandRecorder::set_profiling(QueryPool* pool) {
   profile_pool_ = pool;
   profiled_.clear();
   profiled_.reserve(pool ? pool->count() : 0);
+}
+
+void CommandRecorder::set_span_timing(QueryPool* pool) {
+  KVTRIE_CHECK(!recording_ || ended_, "set_span_timing() while recording");
+  KVTRIE_CHECK(pool == nullptr || pool->count() >= 2, "a span needs 2 queries");
+  span_pool_ = pool;
+}
+
+double CommandRecorder::span_ns() const {
+  KVTRIE_CHECK(!in_flight(), "span_ns() before wait()");
+  if (span_pool_ == nullptr) return 0;
+  const std::vector<double> ns = span_pool_->results_ns(2);
+  return ns[1] - ns[0];
 }
 
 std::vector<DispatchTime> CommandRecorder::dispatch_times() const {
@@ -237,6 +254,8 @@ void CommandRecorder::timestamp(QueryPool& pool, uint32_t index) {
 void CommandRecorder::end() {
   KVTRIE_CHECK(recording_ && !ended_, "end() without begin()");
   // Device writes must be visible to the host after the fence (read-backs of mapped memory).
+  if (span_pool_ != nullptr)
+    vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, span_pool_->handle(), 1);
   const uint32_t counted = barriers_;
   barrier(stages_, kAllWrite, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
   barriers_ = counted;

@@ -137,6 +137,11 @@ class CommandRecorder {
   void set_profiling(QueryPool* pool);
   // The dispatches of the last recording, in order; call after wait().
   std::vector<DispatchTime> dispatch_times() const;
+  // Two timestamps into `pool` from the next begin() on (nullptr: off), at the recording's start and end
+  // (they serialize nothing): span_ns() after wait() is the time the device spent on the submission, from
+  // its start to its last write, to set beside the host's wall time.
+  void set_span_timing(QueryPool* pool);
+  double span_ns() const;
 
   // Counters of the current recording, for tests and profiling.
   uint32_t barrier_count() const { return barriers_; }
@@ -164,6 +169,7 @@ class CommandRecorder {
   std::vector<std::pair<VkBuffer, Pending>> pending_;
   std::vector<VkBufferCopy> regions_;  // scratch of copy(src, dst, regions), reused
   QueryPool* profile_pool_ = nullptr;
+  QueryPool* span_pool_ = nullptr;
   std::vector<const std::string*> profiled_;  // the pipeline name of each timestamp after the first
   bool recording_ = false;
   bool ended_ = false;

@@ -173,6 +173,7 @@ vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint3
   }
   *slot = {T, L, split, splits, decode_step, out, steps, std::move(slot->recorder)};
   slot->recorder->set_profiling(profile_pool.get());
+  slot->recorder->set_span_timing(span_pool.get());
   rec = slot->recorder.get();
   record(T, L, max_position, out);
   ++recordings_made;
@@ -325,6 +326,16 @@ void GpuModel::set_profiling(bool on) {
   Impl& m = *impl_;
   m.recordings.clear();  // re-record with or without timestamps
   m.profile_pool = on ? std::make_unique<vk::QueryPool>(m.context.device(), kProfileQueries) : nullptr;
+}
+
+void GpuModel::set_span_timing(bool on) {
+  Impl& m = *impl_;
+  m.recordings.clear();  // re-record with or without the timestamps
+  m.span_pool = on ? std::make_unique<vk::QueryPool>(m.context.device(), 2) : nullptr;
+}
+
+double GpuModel::last_span_ms() const {
+  return impl_->rec ? impl_->rec->span_ns() / 1e6 : 0;
 }
 
 std::vector<vk::DispatchTime> GpuModel::last_dispatch_times() const {

@@ -196,6 +196,11 @@ class GpuModel {
   static constexpr uint32_t kProfileQueries = 8192;
   void set_profiling(bool on);
   std::vector<vk::DispatchTime> last_dispatch_times() const;
+  // Span timing (benchmarks): a timestamp at the start and at the end of every following step (nothing
+  // serialized), last_span_ms() after forward() the device's time on the step. Turning it on or off drops
+  // the recorded steps.
+  void set_span_timing(bool on);
+  double last_span_ms() const;
   // Steps recorded so far (the rest were replays); for tests.
   uint64_t recordings_made() const;
 

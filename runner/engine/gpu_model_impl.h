@@ -94,6 +94,7 @@ struct GpuModel::Impl {
   // attention.comp in splits of kDeterministicSplit.
   bool position_splits = false;
   std::unique_ptr<vk::QueryPool> profile_pool;
+  std::unique_ptr<vk::QueryPool> span_pool;  // set_span_timing
 
   // `weight_types`: the prewarm creates the pipelines of these types only (Kernels' contract).
   Impl(vk::Context& ctx, const ModelConfig& mc, const GpuModelOptions& opts,
