@@ -52,7 +52,7 @@ dec() {
   local bin=$1 lab=$2 m=$M/$3.gguf c=$4
   shift 4
   timeout 60 $bin/kvtrie-bench decode --model $m --context $c --tokens 64 "$@" 2>/dev/null |
-    grep -E '"(decode|shader_stats)' | sed "s/^{/{\"label\":\"$lab\",/" >> $OUT/decode.jsonl
+    grep -E '"(decode|decode_span|shader_stats)' | sed "s/^{/{\"label\":\"$lab\",/" >> $OUT/decode.jsonl
 }
 
 # decode_summary: $OUT/decode.jsonl's tok/s by (model, context, sequences), one list a label, and its profiles.

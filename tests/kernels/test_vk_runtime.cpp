@@ -255,6 +255,37 @@ TEST_F(VkRuntime, TimestampsAreMonotonic) {
   EXPECT_LE(ns[0], ns[1]);
 }
 
+// Span timing: two timestamps around a whole recording, replayed: the device's time on it is positive, no
+// longer than the host's wall time around the submission, and the recording has the barriers it has without
+// them (they serialize nothing). Off: 0.
+TEST_F(VkRuntime, SpanTimingMeasuresTheRecordingWithinTheHostsTimeAndAddsNoBarrier) {
+  if (!context().device().info().timestamps) GTEST_SKIP() << "device has no compute timestamps";
+  QueryPool span(context().device(), 2);
+  Buffer a(context().device(), 1 << 20, MemoryKind::DeviceLocal);
+  const ComputePipeline& fill = context().pipelines().get("fill_f32", {64});
+  const auto record = [&](CommandRecorder& rec) {
+    rec.begin();
+    for (float v : {1.0f, 2.0f, 3.0f}) rec.dispatch(fill, {write(a.view())}, FillPush{1 << 18, v}, 4096);
+    rec.end();
+  };
+  CommandRecorder plain(context()), timed(context());
+  record(plain);
+  timed.set_span_timing(&span);
+  record(timed);
+  EXPECT_EQ(timed.barrier_count(), plain.barrier_count());
+  for (int replay = 0; replay < 2; ++replay) {
+    const auto start = std::chrono::steady_clock::now();
+    timed.submit_and_wait();
+    const double wall_ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GT(timed.span_ns(), 0.0) << "replay " << replay;
+    EXPECT_LE(timed.span_ns(), wall_ns) << "replay " << replay;
+  }
+  plain.submit_and_wait();
+  EXPECT_EQ(plain.span_ns(), 0.0);
+  EXPECT_EQ(download<float>(context(), a, 1)[0], 3.0f);
+}
+
 TEST_F(VkRuntime, VkCheckNamesTheResultAndTheCall) {
   try {
     VK_CHECK(VK_ERROR_DEVICE_LOST);

@@ -184,6 +184,22 @@ TEST_F(GpuModelTest, RepeatedShapeReplaysItsRecordingWithTheSameBits) {
   EXPECT_NE(c, a);
 }
 
+// Span timing (kvtrie-bench decode --span): the device's time on a step, from timestamps at its start and
+// end, without a bit of the logits changing; none without it.
+TEST_F(GpuModelTest, SpanTimingTimesAStepWithoutChangingItsBits) {
+  if (!context().device().info().timestamps) GTEST_SKIP() << "device has no compute timestamps";
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_span.gguf", "tiny", TensorType::Q4_0, 5);
+  Rig timed(context(), path), plain(context(), path);
+  timed.model->set_span_timing(true);
+  const auto P = static_cast<uint32_t>(kPrompt.size());
+  for (Rig* r : {&timed, &plain}) r->step(kPrompt, 0);
+  const std::vector<int32_t> next{40};
+  EXPECT_EQ(timed.step(next, P), plain.step(next, P));
+  EXPECT_GT(timed.model->last_span_ms(), 0.0);
+  EXPECT_EQ(plain.model->last_span_ms(), 0.0);
+}
+
 // Both rigs give the same bits for kPrompt's rows and then for each of `next` as a decode step (not all 0).
 void expect_same_logits(Rig& a, Rig& b, const std::vector<int32_t>& next) {
   EXPECT_EQ(a.step(kPrompt, 0), b.step(kPrompt, 0));
