@@ -143,7 +143,6 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       std::vector<vk::Buffer> ys;
       for (uint32_t i = 0; i < outputs; ++i)
         ys.emplace_back(dev, uint64_t{max_tokens} * shape.rows * 4 + 16, vk::MemoryKind::DeviceLocal);
-      const vk::Buffer& y = ys[0];
       // x quantized once ahead (quantize_q8, untimed), as the forward pass does before its products; the
       // SwiGLU product also writes its output quantized, and acc_qnorm the new y normed, as the forward pass
       // has them do.
@@ -196,10 +195,10 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
       for (uint32_t tokens : token_counts) {
         const kernels::WeightMatrix base{{}, format, shape.rows, shape.cols};
         // The legacy product (no folds: what it costs alone).
-        const double legacy = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t) {
+        const double legacy = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
           kernels::WeightMatrix m = base;
           m.data = wb;
-          const kernels::MatmulArgs a{m, x.view(), y.view(), tokens};
+          const kernels::MatmulArgs a{m, x.view(), ys[o].view(), tokens};
           if (tokens == 1)
             kernels::matvec_single_token(rec, k, a);
           else
