@@ -47,12 +47,12 @@ make_models() {
 wait_models() { wait $MODELS_PID; tail -1 /tmp/synth.log; }
 
 # dec BIN LABEL MODEL CONTEXT [ARGS...]: one `kvtrie-bench decode` of $M/MODEL.gguf (64 tokens unless ARGS
-# say), its decode, profile and shader-statistics rows labelled LABEL in $OUT/decode.jsonl.
+# say), its decode, decode_span, decode_profile and shader_stats rows labelled LABEL in $OUT/decode.jsonl.
 dec() {
   local bin=$1 lab=$2 m=$M/$3.gguf c=$4
   shift 4
   timeout 60 $bin/kvtrie-bench decode --model $m --context $c --tokens 64 "$@" 2>/dev/null |
-    grep -E '"(decode|decode_span|shader_stats)' | sed "s/^{/{\"label\":\"$lab\",/" >> $OUT/decode.jsonl
+    grep -E '"(decode|shader_stats)' | sed "s/^{/{\"label\":\"$lab\",/" >> $OUT/decode.jsonl
 }
 
 # decode_summary: $OUT/decode.jsonl's tok/s by (model, context, sequences), one list a label, and its profiles.
