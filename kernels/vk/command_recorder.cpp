@@ -67,6 +67,7 @@ void CommandRecorder::begin() {
   descriptors_.reset();
   pending_.clear();
   barriers_ = 0;
+  waits_in_shader_ = false;
   VkCommandBufferBeginInfo info{};
   info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   VK_CHECK(vkBeginCommandBuffer(commands_, &info));
@@ -144,7 +145,7 @@ void CommandRecorder::track(std::span<const Binding> bindings) {
     const bool writes = b.access != Access::Read;
     if (p->written || (writes && p->read)) hazard = true;
   }
-  if (hazard) {
+  if (hazard && !waits_in_shader_) {
     // One global memory barrier orders every earlier access, so all tracking starts over after it.
     barrier(stages_, kAllWrite, stages_, kAllReadWrite);
     pending_.clear();
@@ -195,6 +196,7 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
   vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0,
                          nullptr);
   track(bindings);
+  waits_in_shader_ = false;
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
   vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set,
                           0, nullptr);
