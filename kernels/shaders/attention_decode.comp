@@ -45,6 +45,7 @@ layout(local_size_x_id = 0) in;  // PARTS subgroups (attention.cpp)
 layout(constant_id = 1) const uint KEY_LANES = 1u;  // 1, 2 or 4; head_dim a multiple of 8 x KEY_LANES
 #ifdef HANDOFF
 #define FRESH coherent  // read after the wait: written by the Q/K/V product beside this dispatch
+#define KV_POOL_QUALIFIER coherent
 #else
 #define FRESH
 #endif
@@ -75,10 +76,10 @@ layout(constant_id = 1) const uint KEY_LANES = 1u;  // 1, 2 or 4; head_dim a mul
 
 layout(set = 0, binding = 0) FRESH readonly buffer Q { float q[]; };
 // Bindings 1..4: the page pool (kv_pool.glsl), also read 8 bytes at a time here.
-layout(set = 0, binding = 1) readonly buffer KV0Q { uvec2 kv0q[]; };
-layout(set = 0, binding = 2) readonly buffer KV1Q { uvec2 kv1q[]; };
-layout(set = 0, binding = 3) readonly buffer KV2Q { uvec2 kv2q[]; };
-layout(set = 0, binding = 4) readonly buffer KV3Q { uvec2 kv3q[]; };
+layout(set = 0, binding = 1) FRESH readonly buffer KV0Q { uvec2 kv0q[]; };
+layout(set = 0, binding = 2) FRESH readonly buffer KV1Q { uvec2 kv1q[]; };
+layout(set = 0, binding = 3) FRESH readonly buffer KV2Q { uvec2 kv2q[]; };
+layout(set = 0, binding = 4) FRESH readonly buffer KV3Q { uvec2 kv3q[]; };
 layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 7) coherent buffer Partial { float partial[]; };  // read back when fused
