@@ -102,9 +102,6 @@ int main(int argc, char** argv) {
                    "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES; 0: by "
                    "split size)")
       ->capture_default_str();
-  decode_cmd->add_flag("--no-handoff", decode.no_handoff,
-                       "a barrier between one-token steps' Q/K/V product and attention (default: attention "
-                       "waits in its shader where the device allows)");
   decode_cmd->add_flag("--no-prefetch", decode.no_prefetch,
                        "no weights pulled into the L2 cache beside attention (default: the model's rule)");
   decode_cmd->add_flag("--prefetch-o", decode.prefetch_o,

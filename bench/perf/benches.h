@@ -48,7 +48,6 @@ struct DecodeOptions {
   uint32_t attention_split = 0;      // GpuModelOptions::attention_split (0: the default)
   uint32_t attention_key_lanes = 0;  // GpuModelOptions::attention_key_lanes
   bool no_prefetch = false;          // GpuModelOptions::l2_prefetch Off
-  bool no_handoff = false;           // GpuModelOptions::qkv_handoff Off
   bool prefetch_o = false;           // ... Custom, with GpuModelOptions::prefetch_plan's o
   uint32_t prefetch_ffn_mib = 0;     // ... and ffn_mib
   uint32_t prefetch_groups = 0;      // ... and groups

@@ -276,7 +276,6 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.deterministic = options.deterministic;
   knobs.attention_split = options.attention_split;
   knobs.attention_key_lanes = options.attention_key_lanes;
-  if (options.no_handoff) knobs.qkv_handoff = engine::QkvHandoff::Off;
   if (options.no_prefetch) {
     knobs.l2_prefetch = engine::L2Prefetch::Off;
   } else if (options.prefetch_o || options.prefetch_ffn_mib) {
@@ -330,7 +329,6 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("attention_split", options.attention_split)
       .integer("attention_key_lanes", options.attention_key_lanes)
       .integer("no_prefetch", options.no_prefetch ? 1 : 0)
-      .integer("no_handoff", options.no_handoff ? 1 : 0)
       .integer("prefetch_o", options.prefetch_o ? 1 : 0)
       .integer("prefetch_ffn_mib", options.prefetch_ffn_mib)
       .integer("prefetch_groups", options.prefetch_groups)

@@ -102,9 +102,8 @@ bool decode_subgroups_32(const vk::Device& d) {
 vk::SpecConstants spec_decode(const vk::Device& d) {
   return {kDecodeParts * d.info().subgroup_size};
 }
-// Variants: per head_dim (or any), then the same waiting for the Q/K/V product beside them (HANDOFF).
-constexpr std::string_view kDecode32Variants[] = {"d64", "d128", "d64_handoff", "d128_handoff"};
-constexpr std::string_view kDecodeAnyVariants[] = {"any", "any_handoff"};
+constexpr std::string_view kDecode32Variants[] = {"d64", "d128"};
+constexpr std::string_view kDecodeAnyVariants[] = {"any"};
 constexpr OpRegistration kAttentionDecode32{.op = "attention_decode_sg32",
                                             .variants = kDecode32Variants,
                                             .spec = spec_decode,
@@ -144,7 +143,7 @@ constexpr OpRegistration kAttentionDecodeAnyKl4{.op = "attention_decode_kl4",
 // itself: 1 f32, 2 f16, 3 f32 and quantized), and whether the last split merges them all (fused).
 struct DecodePush {
   PagedPush paged;
-  uint32_t out_stride, out_mode, q_out_stride, fused, handoff_groups;
+  uint32_t out_stride, out_mode, q_out_stride, fused;
 };
 
 }  // namespace
@@ -152,11 +151,6 @@ struct DecodePush {
 bool attention_uses_decode_pass(const vk::Device& device, const AttentionArgs& args) {
   return args.decode && !attention_uses_tensor_cores(device, args) && decode_subgroups(device) &&
          args.head_dim % 8 == 0 && args.head_dim / 4 <= kDecodeMaxQuads * device.info().subgroup_size;
-}
-
-bool attention_handoff_concurrent(const vk::Device& device) {
-  constexpr uint32_t kNvidia = 0x10DE;
-  return device.info().vendor_id == kNvidia;
 }
 
 bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& args) {
@@ -297,19 +291,8 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
     const bool whole = splits == 1 || fused;
     KVTRIE_CHECK(whole || args.split_size > 0,
                  "attention: split_size 0 needs split_counters (the combine pass splits by split_size)");
-    const std::optional<AttentionArgs::Handoff>& handoff = args.handoff;
-    KVTRIE_CHECK(
-        !handoff || (args.tokens == 1 && handoff->qkv_groups > 0 && handoff->qkv_groups < 0x10000 &&
-                     uint64_t{splits} * decode_groups < 0x10000 &&
-                     handoff->counters.range >= uint64_t{args.n_kv_heads} * 4 && handoff->gave_up.range >= 4),
-        "attention: a hand-off takes one token, fewer than 65536 work groups a KV head on each side, "
-        "a counter a KV head and a flag");
-    DecodePush push{paged,
-                    out_stride,
-                    0,
-                    args.quantized_out ? args.quantized_out->stride : 0,
-                    fused ? 1u : 0u,
-                    handoff ? handoff->qkv_groups : 0u};
+    DecodePush push{paged, out_stride, 0, args.quantized_out ? args.quantized_out->stride : 0,
+                    fused ? 1u : 0u};
     push.paged.heads_per_wg = decode_heads;
     if (whole) push.out_mode = args.quantized_out ? 3u : args.half_out ? 2u : 1u;
     vk::BufferView qout_bytes = args.scratch, qout_scales = args.scratch;  // unused unless out_mode 3
@@ -320,20 +303,13 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
       qout_bytes = args.quantized_out->bytes;
       qout_scales = args.quantized_out->scales;
     }
-    const vk::Binding bindings[] = {vk::read(args.q),
-                                    vk::read(pools[0]),
-                                    vk::read(pools[1]),
-                                    vk::read(pools[2]),
-                                    vk::read(pools[3]),
-                                    vk::read(args.page_table),
-                                    vk::read(args.token_info),
-                                    vk::write(args.scratch),
-                                    vk::write(args.out),
-                                    vk::write(qout_bytes),
-                                    vk::write(qout_scales),
-                                    vk::write(fused ? args.split_counters : args.scratch),
-                                    vk::read_write(handoff ? handoff->counters : args.scratch),
-                                    vk::write(handoff ? handoff->gave_up : args.scratch)};
+    const vk::Binding bindings[] = {
+        vk::read(args.q),          vk::read(pools[0]),
+        vk::read(pools[1]),        vk::read(pools[2]),
+        vk::read(pools[3]),        vk::read(args.page_table),
+        vk::read(args.token_info), vk::write(args.scratch),
+        vk::write(args.out),       vk::write(qout_bytes),
+        vk::write(qout_scales),    vk::write(fused ? args.split_counters : args.scratch)};
     const bool fixed = decode_subgroups_32(k.device()) && (hd == 64 || hd == 128);
     const uint32_t kl = args.decode_key_lanes ? args.decode_key_lanes
                                               : attention_decode_key_lanes(k.device(), args.split_size, hd);
@@ -346,11 +322,9 @@ void record_attention(vk::CommandRecorder& rec, const Kernels& k, const Attentio
                                              : (kl == 1   ? kAttentionDecodeAny
                                                 : kl == 2 ? kAttentionDecodeAnyKl2
                                                           : kAttentionDecodeAnyKl4);
-    const uint32_t variant = (fixed && hd == 128 ? 1 : 0) + (handoff ? (fixed ? 2 : 1) : 0);
-    if (handoff && !handoff->keep_barrier) rec.waits_in_shader();
-    rec.dispatch(split_pass ? *split_pass : k.pipeline(decode_row, variant),
-                 std::span<const vk::Binding>(bindings, handoff ? 14 : 12), push, splits,
-                 args.n_kv_heads * decode_groups, args.tokens);
+    rec.dispatch(split_pass ? *split_pass : k.pipeline(decode_row, fixed && hd == 128 ? 1 : 0),
+                 std::span<const vk::Binding>(bindings), push, splits, args.n_kv_heads * decode_groups,
+                 args.tokens);
     if (whole) return;
   } else if (coopmat) {
     // One split: attention_coopmat writes the output itself (f32 or f16), and no combine pass runs.

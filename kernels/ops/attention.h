@@ -78,18 +78,6 @@ struct AttentionArgs {
   // out as f16 instead (out_stride and head_dim even), the values convert_f16 would make of the f32 ones:
   // the f16 x of a tensor-core o product. Not with quantized_out.
   bool half_out = false;
-  // The decode pass of one token run beside its Q/K/V product, recorded just before it with no barrier
-  // between (matvec_q8's QkvToPages::handoff, the same counters): each work group loads what the product
-  // does not write, waits in the shader until the product's `qkv_groups` work groups of its KV head are
-  // done, then reads q and the token's own K and V. counters: a uint32 per KV head, zero before and left
-  // zero; gave_up: a uint32 set to 1 where a wait gave up (after about a second: the output is then wrong).
-  // keep_barrier: the barrier stays (the same shaders, checkable by validation layers).
-  struct Handoff {
-    vk::BufferView counters, gave_up;
-    uint32_t qkv_groups = 0;
-    bool keep_barrier = false;
-  };
-  std::optional<Handoff> handoff;
 };
 
 // The work-group size of both attention passes on a device (256 threads; no subgroup operations).
@@ -118,10 +106,6 @@ bool attention_uses_tensor_cores(const vk::Device& device, const AttentionArgs& 
 // device with subgroup arithmetic and votes on subgroups of 4 to 32 lanes, head_dim a multiple of 8 and at
 // most 32 x the subgroup size.
 bool attention_uses_decode_pass(const vk::Device& device, const AttentionArgs& args);
-
-// Whether this device may run a hand-off without the barrier: its work groups of a dispatch start before a
-// later dispatch's, and more of them run at once than attention has for a token (NVIDIA's GPUs).
-bool attention_handoff_concurrent(const vk::Device& device);
 
 void attention(vk::CommandRecorder& rec, const Kernels& k, const AttentionArgs& args);
 // The same with the split pass through `split_pass`, a build of attention.comp, or of attention_decode.comp

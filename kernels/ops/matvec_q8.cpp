@@ -24,21 +24,12 @@ constexpr uint64_t kManyRows = 16384;
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines), indices of kModes.
 // Variants are <mode>_<type>, for the tiled types.
-enum Mode : uint32_t {
-  kStore,
-  kNorm,
-  kAcc,
-  kAccQnorm,
-  kNormSwiglu,
-  kNormSwigluQout,
-  kNormQkv,
-  kNormQkvHandoff
-};
+enum Mode : uint32_t { kStore, kNorm, kAcc, kAccQnorm, kNormSwiglu, kNormSwigluQout, kNormQkv };
 constexpr std::string_view kModes[] = {
-    "store", "norm", "acc", "acc_qnorm", "norm_swiglu", "norm_swiglu_qout", "norm_qkv", "norm_qkv_handoff"};
+    "store", "norm", "acc", "acc_qnorm", "norm_swiglu", "norm_swiglu_qout", "norm_qkv"};
 Mode mode(const MatvecQ8Args& a) {
   if (a.swiglu) return a.quantized_out ? kNormSwigluQout : kNormSwiglu;
-  if (a.qkv_pages) return a.qkv_pages->handoff.empty() ? kNormQkv : kNormQkvHandoff;
+  if (a.qkv_pages) return kNormQkv;
   if (a.norm) return kNorm;
   if (a.accumulate) return a.quantized_out ? kAccQnorm : kAcc;
   return kStore;
@@ -115,12 +106,11 @@ struct Build {
   uint32_t modes;  // OpRegistration::variant_mask
   bool wide = false;
 };
-// The hand-off build only where one token's Q/K/V product runs (a row a lane).
-constexpr uint32_t kEveryMode = ~(1u << kNormQkvHandoff), kSwigluMode = 1u << kNormSwiglu;
+constexpr uint32_t kEveryMode = ~0u, kSwigluMode = 1u << kNormSwiglu;
 constexpr uint32_t kPairModes = 1u << kStore | 1u << kNorm | 1u << kAcc | 1u << kNormQkv;
 constexpr Build kBuilds[] = {
     {1, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 1>, kEveryMode},                 // t1
-    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, ~0u},                  // t1r1
+    {1, kMatvecQ8RowsOne, false, spec_build<kMatvecQ8RowsOne, 1>, kEveryMode},           // t1r1
     {1, kMatvecQ8RowsOne, true, spec_lanes16, 1u << kAccQnorm | 1u << kNormSwigluQout},  // t1l16
     {1, kMatvecQ8RowsOne, true, spec_lanes16_residual, 1u << kAccQnorm, true},           // t1l16w
     {8, kMatvecQ8Rows, false, spec_build<kMatvecQ8Rows, 8>, kEveryMode},                 // t8
@@ -248,11 +238,6 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
             w.rows <= k.device().info().max_storage_buffer_range / row_bytes(w.type, w.cols) &&
             !kv->pools[0].empty(),
         "matvec_q8: qkv_pages needs the joined Q/K/V rows in one binding, whole heads and normal rope");
-    const uint32_t head_dim = kv->rope.head_dim, wg_rows = lanes * shape.rows_per_lane;
-    KVTRIE_CHECK(
-        kv->handoff.empty() || (p.tokens == 1 && tokens_per_group == 1 && head_dim % wg_rows == 0 &&
-                                kv->handoff.range >= uint64_t{kv_dim / head_dim} * 4),
-        "matvec_q8: a hand-off needs one token, work groups inside one head and a counter a KV head");
   }
   const uint32_t y_stride = p.y_stride ? p.y_stride : out_rows;
   const uint64_t rb = row_bytes(w.type, w.cols);
@@ -308,21 +293,11 @@ void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const Matvec
           rope.freq_factors.empty() ? rope.positions : rope.freq_factors;  // unread
       vk::BufferView pools[4];
       for (size_t i = 0; i < 4; ++i) pools[i] = kv->pools[i].empty() ? kv->pools[0] : kv->pools[i];
-      const vk::Binding bindings[] = {common[0],
-                                      common[1],
-                                      common[2],
-                                      common[3],
-                                      vk::read(args.x.sum_squares),
-                                      vk::read(kv->slots),
-                                      vk::read(rope.positions),
-                                      vk::read(factors),
-                                      vk::write(pools[0]),
-                                      vk::write(pools[1]),
-                                      vk::write(pools[2]),
-                                      vk::write(pools[3]),
-                                      vk::read_write(kv->handoff)};
-      rec.dispatch(pipeline, std::span<const vk::Binding>(bindings, kv->handoff.empty() ? 12 : 13), kv_push,
-                   grid.x, grid.y, gz);
+      rec.dispatch(pipeline,
+                   {common[0], common[1], common[2], common[3], vk::read(args.x.sum_squares),
+                    vk::read(kv->slots), vk::read(rope.positions), vk::read(factors), vk::write(pools[0]),
+                    vk::write(pools[1]), vk::write(pools[2]), vk::write(pools[3])},
+                   kv_push, grid.x, grid.y, gz);
     } else if (args.quantized_out && args.accumulate)
       rec.dispatch(pipeline,
                    {common[0], common[1], common[2], common[3], vk::read(args.out_norm),
@@ -356,20 +331,6 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), w.
   const OpRegistration& row = build_row(k.device(), group, shape);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);
-}
-
-uint32_t matvec_q8_qkv_handoff_groups(const vk::Device& device, const MatvecQ8Args& args) {
-  const std::optional<QkvToPages>& kv = args.qkv_pages;
-  const WeightMatrix& w = args.product.w;
-  if (!kv || args.product.tokens != 1 || kv->rope.head_dim == 0) return 0;
-  const MatvecQ8Shape shape = matvec_q8_shape(device, w.type, w.rows, 1);
-  const uint32_t head_dim = kv->rope.head_dim,
-                 wg_rows = shape.workgroup / shape.threads_per_row * shape.rows_per_lane;
-  // (The hand-off build is registered for a row a lane, the one-token Q/K/V product's shape.)
-  if (shape.rows_per_lane != kMatvecQ8RowsOne || head_dim % wg_rows != 0 || kv->layout.kv_dim == 0 ||
-      kv->q_rows % kv->layout.kv_dim != 0)
-    return 0;
-  return (kv->q_rows / kv->layout.kv_dim + 2) * (head_dim / wg_rows);
 }
 
 void quantize_q8(vk::CommandRecorder& rec, const Kernels& k, const QuantizeQ8Args& a) {

@@ -12,9 +12,7 @@
 //                  with that norm would write it: the next normed product needs no quantize dispatch;
 //   qkv_pages:     (with norm; the joined Q/K/V product) Q is stored rotated by normal-mode rope, and K
 //                  rotated and V go as f16 into the KV pages, as kv_write_rope with Q's rope would leave
-//                  them (kv_write.h), in the product's own dispatch; with qkv_pages.handoff (one token)
-//                  each work group then counts itself done for its KV head, so that the decode attention
-//                  can run beside the product with no barrier between (AttentionArgs::handoff).
+//                  them (kv_write.h), in the product's own dispatch.
 // Against an f32 product the error is that of rounding x to 8 bits per 16 values (about 0.4% of the
 // group's largest |x| per value); the integer sums themselves are exact.
 // Batch-invariant: a token's result is bit-identical whether it runs alone or in a batch of any size
@@ -44,9 +42,6 @@ struct QkvToPages {
   uint32_t pages_per_binding = 0;         // 0: the whole pool in pools[0]
   KvLayout layout;
   uint32_t layer = 0;
-  // Set (one token, where matvec_q8_qkv_handoff_groups is not 0): a uint32 per KV head, each work group of
-  // the product adds 1 to its head's once its rows are stored (the counters AttentionArgs::handoff waits on).
-  vk::BufferView handoff;
 };
 
 struct MatvecQ8Args {
@@ -80,10 +75,6 @@ bool matvec_q8_uses_int_dot(const vk::Device& device);
 bool matvec_q8_supported(TensorType type, uint64_t cols);
 
 void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args);
-
-// The work groups of this one-token Q/K/V product (qkv_pages) that hold each KV head's rows (group_heads
-// query heads, its K and its V), where every work group's rows lie inside one head; else 0: no hand-off.
-uint32_t matvec_q8_qkv_handoff_groups(const vk::Device& device, const MatvecQ8Args& args);
 
 // The launch shape matvec_q8 uses on a device for a matrix of `rows` rows of device format `type` (exposed
 // for the tuning harness). A row lane is one subgroup, two for the residual products (accumulate) where 16

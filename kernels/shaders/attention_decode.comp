@@ -27,15 +27,6 @@
 // sweep-attention --variants decode_kl2 ... choose otherwise.
 // PROBE (tuning builds only, bench/: sweep-attention --variants decode_probe*): 1 leaves out P V and the V
 // loads, 2 the K loads (K is constant), 5 the whole key loop (q in, merge, out).
-// HANDOFF (one token, its Q/K/V product's dispatch recorded just before with no barrier between): the
-// product's work groups count themselves done per KV head (handoff[kv head], low 16 bits; matvec_q8.comp's
-// QKV_HANDOFF). A work group first loads what the product does not write (its token's position and page
-// table, and its first block of K and V where every key of it precedes the token's own), then one thread
-// waits for the count to reach pc.handoff_groups, and only then are q and the token's own K and V read
-// (through coherent bindings). Each work group then counts itself past the wait (high 16 bits); the last
-// of the KV head's work groups zeroes the word for the next dispatch. A wait that lasts about a second
-// gives up and sets gave_up (the output is then wrong; the host runs the step again with the barrier).
-// Split 0 always waits, so the last to count has seen the product done.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_vote : require
@@ -43,12 +34,6 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 layout(local_size_x_id = 0) in;  // PARTS subgroups (attention.cpp)
 layout(constant_id = 1) const uint KEY_LANES = 1u;  // 1, 2 or 4; head_dim a multiple of 8 x KEY_LANES
-#ifdef HANDOFF
-#define FRESH coherent  // read after the wait: written by the Q/K/V product beside this dispatch
-#define KV_POOL_QUALIFIER coherent
-#else
-#define FRESH
-#endif
 
 #define MAXG 4u  // rows (query heads) a work group: a key's probabilities are one vec4
 #define ROW_FLOATS 512u  // rows x head_dim, at most
@@ -74,12 +59,12 @@ layout(constant_id = 1) const uint KEY_LANES = 1u;  // 1, 2 or 4; head_dim a mul
 #define UNROLL [[dont_unroll]]  // arrays in memory: a small shader, quick to build (lavapipe)
 #endif
 
-layout(set = 0, binding = 0) FRESH readonly buffer Q { float q[]; };
+layout(set = 0, binding = 0) readonly buffer Q { float q[]; };
 // Bindings 1..4: the page pool (kv_pool.glsl), also read 8 bytes at a time here.
-layout(set = 0, binding = 1) FRESH readonly buffer KV0Q { uvec2 kv0q[]; };
-layout(set = 0, binding = 2) FRESH readonly buffer KV1Q { uvec2 kv1q[]; };
-layout(set = 0, binding = 3) FRESH readonly buffer KV2Q { uvec2 kv2q[]; };
-layout(set = 0, binding = 4) FRESH readonly buffer KV3Q { uvec2 kv3q[]; };
+layout(set = 0, binding = 1) readonly buffer KV0Q { uvec2 kv0q[]; };
+layout(set = 0, binding = 2) readonly buffer KV1Q { uvec2 kv1q[]; };
+layout(set = 0, binding = 3) readonly buffer KV2Q { uvec2 kv2q[]; };
+layout(set = 0, binding = 4) readonly buffer KV3Q { uvec2 kv3q[]; };
 layout(set = 0, binding = 5) readonly buffer PageTable { uint page_table[]; };
 layout(set = 0, binding = 6) readonly buffer Tokens { uvec2 tokens[]; };  // (page-table offset, position)
 layout(set = 0, binding = 7) coherent buffer Partial { float partial[]; };  // read back when fused
@@ -88,10 +73,6 @@ layout(set = 0, binding = 9) writeonly buffer OQ { uvec4 out_q[]; };     // out_
 layout(set = 0, binding = 10) writeonly buffer ODS { vec2 out_ds[]; };
 // fused: per (token, work-group row y) the splits that have finished, 0 between dispatches.
 layout(set = 0, binding = 11) coherent buffer SplitCount { uint split_count[]; };
-#ifdef HANDOFF
-layout(set = 0, binding = 12) coherent buffer Handoff { uint handoff[]; };  // a word per KV head
-layout(set = 0, binding = 13) writeonly buffer GaveUp { uint gave_up; };  // set where a wait gave up
-#endif
 
 layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_keys, row_stride4 unused)
   uint n_heads;
@@ -113,7 +94,6 @@ layout(push_constant) uniform Push {  // attention.comp's first fifteen (tile_ke
   uint out_mode;      // 0: partials; the output: 1 f32, 2 f16, 3 f32 and quantized
   uint q_out_stride;  // out_mode 3: values between tokens in the quantized output
   uint fused;         // 1: several splits, merged by the last of them to finish (split_count), out_mode != 0
-  uint handoff_groups;  // HANDOFF: the Q/K/V product's work groups holding a KV head's rows
 } pc;
 
 #include "kv_pool.glsl"
@@ -133,22 +113,6 @@ shared vec4 part_acc[PARTS * ROW_FLOATS / 4u];
 shared vec4 key_p[PARTS * SG_MAX];
 shared uint key_loc[PARTS * SG_MAX];  // ... and the location of its V row
 shared bool last_split;
-
-#ifdef HANDOFF
-// Thread 0: waits until the Q/K/V product's work groups of KV head kh are done (or gives up after 4 million
-// atomic reads, seconds: far past any product's time), then counts this work group past the wait; the last
-// of the KV head's `groups` work groups zeroes the word. (Two loops: each under 65,536 rounds, which some
-// implementations cap a loop at.)
-void handoff_wait(uint kh, bool wait, uint groups) {
-  if (wait) {
-    bool done = false;
-    for (uint i = 0u; i < 64u && !done; ++i)
-      for (uint j = 0u; j < 62500u && !done; ++j) done = (atomicOr(handoff[kh], 0u) & 0xFFFFu) >= pc.handoff_groups;
-    if (!done) gave_up = 1u;
-  }
-  if (atomicAdd(handoff[kh], 0x10000u) >> 16 == groups - 1u) atomicExchange(handoff[kh], 0u);
-}
-#endif
 
 // The 8 bytes at word loc (binding in the top 2 bits, as kv_word gives; an even word index).
 uvec2 kv_load2(uint loc) {
@@ -202,40 +166,6 @@ vec4 unpack4(uvec2 w) {
     }                                      \
   }
 
-// Block kb's keys for this subgroup: the lane's key and K row, and the first round of V rows (their locations
-// in the subgroup's slots). A lane past the end reads the block's first key: finite values, weighed by p = 0.
-#if defined(PROBE) && PROBE == 2
-#define LOAD_K_ALL() UNROLL for (uint d8 = 0u; d8 < KPIECES; ++d8) kw[d8] = uvec4(0x3C003C00u + (ki & 1u));
-#else
-#define LOAD_K_ALL()                 \
-  switch (kloc >> 30) {              \
-    case 0u: LOAD_K(kv0) break;      \
-    case 1u: LOAD_K(kv1) break;      \
-    case 2u: LOAD_K(kv2) break;      \
-    default: LOAD_K(kv3) break;      \
-  }
-#endif
-#if !defined(PROBE) || PROBE != 1
-#define LOAD_V_FIRST() LOAD_V_ROUND(0u)
-#else
-#define LOAD_V_FIRST()
-#endif
-#define LOAD_BLOCK(KB)                                          \
-  {                                                             \
-    key = (KB) + kj;                                            \
-    valid = key < end;                                          \
-    uint kloc = kv_word(pt_off, valid ? key : (KB), kh, 0u);    \
-    uint vloc = kv_word(pt_off, valid ? key : (KB), kh, 1u);    \
-    uint ki = (kloc & 0x3FFFFFFFu) >> 2;                        \
-    LOAD_K_ALL()                                                \
-    vb = vloc >> 30;                                            \
-    one_binding = subgroupAllEqual(vb);                         \
-    key_loc[slot0 + lane] = vloc;                               \
-    subgroupMemoryBarrierShared();                              \
-    subgroupBarrier();                                          \
-    LOAD_V_FIRST()                                              \
-  }
-
 // Output quad i (row i / (head_dim / 4)) of the work group at value index at: f32, f16 pairs, or f32 with
 // the quad kept in qs4 for the quantized copy (every subgroup is past its last read of q by then).
 void write_out(uint i, uint at, vec4 v) {
@@ -262,35 +192,8 @@ void main() {
   uvec2 tk = tokens[t];
   uint chunk = pc.chunk != 0u ? pc.chunk : position_split(tk.y);
   uint pt_off = tk.x, start = c * chunk;
-  if (start > tk.y) {  // uniform: the token's context ends before this split
-#ifdef HANDOFF
-    if (tid == 0u) handoff_wait(kh, false, gl_NumWorkGroups.x * groups);
-#endif
-    return;
-  }
+  if (start > tk.y) return;  // uniform: the token's context ends before this split
   uint end = min(start + chunk, tk.y + 1u);
-
-  uint slot0 = sg * SG_MAX;  // this subgroup's key slots
-  // A block of bk keys: lane j scores K pieces piece0.. (16 bytes each) of key kj = j % bk (with one lane a
-  // key, written so that the specialization folds it away).
-  uint bk = sgs / KEY_LANES, kj = KEY_LANES == 1u ? lane : lane % bk, part = KEY_LANES == 1u ? 0u : lane / bk;
-  uint pieces = hd / 8u / KEY_LANES, piece0 = part * pieces;
-  uint kb = start + sg * bk;
-  // The block's K row of this lane, its V rows (a round of VK keys), and where they are.
-  uvec4 kw[KPIECES];
-  vec4 v[VK][QUADS];
-  uint key, vb;
-  bool valid, one_binding, preloaded = false;
-#ifdef HANDOFF
-  // Before the wait: the first block, where its keys all precede the token's own (pages written before).
-  if (kb < end && kb + bk <= tk.y) {
-    LOAD_BLOCK(kb)
-    preloaded = true;
-  }
-  if (tid == 0u) handoff_wait(kh, true, gl_NumWorkGroups.x * groups);
-  barrier();
-  memoryBarrierBuffer();
-#endif
 
   for (uint i = tid; i < MAXG * d4; i += wg) {  // rows past hn are 0: their scores are 0, never written
     uint b = t * pc.q_stride + h0 * hd + 4u * i;
@@ -309,9 +212,38 @@ void main() {
 #if defined(PROBE) && PROBE == 5
   end = start;
 #endif
-  for (; kb < end; kb += nsg * bk) {
-    if (!preloaded) LOAD_BLOCK(kb)
-    preloaded = false;
+  uint slot0 = sg * SG_MAX;  // this subgroup's key slots
+  // A block of bk keys: lane j scores K pieces piece0.. (16 bytes each) of key kj = j % bk (with one lane a
+  // key, written so that the specialization folds it away).
+  uint bk = sgs / KEY_LANES, kj = KEY_LANES == 1u ? lane : lane % bk, part = KEY_LANES == 1u ? 0u : lane / bk;
+  uint pieces = hd / 8u / KEY_LANES, piece0 = part * pieces;
+  for (uint kb = start + sg * bk; kb < end; kb += nsg * bk) {
+    uint key = kb + kj;
+    bool valid = key < end;
+    // A lane past the end reads the block's first key: finite values, weighed by p = 0.
+    uint kloc = kv_word(pt_off, valid ? key : kb, kh, 0u);
+    uint vloc = kv_word(pt_off, valid ? key : kb, kh, 1u);
+    uvec4 kw[KPIECES];
+    uint ki = (kloc & 0x3FFFFFFFu) >> 2;
+#if defined(PROBE) && PROBE == 2
+    UNROLL for (uint d8 = 0u; d8 < KPIECES; ++d8) kw[d8] = uvec4(0x3C003C00u + (ki & 1u));
+#else
+    switch (kloc >> 30) {
+      case 0u: LOAD_K(kv0) break;
+      case 1u: LOAD_K(kv1) break;
+      case 2u: LOAD_K(kv2) break;
+      default: LOAD_K(kv3) break;
+    }
+#endif
+    uint vb = vloc >> 30;
+    bool one_binding = subgroupAllEqual(vb);
+    key_loc[slot0 + lane] = vloc;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    vec4 v[VK][QUADS];
+#if !defined(PROBE) || PROBE != 1
+    LOAD_V_ROUND(0u)
+#endif
 
     vec4 s = vec4(0.0);  // this lane's key against rows 0..3 (rows past hn: q is 0)
     UNROLL for (uint d8 = 0u; d8 < KPIECES; ++d8) {

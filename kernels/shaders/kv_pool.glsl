@@ -2,15 +2,10 @@
 // bindings (1..4) of pages_per_binding whole pages each, for a pool larger than one binding's
 // maxStorageBufferRange; unused bindings repeat the first. 8 f16 an element. Include after the page table
 // binding and the push constants `pc` (page_size, pages_per_binding, n_layers, layer, n_kv_heads, head_dim).
-// KV_POOL_QUALIFIER (empty unless the includer defines it): `coherent` where the pass reads pages that a
-// work group of another dispatch running beside it wrote (attention_decode.comp's HANDOFF builds).
-#ifndef KV_POOL_QUALIFIER
-#define KV_POOL_QUALIFIER
-#endif
-layout(set = 0, binding = 1) KV_POOL_QUALIFIER readonly buffer KV0 { uvec4 kv0[]; };
-layout(set = 0, binding = 2) KV_POOL_QUALIFIER readonly buffer KV1 { uvec4 kv1[]; };
-layout(set = 0, binding = 3) KV_POOL_QUALIFIER readonly buffer KV2 { uvec4 kv2[]; };
-layout(set = 0, binding = 4) KV_POOL_QUALIFIER readonly buffer KV3 { uvec4 kv3[]; };
+layout(set = 0, binding = 1) readonly buffer KV0 { uvec4 kv0[]; };
+layout(set = 0, binding = 2) readonly buffer KV1 { uvec4 kv1[]; };
+layout(set = 0, binding = 3) readonly buffer KV2 { uvec4 kv2[]; };
+layout(set = 0, binding = 4) readonly buffer KV3 { uvec4 kv3[]; };
 
 #include "kv_layout.glsl"
 

@@ -20,10 +20,6 @@
 // product): Q is stored rotated by normal-mode rope, and K (rotated) and V go as f16 into the KV pages at
 // each token's slot, as kv_write.comp's QKV build would store them (rope.glsl, kv_layout.h), so the decode
 // step needs no dispatch of its own for them. A work group's rows come in pairs (its row count is even).
-// QKV_HANDOFF (with QKV_PAGES, one token; every work group's rows inside one head): y and the pages are
-// written coherent, and each work group, once its writes are made visible, counts itself in
-// handoff[its KV head], which the decode attention dispatched beside it with no barrier waits for
-// (attention_decode.comp's HANDOFF).
 // Batch invariance: a token's result is built by the same operations in the same order whatever MAX_COLS
 // and the token count (the unit split depends only on the row length and TPR, the reductions are fixed
 // trees), so one token alone and in any batch get bit-identical results.
@@ -52,12 +48,7 @@ layout(constant_id = 4) const uint SUBGROUP_LANES = 1u;
 layout(set = 0, binding = 0) readonly buffer W { uvec4 w4[]; };
 // Token t's group g (16 values) at t * x_stride / 16 + g: bytes, and (scale, sum as float bits).
 layout(set = 0, binding = 1) readonly buffer XQ { uvec4 xq[]; };
-#ifdef QKV_HANDOFF
-#define QKV_FRESH coherent  // read by the attention beside this dispatch once the work group has counted
-#else
-#define QKV_FRESH
-#endif
-layout(set = 0, binding = 2) QKV_FRESH buffer Y { float y[]; };
+layout(set = 0, binding = 2) buffer Y { float y[]; };
 layout(set = 0, binding = 3) readonly buffer XDS { vec2 xds[]; };
 #ifdef NORM
 layout(set = 0, binding = 4) readonly buffer SS { float sum_sq[]; };  // as XDS: a float a group of 16
@@ -75,13 +66,10 @@ layout(set = 0, binding = 5) readonly buffer Slots { int slots[]; };  // page * 
 layout(set = 0, binding = 6) readonly buffer Pos { int positions[]; };
 layout(set = 0, binding = 7) readonly buffer Factors { float factors[]; };
 // The page pool in up to four bindings of pages_per_binding pages (unused ones repeat the first).
-layout(set = 0, binding = 8) QKV_FRESH writeonly buffer Pages0 { uint pages0[]; };
-layout(set = 0, binding = 9) QKV_FRESH writeonly buffer Pages1 { uint pages1[]; };
-layout(set = 0, binding = 10) QKV_FRESH writeonly buffer Pages2 { uint pages2[]; };
-layout(set = 0, binding = 11) QKV_FRESH writeonly buffer Pages3 { uint pages3[]; };
-#endif
-#ifdef QKV_HANDOFF
-layout(set = 0, binding = 12) coherent buffer Handoff { uint handoff[]; };  // Q/K/V work groups done a KV head
+layout(set = 0, binding = 8) writeonly buffer Pages0 { uint pages0[]; };
+layout(set = 0, binding = 9) writeonly buffer Pages1 { uint pages1[]; };
+layout(set = 0, binding = 10) writeonly buffer Pages2 { uint pages2[]; };
+layout(set = 0, binding = 11) writeonly buffer Pages3 { uint pages3[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -343,16 +331,6 @@ void main() {
     uint element = kv_element(page % pc.pages_per_binding, pc.layer, is_k ? 0u : 1u, in_page, c, pc.n_layers,
                               pc.page_tokens, pc.kv_dim);
     store_page_word(page / pc.pages_per_binding, element / 2u, packHalf2x16(is_k ? rotated : v));
-  }
-#endif
-#ifdef QKV_HANDOFF
-  // The KV head of the work group's rows (Q's heads group_heads to a KV head, then K's and V's heads).
-  memoryBarrierBuffer();
-  barrier();
-  if (tid == 0u) {
-    uint head = wg_row0 / pc.head_dim, q_heads = pc.q_rows / pc.head_dim, kv_heads = pc.kv_dim / pc.head_dim;
-    uint kv_head = head < q_heads ? head / (q_heads / kv_heads) : (head - q_heads) % kv_heads;
-    atomicAdd(handoff[kv_head], 1u);
   }
 #endif
 }

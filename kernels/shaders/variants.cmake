@@ -63,10 +63,6 @@ kvtrie_shader(attention_combine_f16 attention_combine.comp HALF_OUT=1)
 kvtrie_shader(attention_decode_d64 attention_decode.comp HD=64u SGC=32u)
 kvtrie_shader(attention_decode_d128 attention_decode.comp HD=128u SGC=32u)
 kvtrie_shader(attention_decode_any attention_decode.comp)
-# ... and each waiting in the shader for the one-token Q/K/V product dispatched beside it (HANDOFF).
-kvtrie_shader(attention_decode_d64_handoff attention_decode.comp HD=64u SGC=32u HANDOFF=1)
-kvtrie_shader(attention_decode_d128_handoff attention_decode.comp HD=128u SGC=32u HANDOFF=1)
-kvtrie_shader(attention_decode_any_handoff attention_decode.comp HANDOFF=1)
 # ... its split pass on tensor cores for prefill blocks (attention_coopmat.comp), per head_dim, with the
 # subgroups a work group that measured fastest for it (attention.cpp, coopmat_rows).
 if(KVTRIE_GLSL_KHR_COOPMAT)
@@ -105,8 +101,6 @@ foreach(_name ${KVTRIE_TILED_TYPES})
     kvtrie_shader(${_build}_norm_swiglu_qout_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 SWIGLU=1
                   QUANT_OUT=1)
     kvtrie_shader(${_build}_norm_qkv_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 QKV_PAGES=1)
-    kvtrie_shader(${_build}_norm_qkv_handoff_${_name} matvec_q8.comp WTYPE=${_id} ${_dot} NORM=1 QKV_PAGES=1
-                  QKV_HANDOFF=1)
   endforeach()
 endforeach()
 # x quantized once per batch for the PREQUANT builds above.

@@ -67,7 +67,6 @@ void CommandRecorder::begin() {
   descriptors_.reset();
   pending_.clear();
   barriers_ = 0;
-  waits_in_shader_ = false;
   VkCommandBufferBeginInfo info{};
   info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   VK_CHECK(vkBeginCommandBuffer(commands_, &info));
@@ -145,7 +144,7 @@ void CommandRecorder::track(std::span<const Binding> bindings) {
     const bool writes = b.access != Access::Read;
     if (p->written || (writes && p->read)) hazard = true;
   }
-  if (hazard && !waits_in_shader_) {
+  if (hazard) {
     // One global memory barrier orders every earlier access, so all tracking starts over after it.
     barrier(stages_, kAllWrite, stages_, kAllReadWrite);
     pending_.clear();
@@ -196,7 +195,6 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
   vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0,
                          nullptr);
   track(bindings);
-  waits_in_shader_ = false;
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
   vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set,
                           0, nullptr);

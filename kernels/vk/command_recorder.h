@@ -4,11 +4,9 @@
 // a read or write, of the same VkBuffer gets a barrier first (ops never write barriers). A recording starts
 // with a barrier against all earlier submissions and ends with one making writes visible to the host, so
 // after wait() mapped host memory can be read (call Buffer::invalidate() for non-coherent kinds).
-// A dispatch whose shader itself waits for the dispatch recorded just before it (waits_in_shader(): counters
-// that dispatch's work groups count into) gets no barrier before it: the two may run at once. Its accesses
-// are tracked as any others for what comes after. A recording may be submitted many times (record once,
-// replay); begin() discards it. Not thread-safe: one owner thread. The Context and every buffer used must
-// outlive the recording's execution (the destructor waits for an in-flight submission).
+// A recording may be submitted many times (record once, replay); begin() discards it.
+// Not thread-safe: one owner thread. The Context and every buffer used must outlive the recording's
+// execution (the destructor waits for an in-flight submission).
 //
 // Profiling: with a QueryPool set (set_profiling), a recording writes a timestamp at its start and after
 // every dispatch, and dispatch_times() gives, after wait(), each dispatch's pipeline name and the time since
@@ -105,8 +103,6 @@ class CommandRecorder {
     dispatch(pipeline, bindings, std::as_bytes(std::span<const Push>(&push, 1)), groups_x, groups_y,
              groups_z);
   }
-  // The next dispatch waits in its shader for the one before it (see the contract): no barrier before it.
-  void waits_in_shader() { waits_in_shader_ = true; }
   // Copies src.range bytes (dst.range must be at least that).
   void copy(BufferView src, BufferView dst);
   // One vkCmdCopyBuffer of many regions between two views (one barrier check for all of them, where a copy
@@ -179,7 +175,6 @@ class CommandRecorder {
   bool ended_ = false;
   uint64_t serial_ = 0;  // the context's submission serial while in flight, else 0
   uint32_t barriers_ = 0;
-  bool waits_in_shader_ = false;  // the next dispatch's (waits_in_shader())
 };
 
 }  // namespace kvtrie::vk

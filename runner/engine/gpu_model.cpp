@@ -1,7 +1,5 @@
 #include "runner/engine/gpu_model.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -91,15 +89,10 @@ void GpuModel::Impl::allocate_activations() {
   const uint64_t counted = position_splits ? deterministic_attention_tokens() : kSmallBatch;
   split_counters = scratch(dev, std::min(T, counted) * config.n_heads);
   prefetch_sink = scratch(dev, 4);
-  handoff_counters = scratch(dev, config.n_kv_heads);
-  handoff_gave_up = scratch(dev, 1, vk::MemoryKind::HostCached);
-  *static_cast<uint32_t*>(handoff_gave_up.data()) = 0;
-  handoff_gave_up.flush();
   {
     vk::CommandRecorder zero(context);
     zero.begin();
     zero.fill(split_counters.view(), 0);
-    zero.fill(handoff_counters.view(), 0);
     zero.end();
     zero.submit_and_wait();
   }
@@ -295,26 +288,6 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
   m.rec = &step;
   step.submit();
   step.wait_spinning(std::chrono::microseconds(m.options.spin_wait_us));
-  if (m.options.qkv_handoff != QkvHandoff::Off) {
-    m.handoff_gave_up.invalidate();
-    auto* gave_up = static_cast<uint32_t*>(m.handoff_gave_up.data());
-    if (*gave_up != 0) {
-      // The attention waited seconds for a Q/K/V product that had not run: the device did not run the two
-      // at once. The step's output is wrong; run it again with the barrier (its K/V writes are the same).
-      spdlog::error(
-          "gpu model: attention's wait for the Q/K/V product gave up; hand-offs are off from now on");
-      *gave_up = 0;
-      m.handoff_gave_up.flush();
-      m.options.qkv_handoff = QkvHandoff::Off;
-      m.recordings.clear();
-      vk::CommandRecorder zero(m.context);
-      zero.begin();
-      zero.fill(m.handoff_counters.view(), 0);
-      zero.end();
-      zero.submit_and_wait();
-      return forward(batch);
-    }
-  }
   m.greedy_rows = out == LogitsOut::Argmax ? batch.logits_for.size() : 0;
   m.top_rows = out == LogitsOut::Top || out == LogitsOut::TopWide ? batch.logits_for.size() : 0;
   m.top_per_row = batch.top_candidates;

@@ -39,11 +39,6 @@ struct L2PrefetchPlan {
   bool operator==(const L2PrefetchPlan&) const = default;
 };
 enum class L2Prefetch { Auto, Off, Custom };
-// One-token decode steps: the Q/K/V product hands off to attention with no barrier between them, each
-// attention work group waiting in its shader for its KV head's rows (kernels::AttentionArgs::handoff).
-// Auto: where the device runs the two at once (kernels::attention_handoff_concurrent); Off: the barrier;
-// KeepBarrier: the hand-off's shaders with the barrier kept (tests, validation layers).
-enum class QkvHandoff { Auto, Off, KeepBarrier };
 
 // The default plan for one-token decode steps of a layer whose o product has type `o` and whose gate and
 // up products have type `gate_up` and gate_up_bytes together, 512 groups each: for Q4_0 products (device
@@ -78,13 +73,6 @@ struct GpuModelOptions {
   // (--no-prefetch, --prefetch-o, --prefetch-ffn-mib, --prefetch-groups).
   L2Prefetch l2_prefetch = L2Prefetch::Auto;
   L2PrefetchPlan prefetch_plan;
-  // The Q/K/V product's hand-off to attention in one-token decode steps (QkvHandoff). A tuning knob for
-  // kvtrie-bench (--no-handoff). Should a wait in the shader ever give up (the device did not run the two
-  // at once), forward() logs it, turns the hand-off off and runs the step again.
-  QkvHandoff qkv_handoff = QkvHandoff::Auto;
-  // Tests only: attention waits for this many Q/K/V work groups more than the product has, so that every
-  // wait gives up (forward()'s recovery).
-  uint32_t qkv_handoff_extra_groups = 0;
   // The logits through device memory and a copy to the host at the end of the step (before session 22),
   // instead of the output product writing them into host memory itself (a level and a 0.5 MB copy less a
   // step). A tuning knob for kvtrie-bench (--logits-copy).

@@ -63,9 +63,6 @@ struct GpuModel::Impl {
   vk::Buffer split_scratch;  // split-K partial outputs of tensor-core products (empty: no split-K)
   vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
   vk::Buffer prefetch_sink;  // l2_prefetch's never-written 16 bytes
-  // The Q/K/V product's hand-off to attention (options.qkv_handoff): a counter a KV head (zero between
-  // dispatches), and the word a wait that gave up sets (host memory, read after each step).
-  vk::Buffer handoff_counters, handoff_gave_up;
   vk::Buffer logits_host;
   vk::Buffer argmax_host;     // a greedy step's one id a logits row (Batch::greedy_only)
   vk::Buffer argmax_scratch;  // argmax_rows' chunk bests
@@ -170,12 +167,6 @@ struct GpuModel::Impl {
   uint32_t split_size(uint32_t tokens, uint32_t max_position, bool decode = false) const;
   // What l2_prefetch reads beside this layer's attention in a step of T tokens (options.l2_prefetch).
   L2PrefetchPlan l2_prefetch_plan(const DeviceLayer& w, uint32_t T) const;
-  // The hand-off of this step's Q/K/V product (to_pages, one token) to its attention `at` where the options
-  // and device allow it (sets to_pages.handoff), else nothing.
-  std::optional<kernels::AttentionArgs::Handoff> qkv_handoff(const DeviceLayer& w,
-                                                             kernels::QkvToPages& to_pages,
-                                                             const kernels::AttentionArgs& at,
-                                                             uint32_t T) const;
   // Records l2_prefetch of the layer's next products' weights, as the plan says, beside attention.
   void l2_prefetch_after_attention(const DeviceLayer& w, const L2PrefetchPlan& plan);
 

@@ -360,6 +360,13 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
     to_pages->layout = layout;
     to_pages->layer = l;
   }
+  if (joined)
+    normed_products(kProductQkv, w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T,
+                    to_pages ? &*to_pages : nullptr);
+  else
+    normed_products(kProductQkv, w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride,
+                    T);
+  if (!to_pages) store_kv(w, l, T, q, k, v, k_rope, q_rope);
   kernels::AttentionArgs at;
   at.q = q;
   at.q_stride = qkv_stride;
@@ -392,39 +399,11 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
   // ... or as f16 where the o projection reads it so.
   at.half_out = half_out_for(w.wo, attn, T, kProductO);
   if (at.half_out) at.out = x_f16.view();
-  if (to_pages) at.handoff = qkv_handoff(w, *to_pages, at, T);
-  if (joined)
-    normed_products(kProductQkv, w.attn_norm, {{&w.wqkv, 0}}, qkv, qkv_stride, T,
-                    to_pages ? &*to_pages : nullptr);
-  else
-    normed_products(kProductQkv, w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride,
-                    T);
-  if (!to_pages) store_kv(w, l, T, q, k, v, k_rope, q_rope);
   attention_in_blocks(at);
   // Beside the latency-bound decode pass (no barrier between them), the next products' weights into L2.
   if (const L2PrefetchPlan plan = l2_prefetch_plan(w, T); at.decode && plan.any())
     l2_prefetch_after_attention(w, plan);
   residual_product(kProductO, w.wo, attn, T, at.quantized_out, ffn_norm_if_q8(w, T), at.half_out);
-}
-
-std::optional<kernels::AttentionArgs::Handoff> GpuModel::Impl::qkv_handoff(const DeviceLayer& w,
-                                                                           kernels::QkvToPages& to_pages,
-                                                                           const kernels::AttentionArgs& at,
-                                                                           uint32_t T) const {
-  const vk::Device& dev = context.device();
-  const bool keep = options.qkv_handoff == QkvHandoff::KeepBarrier;
-  if (T != 1 || !decode_step || options.qkv_handoff == QkvHandoff::Off ||
-      !(keep || kernels::attention_handoff_concurrent(dev)) || !kernels::attention_uses_decode_pass(dev, at))
-    return std::nullopt;
-  kernels::MatvecQ8Args product;  // what matvec_q8_qkv_handoff_groups reads of the Q/K/V product
-  product.product.w = w.wqkv.matrix();
-  product.product.tokens = T;
-  product.qkv_pages = to_pages;
-  const uint32_t groups = kernels::matvec_q8_qkv_handoff_groups(dev, product);
-  if (groups == 0) return std::nullopt;
-  to_pages.handoff = handoff_counters.view();
-  return kernels::AttentionArgs::Handoff{handoff_counters.view(), handoff_gave_up.view(),
-                                         groups + options.qkv_handoff_extra_groups, keep};
 }
 
 L2PrefetchPlan auto_l2_prefetch(TensorType o, TensorType gate_up, uint64_t gate_up_bytes) {

@@ -19,7 +19,6 @@
 #include <random>
 #include <vector>
 
-#include "kernels/ops/attention.h"
 #include "kernels/ops/kv_write.h"
 #include "kernels/ops/matvec_q8.h"
 #include "kernels/ops/rope.h"
@@ -427,130 +426,6 @@ TEST_P(MatvecQ8Test, QkvProductRotatesQAndStoresKvAsKvWriteRopeDoes) {
     EXPECT_GT(changed, 0u);
     EXPECT_LE(changed, uint64_t{tokens} * 2 * layout.kv_dim);
   }
-}
-
-// One token's Q/K/V product handing off to its decode attention (QkvToPages::handoff and
-// AttentionArgs::handoff): the attention waits in its shader for the product's work groups of its KV head,
-// so no barrier is needed between them. Against the same product and attention with the barrier and no
-// hand-off, bit for bit: the attention's output and its quantized copy, the Q/K/V rows and the KV pages; the
-// counters are left zero and no wait gave up. With the barrier kept (what validation layers can check), and
-// where the device runs hand-offs concurrently (attention_handoff_concurrent), without it. Then a wait for
-// one work group more than the product has gives up, says so, and still leaves the counters zero.
-TEST_P(MatvecQ8Test, QkvHandoffToAttentionEqualsTheBarriersAndLeavesCountersZero) {
-  const TensorType type = GetParam();
-  const uint32_t cols = test_cols(type).back(), head_dim = 16, q_heads = 4, kv_heads = 2;
-  const KvLayout layout{2, 4, kv_heads * head_dim};
-  const uint32_t q_rows = q_heads * head_dim, rows = q_rows + 2 * layout.kv_dim, position = 37, split = 16;
-  const uint32_t pages = position / layout.page_tokens + 1;
-  const TensorType format = device_format(type, cols);
-  const HostMatrix m = random_matrix(type, rows, cols, rng());
-  const vk::Buffer w = device_weights(m, type, rows, cols);
-  const vk::Device& dev = context().device();
-  const vk::Buffer xb = device_buffer(random_floats(cols, -2.0f, 2.0f)),
-                   nb = device_buffer(random_floats(cols, 0.5f, 1.5f));
-  const std::vector<uint16_t> pool_init = [&] {
-    std::vector<uint16_t> p(layout.page_elements() * (pages + 1));
-    for (uint16_t& h : p) h = fp32_to_fp16(random_floats(1)[0]);
-    return p;
-  }();
-  std::vector<uint32_t> table(pages);
-  for (uint32_t i = 0; i < pages; ++i) table[i] = (i * 5 + 1) % (pages + 1);  // shuffled, page 0 unused
-  const vk::Buffer tb = device_buffer(table), info = device_buffer(std::vector<uint32_t>{0, position});
-  const vk::Buffer pb = device_buffer(std::vector<int32_t>{static_cast<int32_t>(position)});
-  const vk::Buffer sb = device_buffer(std::vector<int32_t>{static_cast<int32_t>(
-      table[position / layout.page_tokens] * layout.page_tokens + position % layout.page_tokens)});
-  const QuantizedBuffers in(dev, 1, cols, true);
-  enum class Run { Barrier, HandoffKeepingBarrier, Handoff };
-  struct Out {
-    std::vector<float> attn, qkv;
-    std::vector<uint8_t> attn_q;
-    std::vector<uint16_t> pool;
-    std::vector<uint32_t> counters, gave_up;
-  };
-  const auto run = [&](Run mode, uint32_t extra_groups) {
-    Kernels k(context(), Prewarm::No);
-    const vk::Buffer yb = device_buffer(std::vector<float>(rows)), pool = device_buffer(pool_init);
-    const vk::Buffer attn = device_buffer(std::vector<float>(q_rows)),
-                     scratch(dev, 1 << 16, vk::MemoryKind::DeviceLocal);
-    const vk::Buffer split_counters = device_buffer(std::vector<uint32_t>(q_heads, 0)),
-                     counters = device_buffer(std::vector<uint32_t>(kv_heads, 0)),
-                     gave_up = device_buffer(std::vector<uint32_t>(1, 0));
-    const QuantizedBuffers attn_q(dev, 1, q_rows, false);
-    RopeArgs rope;
-    rope.positions = pb.view(0, 4);
-    rope.n_tokens = 1;
-    rope.head_dim = head_dim;
-    rope.rope_dims = head_dim;
-    rope.freq_base = 500000.0f;
-    rope.token_stride = rows;
-    vk::CommandRecorder rec(context());
-    rec.begin();
-    quantize(rec, k, xb, 1, cols, nb.view(0, uint64_t{cols} * 4), in.view());
-    MatvecQ8Args a;
-    a.product = {{w.view(0, row_bytes(format, cols) * rows), format, rows, cols}, {}, yb.view(), 1};
-    a.x = in.view();
-    a.norm = true;
-    QkvToPages kv;
-    kv.q_rows = q_rows;
-    kv.rope = rope;
-    kv.slots = sb.view(0, 4);
-    kv.pools = {pool.view(), {}, {}, {}};
-    kv.layout = layout;
-    kv.layer = 1;
-    if (mode != Run::Barrier) kv.handoff = counters.view();
-    a.qkv_pages = kv;
-    const uint32_t groups = matvec_q8_qkv_handoff_groups(dev, a);
-    EXPECT_GT(groups, 0u) << "work groups of this product span two heads";
-    matvec_q8(rec, k, a);
-    AttentionArgs at;
-    at.q = yb.view();
-    at.q_stride = rows;
-    at.kv_pages = pool.view();
-    at.page_table = tb.view();
-    at.token_info = info.view();
-    at.scratch = scratch.view();
-    at.out = attn.view();
-    at.tokens = 1;
-    at.n_heads = q_heads;
-    at.n_kv_heads = kv_heads;
-    at.head_dim = head_dim;
-    at.layout = layout;
-    at.layer = 1;
-    at.max_position = position;
-    at.split_size = split;
-    at.decode = true;
-    at.split_counters = split_counters.view();
-    at.quantized_out = attn_q.view();
-    if (mode != Run::Barrier)
-      at.handoff = {counters.view(), gave_up.view(), groups + extra_groups,
-                    mode == Run::HandoffKeepingBarrier};
-    EXPECT_TRUE(attention_uses_decode_pass(dev, at));
-    attention(rec, k, at);
-    rec.end();
-    rec.submit_and_wait();
-    return Out{read_back<float>(attn, q_rows),           read_back<float>(yb, rows),
-               read_back<uint8_t>(attn_q.bytes, q_rows), read_back<uint16_t>(pool, pool_init.size()),
-               read_back<uint32_t>(counters, kv_heads),  read_back<uint32_t>(gave_up, 1)};
-  };
-  const Out want = run(Run::Barrier, 0);
-  std::vector<Run> modes = {Run::HandoffKeepingBarrier};
-  if (attention_handoff_concurrent(dev)) modes.push_back(Run::Handoff);
-  for (Run mode : modes) {
-    SCOPED_TRACE(mode == Run::Handoff ? "without the barrier" : "keeping the barrier");
-    for (int repeat = 0; repeat < 3; ++repeat) {
-      const Out got = run(mode, 0);
-      EXPECT_EQ(got.attn, want.attn) << "attention's output differs from the run with the barrier";
-      EXPECT_EQ(got.attn_q, want.attn_q) << "attention's quantized output differs";
-      EXPECT_EQ(got.qkv, want.qkv) << "the Q/K/V rows differ";
-      EXPECT_EQ(got.pool, want.pool) << "the KV pages differ";
-      EXPECT_EQ(got.counters, std::vector<uint32_t>(kv_heads, 0)) << "a KV head's counter was left set";
-      EXPECT_EQ(got.gave_up[0], 0u) << "a wait gave up";
-    }
-  }
-  const Out gave_up = run(Run::HandoffKeepingBarrier, 1);
-  EXPECT_EQ(gave_up.gave_up[0], 1u) << "a wait for more work groups than the product has did not give up";
-  EXPECT_EQ(gave_up.counters, std::vector<uint32_t>(kv_heads, 0)) << "a counter was left set after a give-up";
-  EXPECT_EQ(gave_up.qkv, want.qkv) << "the product before the give-up differs";
 }
 
 // A matrix of many rows (the FFN's gate and up, the logits) takes lanes of one subgroup, each thread looping

@@ -24,7 +24,6 @@
 
 #include "bench/synthetic/synthetic_model.h"
 #include "cache/vk_page_store.h"
-#include "kernels/ops/attention.h"
 #include "kernels/ops/matmul.h"
 #include "runner/engine/gpu_model.h"
 #include "runner/model/gguf_file.h"
@@ -324,37 +323,6 @@ TEST_F(GpuModelTest, WeightsPrefetchedDuringAttentionChangeNoLogit) {
       expect_same_logits(plain, prefetching, {7, 8, 9});
     }
   }
-}
-
-// One-token decode steps whose Q/K/V product hands off to attention without a barrier (QkvHandoff) give the
-// logits of the steps with the barrier, bit for bit, and their recordings run the hand-off's builds (a
-// K-quant model: its rows of 256 take matvec_q8, which writes the K/V pages in the Q/K/V product): with
-// the barrier kept (what validation layers check), and where the device runs the two at once, without it.
-// Should a wait give up (here forced: attention waits for a work group more than the product has), the
-// step is run again with the barrier and hand-offs stay off: the same logits.
-TEST_F(GpuModelTest, QkvHandoffToAttentionChangesNoLogit) {
-  const auto path =
-      synth::write_preset(test::scratch_dir() / "gpu_model_handoff.gguf", "tiny", TensorType::Q4_K, 6);
-  Rig plain(context(), path, kPages, [&](GpuModelOptions& o) { o.qkv_handoff = QkvHandoff::Off; });
-  std::vector<QkvHandoff> modes = {QkvHandoff::KeepBarrier};
-  if (kernels::attention_handoff_concurrent(context().device())) modes.push_back(QkvHandoff::Auto);
-  for (QkvHandoff mode : modes) {
-    SCOPED_TRACE(mode == QkvHandoff::Auto ? "without the barrier" : "keeping the barrier");
-    Rig handing(context(), path, kPages, [&](GpuModelOptions& o) { o.qkv_handoff = mode; });
-    expect_same_logits(plain, handing, {21, 22, 23});
-    handing.model->set_profiling(true);
-    handing.step(std::vector<int32_t>{24}, static_cast<uint32_t>(kPrompt.size()) + 3);
-    size_t handoffs = 0;
-    for (const vk::DispatchTime& t : handing.model->last_dispatch_times())
-      handoffs += t.name->find("handoff") != std::string::npos;
-    EXPECT_EQ(handoffs, 2 * size_t{handing.config.n_layers}) << "each layer's Q/K/V product and attention";
-  }
-  Rig giving_up(context(), path, kPages, [&](GpuModelOptions& o) {
-    o.qkv_handoff = QkvHandoff::KeepBarrier;
-    o.qkv_handoff_extra_groups = 1;
-  });
-  expect_same_logits(plain, giving_up, {21, 22});
-  EXPECT_EQ(giving_up.model->options().qkv_handoff, QkvHandoff::Off) << "hand-offs still on after a give-up";
 }
 
 // The default plan prefetches only for the products it was measured to win on, with 512 groups: Q4_0
