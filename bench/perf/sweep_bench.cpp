@@ -239,10 +239,8 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                   s.workgroup = wg;
                 }
                 if (tpr != 0) {
-                  // Lanes smaller than a subgroup: half or a quarter of one (matvec_q8.comp's
-                  // SUBGROUP_LANES).
-                  if (tpr > s.workgroup || tpr * 4 < dev.subgroup_size() ||
-                      tpr * 32 > shape.cols * s.workgroup)
+                  // Lanes smaller than a subgroup: half or a quarter of one (matvec_q8.comp's SUBGROUP_LANES).
+                  if (tpr > s.workgroup || tpr * 4 < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
                     continue;
                   s.threads_per_row = tpr;
                 }
@@ -256,10 +254,9 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                                               ? prefix + "norm_swiglu_qout_" + kernels::type_variant(format)
                                               : variant;
                 if (!embedded(built)) continue;  // a build this compiler or probe set lacks
-                const vk::ComputePipeline& p =
-                    pipeline_of(ctx, built,
-                                {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u),
-                                 subgroup_lanes});
+                const vk::ComputePipeline& p = pipeline_of(
+                    ctx, built,
+                    {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u), subgroup_lanes});
                 const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
                   kernels::MatvecQ8Args a;
                   a.product = {{wb, format, shape.rows, shape.cols}, {}, ys[o].view(), tokens};

@@ -50,8 +50,7 @@ uint32_t subgroup_of(const vk::Device& d) {
 // threads per row are a push constant.
 vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
   const uint32_t tpr = s.threads_per_row ? s.threads_per_row : subgroup_of(d);  // 0: the registered builds'
-  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / subgroup_of(d),
-          std::max(subgroup_of(d) / tpr, 1u)};
+  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / subgroup_of(d), std::max(subgroup_of(d) / tpr, 1u)};
 }
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {
