@@ -239,12 +239,10 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                   s.workgroup = wg;
                 }
                 if (tpr != 0) {
-                  // Lanes smaller than a subgroup: half or a quarter of one (matvec_q8.comp's SUBGROUP_LANES).
-                  if (tpr > s.workgroup || tpr * 4 < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
+                  if (tpr > s.workgroup || tpr < dev.subgroup_size() || tpr * 32 > shape.cols * s.workgroup)
                     continue;
                   s.threads_per_row = tpr;
                 }
-                const uint32_t subgroup_lanes = std::max(dev.subgroup_size() / s.threads_per_row, 1u);
                 // A SwiGLU product writes its output quantized where its work groups make whole groups of 16;
                 // acc_qnorm always does (shapes without whole groups are left out).
                 const bool whole_groups = s.workgroup / s.threads_per_row * rpl % 16 == 0;
@@ -255,8 +253,7 @@ void run_sweep_matvec(const CommonOptions& common, const SweepMatvecOptions& opt
                                               : variant;
                 if (!embedded(built)) continue;  // a build this compiler or probe set lacks
                 const vk::ComputePipeline& p = pipeline_of(
-                    ctx, built,
-                    {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u), subgroup_lanes});
+                    ctx, built, {s.workgroup, rpl, group, s.workgroup / std::max(dev.subgroup_size(), 1u)});
                 const double us = time_us([&](vk::CommandRecorder& rec, vk::BufferView wb, uint32_t o) {
                   kernels::MatvecQ8Args a;
                   a.product = {{wb, format, shape.rows, shape.cols}, {}, ys[o].view(), tokens};

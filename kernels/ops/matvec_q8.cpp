@@ -46,11 +46,10 @@ bool matvec_q8_portable(const vk::Device& d) {
 uint32_t subgroup_of(const vk::Device& d) {
   return std::max(d.subgroup_size(), 1u);
 }
-// {work-group size, rows per lane, tokens per work group, subgroups per work group, lanes a subgroup};
-// threads per row are a push constant.
+// {work-group size, rows per lane, tokens per work group, subgroups per work group}; threads per row are a
+// push constant.
 vk::SpecConstants spec_of(const vk::Device& d, const MatvecQ8Shape& s, uint32_t tokens) {
-  const uint32_t tpr = s.threads_per_row ? s.threads_per_row : subgroup_of(d);  // 0: the registered builds'
-  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / subgroup_of(d), std::max(subgroup_of(d) / tpr, 1u)};
+  return {s.workgroup, s.rows_per_lane, tokens, s.workgroup / subgroup_of(d)};
 }
 template <uint32_t Rows, uint32_t Tokens>
 vk::SpecConstants spec_build(const vk::Device& d) {

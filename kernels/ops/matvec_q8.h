@@ -107,8 +107,8 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
 inline constexpr uint32_t kMatvecQ8Rows = 4, kMatvecQ8RowsPair = 2, kMatvecQ8RowsOne = 1;
 
 // Records one dispatch of a matvec_q8 pipeline built with the given specialization constants
-// {workgroup, rows_per_lane, tokens_per_group, subgroups, lanes a subgroup (1, or subgroup size /
-// threads_per_row)} (the tuning harness; matvec_q8() calls it with its own).
+// {workgroup, rows_per_lane, tokens_per_group, subgroups} (the tuning harness; matvec_q8() calls it with its
+// own).
 void dispatch_matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& args,
                         const vk::ComputePipeline& pipeline, const MatvecQ8Shape& shape,
                         uint32_t tokens_per_group);

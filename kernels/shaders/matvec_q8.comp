@@ -36,9 +36,6 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint NUM_ROWS = 4u;
 layout(constant_id = 2) const uint MAX_COLS = 1u;
 layout(constant_id = 3) const uint SUBGROUPS = 4u;  // subgroups per work group (sizes the reduction)
-// Lanes a subgroup: 1 where a lane is whole subgroups, else subgroup size / TPR (a lane of 16 threads in
-// subgroups of 32: 2), so that fewer threads take a row and more rows fit one wave of work groups.
-layout(constant_id = 4) const uint SUBGROUP_LANES = 1u;
 #ifdef SWIGLU
 #define ROW_SETS 2u  // gate rows, then their up rows
 #else
@@ -82,8 +79,7 @@ layout(push_constant) uniform Push {
   uint y_row0;      // row offset of this dispatch in y
   uint w_offset;    // uvec4 word of row 0 in the weight binding
   uint up_row;      // SWIGLU: weight rows from a gate row to its up row
-  uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size or its
-                    // size / SUBGROUP_LANES
+  uint tpr;         // threads per row lane: a power of two, a multiple of the subgroup size
   uint out_stride;  // QUANT_OUT: values between tokens in the quantized output (a multiple of 16)
   float eps;        // NORM: the norm's epsilon
 #ifdef QKV_PAGES
@@ -103,7 +99,7 @@ layout(push_constant) uniform Push {
 #include "q8_activations.glsl"
 #include "matvec_q8_units.glsl"
 
-shared float partial[SUBGROUPS * SUBGROUP_LANES * NUM_ROWS * ROW_SETS * MAX_COLS];
+shared float partial[SUBGROUPS * NUM_ROWS * ROW_SETS * MAX_COLS];
 #ifdef NORM
 shared float inv_rms_of[MAX_COLS];
 #endif
@@ -151,8 +147,7 @@ void stage_inputs(uint tid, uint wg_row0, uint wg_rows, uint tok0, uint ncols) {
 }
 
 void main() {
-  // Threads are numbered subgroup by subgroup, so a lane (TPR consecutive threads) is whole subgroups, or
-  // a part of one.
+  // Threads are numbered subgroup by subgroup, so a lane (TPR consecutive threads) is whole subgroups.
   uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   uint lanes = gl_WorkGroupSize.x / pc.tpr;
   uint lane = tid / pc.tpr, lt = tid % pc.tpr;
@@ -233,17 +228,15 @@ void main() {
 
   if (lt >= units) stage_inputs(tid, wg_row0, wg_rows, tok0, ncols);
 
-  // Reduction: each part of a lane inside one subgroup (the subgroup, or the lane where SUBGROUP_LANES > 1)
-  // sums by subgroupAdd (of its own threads' values, the others' taken as 0), then a lane's parts in order.
-  uint sg = gl_SubgroupID, part_of_sg = gl_SubgroupInvocationID / (gl_SubgroupSize / SUBGROUP_LANES);
+  // Reduction: subgroup sums, then the lane's subgroups in order. A lane is whole subgroups.
+  uint sg = gl_SubgroupID;
   [[unroll]] for (uint i = 0u; i < NUM_ROWS * ROW_SETS; ++i)
-    [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t)
-      [[unroll]] for (uint j = 0u; j < SUBGROUP_LANES; ++j) {
-        float s = subgroupAdd(SUBGROUP_LANES == 1u || part_of_sg == j ? acc[i][t] : 0.0);
-        if (subgroupElect()) partial[((sg * SUBGROUP_LANES + j) * NUM_ROWS * ROW_SETS + i) * MAX_COLS + t] = s;
-      }
+    [[unroll]] for (uint t = 0u; t < MAX_COLS; ++t) {
+      float s = subgroupAdd(acc[i][t]);
+      if (subgroupElect()) partial[(sg * NUM_ROWS * ROW_SETS + i) * MAX_COLS + t] = s;
+    }
   barrier();
-  uint lane_sgs = SUBGROUP_LANES == 1u ? pc.tpr / gl_SubgroupSize : 1u;  // parts a lane
+  uint lane_sgs = pc.tpr / gl_SubgroupSize;  // subgroups per lane
   for (uint o = tid; o < lanes * NUM_ROWS * MAX_COLS; o += gl_WorkGroupSize.x) {
     uint ln = o / (NUM_ROWS * MAX_COLS), i = (o / MAX_COLS) % NUM_ROWS, t = o % MAX_COLS;
     uint r = wg_row0 + ln + i * lanes;
