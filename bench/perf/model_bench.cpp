@@ -283,6 +283,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
     knobs.prefetch_plan = {options.prefetch_o, options.prefetch_ffn_mib, options.prefetch_groups};
   }
   knobs.logits_copy = options.logits_copy;
+  knobs.warm_attention_inputs = options.warm_attention_inputs;
+  knobs.logits_rows_per_lane = options.logits_rows_per_lane;
   if (options.blocking_wait) knobs.spin_wait_us = 0;
   knobs.k_splits = options.k_splits;
   knobs.q8_max_tokens = options.q8_max_tokens;
@@ -332,6 +334,8 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("prefetch_o", options.prefetch_o ? 1 : 0)
       .integer("prefetch_ffn_mib", options.prefetch_ffn_mib)
       .integer("prefetch_groups", options.prefetch_groups)
+      .integer("warm_attention_inputs", options.warm_attention_inputs ? 1 : 0)
+      .integer("logits_rows_per_lane", options.logits_rows_per_lane)
       .integer("logits_copy", options.logits_copy ? 1 : 0)
       .integer("blocking_wait", options.blocking_wait ? 1 : 0)
       .integer("k_splits", options.k_splits)

@@ -324,8 +324,14 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
   const uint32_t group = one                                                 ? 1
                          : args.product.tokens <= kSmallBatchTokens && !qout ? kSmallBatchTokens
                                                                              : kBatchTokens;
-  const MatvecQ8Shape shape =
+  MatvecQ8Shape shape =
       matvec_q8_shape(k.device(), w.type, w.rows, group, args.swiglu, qout, args.accumulate);
+  if (args.rows_per_lane != 0) {
+    KVTRIE_CHECK(
+        one && !qout && (args.rows_per_lane == kMatvecQ8Rows || args.rows_per_lane == kMatvecQ8RowsOne),
+        "matvec_q8: rows_per_lane is for one token without a quantized output, 1 or kMatvecQ8Rows");
+    shape.rows_per_lane = args.rows_per_lane;
+  }
   // The build of this token group and shape: t1 / t4 / t8, then r1 / r2 / l16 (kMatvecQ8Rows: none), w.
   const OpRegistration& row = build_row(k.device(), group, shape);
   dispatch_matvec_q8(rec, k, args, k.pipeline(row, w.type, mode(args)), shape, group);

@@ -54,6 +54,9 @@ struct MatvecQ8Args {
   std::optional<QuantizedX> quantized_out;  // with swiglu, or accumulate and out_norm: y quantized too
   vk::BufferView out_norm;                  // with accumulate: the next norm's weight (rows floats)
   std::optional<QkvToPages> qkv_pages;      // with norm: Q rotated, K and V into the pages
+  // One token without a quantized output: rows a lane, kMatvecQ8Rows or kMatvecQ8RowsOne instead of
+  // matvec_q8_shape's (0). A tuning knob (the logits' shape, GpuModelOptions::logits_rows_per_lane).
+  uint32_t rows_per_lane = 0;
 };
 
 struct QuantizeQ8Args {

@@ -367,6 +367,9 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
     normed_products(kProductQkv, w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride,
                     T);
   if (!to_pages) store_kv(w, l, T, q, k, v, k_rope, q_rope);
+  if (options.warm_attention_inputs && T == 1 && decode_step)
+    kernels::l2_prefetch(*rec, kernels, {token_info.view(), page_table.view(), split_counters.view()},
+                         prefetch_sink.view(), 1);
   kernels::AttentionArgs at;
   at.q = q;
   at.q_stride = qkv_stride;
@@ -551,6 +554,7 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, Logit
     // The decode step's last product wrote x normed and quantized for the output matrix.
     kernels::MatvecQ8Args a = q8_args(out, normed_q(), logits, 1);
     a.norm = true;
+    a.rows_per_lane = options.logits_rows_per_lane;
     kernels::matvec_q8(*rec, kernels, a);
     finish_logits(L, !on_device, read_back);
     return;
