@@ -102,10 +102,8 @@ int main(int argc, char** argv) {
                    "lanes scoring each key in the decode pass (1, 2, 4; attention_decode's KEY_LANES; 0: by "
                    "split size)")
       ->capture_default_str();
-  decode_cmd->add_flag(
-      "--warm-attention-inputs", decode.warm_attention_inputs,
-      "one-token steps read attention's token info, page tables and split counters into the L2 "
-      "cache beside the Q/K/V product");
+  decode_cmd->add_flag("--greedy", decode.greedy,
+                       "each step reads back its rows' argmax, taken on the GPU, instead of the logits");
   decode_cmd->add_option("--logits-rows-per-lane", decode.logits_rows_per_lane,
                          "rows a lane of one-token steps' logits product (1 or 4; 0: its shape's)");
   decode_cmd->add_flag("--no-prefetch", decode.no_prefetch,

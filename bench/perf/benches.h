@@ -40,24 +40,24 @@ struct DecodeOptions {
   std::filesystem::path model;
   uint32_t context = 512;
   uint32_t sequences = 1;
-  uint32_t tokens = 128;               // decode steps timed
-  double read_bandwidth = 4.44e12;     // bytes/s, for the bandwidth bound
-  bool profile = false;                // also time one step per dispatch (a decode_profile row per op)
-  bool span = false;                   // also `tokens` steps timed by the device from start to end
-  bool deterministic = false;          // GpuModelOptions::deterministic
-  uint32_t attention_split = 0;        // GpuModelOptions::attention_split (0: the default)
-  uint32_t attention_key_lanes = 0;    // GpuModelOptions::attention_key_lanes
-  bool no_prefetch = false;            // GpuModelOptions::l2_prefetch Off
-  bool prefetch_o = false;             // ... Custom, with GpuModelOptions::prefetch_plan's o
-  uint32_t prefetch_ffn_mib = 0;       // ... and ffn_mib
-  uint32_t prefetch_groups = 0;        // ... and groups
-  bool warm_attention_inputs = false;  // GpuModelOptions::warm_attention_inputs
-  uint32_t logits_rows_per_lane = 0;   // GpuModelOptions::logits_rows_per_lane
-  bool logits_copy = false;            // GpuModelOptions::logits_copy
-  bool blocking_wait = false;          // GpuModelOptions::spin_wait_us 0
-  uint32_t k_splits = 0;               // GpuModelOptions::k_splits
-  uint32_t q8_max_tokens = 0;          // GpuModelOptions::q8_max_tokens
-  bool paged_decode = false;           // !GpuModelOptions::decode_attention
+  uint32_t tokens = 128;              // decode steps timed
+  double read_bandwidth = 4.44e12;    // bytes/s, for the bandwidth bound
+  bool profile = false;               // also time one step per dispatch (a decode_profile row per op)
+  bool span = false;                  // also `tokens` steps timed by the device from start to end
+  bool deterministic = false;         // GpuModelOptions::deterministic
+  uint32_t attention_split = 0;       // GpuModelOptions::attention_split (0: the default)
+  uint32_t attention_key_lanes = 0;   // GpuModelOptions::attention_key_lanes
+  bool no_prefetch = false;           // GpuModelOptions::l2_prefetch Off
+  bool prefetch_o = false;            // ... Custom, with GpuModelOptions::prefetch_plan's o
+  uint32_t prefetch_ffn_mib = 0;      // ... and ffn_mib
+  uint32_t prefetch_groups = 0;       // ... and groups
+  bool greedy = false;                // Batch::greedy_only: the argmax on the GPU, not the logits
+  uint32_t logits_rows_per_lane = 0;  // GpuModelOptions::logits_rows_per_lane
+  bool logits_copy = false;           // GpuModelOptions::logits_copy
+  bool blocking_wait = false;         // GpuModelOptions::spin_wait_us 0
+  uint32_t k_splits = 0;              // GpuModelOptions::k_splits
+  uint32_t q8_max_tokens = 0;         // GpuModelOptions::q8_max_tokens
+  bool paged_decode = false;          // !GpuModelOptions::decode_attention
   bool shader_stats = false;  // also the driver's statistics of every pipeline (a shader_stats row each)
 };
 void run_decode(const CommonOptions& common, const DecodeOptions& options);

@@ -283,7 +283,6 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
     knobs.prefetch_plan = {options.prefetch_o, options.prefetch_ffn_mib, options.prefetch_groups};
   }
   knobs.logits_copy = options.logits_copy;
-  knobs.warm_attention_inputs = options.warm_attention_inputs;
   knobs.logits_rows_per_lane = options.logits_rows_per_lane;
   if (options.blocking_wait) knobs.spin_wait_us = 0;
   knobs.k_splits = options.k_splits;
@@ -298,6 +297,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   Batch batch;
   for (uint32_t s = 0; s < options.sequences; ++s) batch.add_sequence(rig.page_table(s));
   std::vector<double> step_seconds;
+  batch.greedy_only = options.greedy;
   const auto next = pseudo_random_tokens(steps * options.sequences, 7, rig.config.n_vocab);
   for (uint32_t step = 0; step < steps; ++step) {
     batch.tokens.clear();
@@ -334,7 +334,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("prefetch_o", options.prefetch_o ? 1 : 0)
       .integer("prefetch_ffn_mib", options.prefetch_ffn_mib)
       .integer("prefetch_groups", options.prefetch_groups)
-      .integer("warm_attention_inputs", options.warm_attention_inputs ? 1 : 0)
+      .integer("greedy", options.greedy ? 1 : 0)
       .integer("logits_rows_per_lane", options.logits_rows_per_lane)
       .integer("logits_copy", options.logits_copy ? 1 : 0)
       .integer("blocking_wait", options.blocking_wait ? 1 : 0)

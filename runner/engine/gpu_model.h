@@ -73,10 +73,6 @@ struct GpuModelOptions {
   // (--no-prefetch, --prefetch-o, --prefetch-ffn-mib, --prefetch-groups).
   L2Prefetch l2_prefetch = L2Prefetch::Auto;
   L2PrefetchPlan prefetch_plan;
-  // One-token steps read attention's small inputs (token_info, the page tables, the split counters) into
-  // the L2 cache beside the Q/K/V product, so that attention's first dependent loads find them there. A
-  // tuning knob for kvtrie-bench (--warm-attention-inputs).
-  bool warm_attention_inputs = false;
   // One-token steps' logits product with this many rows a lane (kernels::MatvecQ8Args::rows_per_lane; 0: its
   // shape's). A tuning knob for kvtrie-bench (--logits-rows-per-lane).
   uint32_t logits_rows_per_lane = 0;

@@ -367,11 +367,6 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
     normed_products(kProductQkv, w.attn_norm, {{&w.wq, 0}, {&w.wk, k_col}, {&w.wv, v_col}}, qkv, qkv_stride,
                     T);
   if (!to_pages) store_kv(w, l, T, q, k, v, k_rope, q_rope);
-  if (options.warm_attention_inputs && T == 1 && decode_step) {
-    const auto words = [](const vk::Buffer& b) { return b.view(0, b.size() / 16 * 16); };
-    kernels::l2_prefetch(*rec, kernels, {words(token_info), words(page_table), words(split_counters)},
-                         prefetch_sink.view(), 1);
-  }
   kernels::AttentionArgs at;
   at.q = q;
   at.q_stride = qkv_stride;
