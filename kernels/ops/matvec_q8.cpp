@@ -17,9 +17,8 @@ namespace kvtrie::kernels {
 namespace {
 // Tokens per work group of the batched builds: 8, and 4 for batches of up to 4 (the decode step uses 1).
 constexpr uint32_t kBatchTokens = 8, kSmallBatchTokens = 4;
-// From this many rows (the logits) one token's lanes of the K-quants take kMatvecQ8Rows rows each, which
-// share the scale decoding of their units; other types and smaller matrices take one row a lane
-// (matvec_q8.h).
+// From this many rows (the logits) one token's lanes of the K-quants and of Q4_0 take kMatvecQ8Rows rows
+// each; other types and smaller matrices take one row a lane (matvec_q8.h).
 constexpr uint64_t kManyRows = 16384;
 
 // The shader variant's mode: which folds it was built with (matvec_q8.comp's defines), indices of kModes.
@@ -183,6 +182,7 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
   const uint32_t lane_subgroups = accumulate ? residual_lane_subgroups(device) : 1;
   const uint32_t tpr = std::min(sg * lane_subgroups, wg);
   const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
+  const bool four_many = kquant || type == TensorType::Q4_0x8;  // kMatvecQ8Rows from kManyRows rows
   if (quantized_out) {
     const MatvecQ8Shape lanes16 = lanes16_shape(device, lane_subgroups);
     if (tokens_per_group == 1 && workgroup_fits(device, lanes16.workgroup) &&
@@ -193,7 +193,7 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
     return {wg, tpr, kMatvecQ8Rows};
   }
   if (tokens_per_group == 1)
-    return {wg, tpr, swiglu || (kquant && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
+    return {wg, tpr, swiglu || (four_many && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 

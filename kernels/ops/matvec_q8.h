@@ -85,9 +85,12 @@ void matvec_q8(vk::CommandRecorder& rec, const Kernels& k, const MatvecQ8Args& a
 // batch (two subgroups a row: the 8B's down projection 14.6 against 16.6 us for Q4_0, 18.1 against 19.1 for
 // Q4_K, 20.7 against 21.4 for Q8_0, and o 7.9 against 8.3 for Q4_0, sweep-matvec on an H200, session 28);
 // the rows per lane follow sweep-matvec on an H100 (llama3-8b shapes, docs/BENCHMARKS.md, session 21):
-// - one token: a row a lane, except kMatvecQ8Rows for SwiGLU and, for the K-quants whose units decode their
-//   scales (Q4_K, Q5_K), for matrices of 16384 rows and more (the logits: Q4_0 104 against 115 us, Q6_K 158
-//   against 171, Q4_K 129 against 119);
+// - one token: a row a lane, except kMatvecQ8Rows for SwiGLU and, for Q4_0 and the K-quants whose units
+//   decode their scales (Q4_K, Q5_K), for matrices of 16384 rows and more (the logits. H100, session 21,
+//   output in device memory: Q4_0 104 against 115 us, Q6_K 158 against 171, Q4_K 129 against 119. H200,
+//   session 31, in the 8B step, output in host memory: Q4_0 80.9 against 89.1 us, Q4_K 91.1 against
+//   112.1, Q8_0 145.4 against 133.9; the 8B Q4_0 and 1B Q4_0 steps 0.6% and 1.1% faster, the greedy
+//   step's too);
 // - one token with a quantized output (whole groups of 16 outputs a work group): 16 lanes of one row where
 //   the device allows, for the residual products and Q4_0's and Q8_0's SwiGLU (whose units decode in few
 //   instructions: 8B Q4_0 gate/up 1.05 against 1.14 ms a step with 4 lanes of 4 rows, session 21; 8B Q8_0

@@ -452,21 +452,21 @@ TEST_P(MatvecQ8Test, ManyRowMatricesMatchReferenceAndAreBatchInvariant) {
 
 // The launch shape: a row lane is one subgroup, two for the residual products, for every token count (so a
 // token's reduction order is the same alone and in a batch). One token takes a row a lane, 4 for SwiGLU and
-// for the K-quants' matrices of 16384 rows and more; with a quantized output 16 lanes of one row (the
-// residual products, and Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for SwiGLU, 4
-// with a quantized output (the residual product's two-subgroup lanes 2: 8 lanes of 2 rows).
+// for the K-quants' and Q4_0's matrices of 16384 rows and more; with a quantized output 16 lanes of one row
+// (the residual products, and Q4_0's and Q8_0's SwiGLU), else 4 lanes of 4 rows; batches take 2, 1 for
+// SwiGLU, 4 with a quantized output (the residual product's two-subgroup lanes 2: 8 lanes of 2 rows).
 TEST_F(MatvecQ8ShapeTest, ThreadsPerRowAreSubgroupsAndRowsPerLaneFollowTheMatrix) {
   const vk::Device& d = context().device();
   const uint32_t sg = d.subgroup_size();
   for (const TensorType type :
        {TensorType::Q4_0x8, TensorType::Q8_0x8, TensorType::Q6_Kx8, TensorType::Q4_K, TensorType::Q5_K}) {
-    const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
+    const bool four_many = type == TensorType::Q4_K || type == TensorType::Q5_K || type == TensorType::Q4_0x8;
     for (const uint64_t rows : {uint64_t{4096}, uint64_t{16383}, uint64_t{16384}, uint64_t{128256}}) {
       const MatvecQ8Shape one = matvec_q8_shape(d, type, rows, 1), batch = matvec_q8_shape(d, type, rows, 8);
       EXPECT_EQ(one.threads_per_row, std::min(sg, one.workgroup));
       EXPECT_EQ(batch.threads_per_row, one.threads_per_row);
       EXPECT_EQ(one.workgroup, batch.workgroup);
-      EXPECT_EQ(one.rows_per_lane, kquant && rows >= 16384 ? kMatvecQ8Rows : kMatvecQ8RowsOne);
+      EXPECT_EQ(one.rows_per_lane, four_many && rows >= 16384 ? kMatvecQ8Rows : kMatvecQ8RowsOne);
       EXPECT_EQ(batch.rows_per_lane, kMatvecQ8RowsPair);
       EXPECT_EQ(matvec_q8_shape(d, type, rows, 1, true).rows_per_lane, kMatvecQ8Rows);
       EXPECT_EQ(matvec_q8_shape(d, type, rows, 8, true).rows_per_lane, kMatvecQ8RowsOne);
