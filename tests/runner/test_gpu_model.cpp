@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/synthetic/synthetic_model.h"
 #include "cache/vk_page_store.h"
 #include "kernels/ops/matmul.h"
@@ -224,6 +225,23 @@ TEST_F(GpuModelTest, LogitsWrittenToHostMemoryEqualThoseCopiedThere) {
       expect_same_logits(direct, copied, {41, 42, 43});
     }
   }
+}
+
+// The one-token logits product in 1 or 4 rows a lane (GpuModelOptions::logits_rows_per_lane; the rule gives
+// Q4_0's and the K-quants' logits of 16384 rows and more 4): a lane's rows do not change a row's sums, so the
+// logits are the same bits, read back and through greedy steps, on a model whose logits take matvec_q8.
+TEST_F(GpuModelTest, LogitsInOneOrFourRowsALaneAreTheSameBits) {
+  const auto path =
+      synth::write_preset(test::scratch_dir() / "gpu_model_lanes.gguf", "tiny", TensorType::Q4_K, 4);
+  Rig one(context(), path, kPages, [](GpuModelOptions& o) { o.logits_rows_per_lane = 1; });
+  Rig four(context(), path, kPages, [](GpuModelOptions& o) { o.logits_rows_per_lane = 4; });
+  expect_same_logits(one, four, {31, 32, 33});
+  const auto P = static_cast<uint32_t>(kPrompt.size());
+  EXPECT_EQ(one.greedy_step(std::vector<int32_t>{34}, P + 3),
+            four.greedy_step(std::vector<int32_t>{34}, P + 3));
+  Rig two(context(), path, kPages, [](GpuModelOptions& o) { o.logits_rows_per_lane = 2; });
+  two.step(kPrompt, 0);
+  EXPECT_THROW(two.step(std::vector<int32_t>{31}, P), Error) << "2 rows a lane has no build";
 }
 
 // A greedy_only step gives each logits row's greedy token (the first largest logit) without reading the
