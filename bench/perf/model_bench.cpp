@@ -290,7 +290,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   knobs.decode_attention = !options.paged_decode;
   ModelRig rig(ctx, options.model, options.sequences,
                options.context + steps + 3 + (options.span ? options.tokens : 0), 512,
-               knobs);  // +2: profile steps
+               knobs);  // +3: the profile's steps; and --span's
   // Every sequence gets `context` tokens of KV first (untimed).
   for (uint32_t s = 0; s < options.sequences; ++s)
     rig.prefill(s, pseudo_random_tokens(options.context, 100 + s, rig.config.n_vocab));

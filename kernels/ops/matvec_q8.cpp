@@ -181,8 +181,6 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
   // reduction order never depends on the batch.
   const uint32_t lane_subgroups = accumulate ? residual_lane_subgroups(device) : 1;
   const uint32_t tpr = std::min(sg * lane_subgroups, wg);
-  const bool kquant = type == TensorType::Q4_K || type == TensorType::Q5_K;
-  const bool four_many = kquant || type == TensorType::Q4_0x8;  // kMatvecQ8Rows from kManyRows rows
   if (quantized_out) {
     const MatvecQ8Shape lanes16 = lanes16_shape(device, lane_subgroups);
     if (tokens_per_group == 1 && workgroup_fits(device, lanes16.workgroup) &&
@@ -192,8 +190,12 @@ MatvecQ8Shape matvec_q8_shape(const vk::Device& device, TensorType type, uint64_
     if (accumulate) return residual_qout_batch_shape(device);
     return {wg, tpr, kMatvecQ8Rows};
   }
-  if (tokens_per_group == 1)
-    return {wg, tpr, swiglu || (four_many && rows >= kManyRows) ? kMatvecQ8Rows : kMatvecQ8RowsOne};
+  if (tokens_per_group == 1) {
+    const bool many_rows_in_four =
+        (type == TensorType::Q4_K || type == TensorType::Q5_K || type == TensorType::Q4_0x8) &&
+        rows >= kManyRows;
+    return {wg, tpr, swiglu || many_rows_in_four ? kMatvecQ8Rows : kMatvecQ8RowsOne};
+  }
   return {wg, tpr, swiglu ? kMatvecQ8RowsOne : kMatvecQ8RowsPair};
 }
 
