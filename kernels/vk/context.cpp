@@ -33,10 +33,10 @@ Context::Context(ContextOptions options)
       device_(instance_, choose(instance_, options), options.pipeline_statistics),
       pipelines_(device_, pipeline_cache_dir()) {
   const PhysicalDeviceInfo& info = device_.info();
-  spdlog::debug("vulkan: using {} ({}, Vulkan {}.{}), subgroup {}, max storage range {} MiB", info.name,
-                device_kind_name(info.kind), VK_API_VERSION_MAJOR(info.api_version),
+  spdlog::debug("vulkan: using {} ({}, Vulkan {}.{}), subgroup {}, max storage range {} MiB, queue family {}",
+                info.name, device_kind_name(info.kind), VK_API_VERSION_MAJOR(info.api_version),
                 VK_API_VERSION_MINOR(info.api_version), device_.subgroup_size(),
-                device_.max_storage_buffer_range() >> 20);
+                device_.max_storage_buffer_range() >> 20, device_.compute_family());
   // Which shader paths this run can take: the first thing to read when a device is slower than expected.
   spdlog::info("vulkan: {} fast paths: {}", info.name, device_.describe_enabled_fast_paths());
 }

@@ -1,6 +1,9 @@
 #include "kernels/vk/device.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +28,19 @@ bool has_type(const CoopMatShape& s, VkComponentTypeKHR a, VkComponentTypeKHR b)
 
 }  // namespace
 
+std::optional<uint32_t> pick_compute_family(std::span<const VkQueueFamilyProperties> families,
+                                            const char* choice) {
+  std::optional<uint32_t> first, compute_only;
+  for (uint32_t i = 0; i < families.size(); ++i) {
+    const VkQueueFlags flags = families[i].queueFlags;
+    if (!(flags & VK_QUEUE_COMPUTE_BIT) || families[i].queueCount == 0) continue;
+    if (!first) first = i;
+    if (!(flags & VK_QUEUE_GRAPHICS_BIT) && !compute_only) compute_only = i;
+  }
+  const bool want_first = choice != nullptr && std::string_view(choice) == "first";
+  return compute_only && !want_first ? compute_only : first;
+}
+
 Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical, bool pipeline_statistics)
     : info_(physical) {
   uint32_t family_count = 0;
@@ -32,17 +48,16 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical,
   std::vector<VkQueueFamilyProperties> families(family_count);
   vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &family_count, families.data());
 
-  std::optional<uint32_t> compute;
+  const std::optional<uint32_t> compute = pick_compute_family(families, std::getenv("KVTRIE_QUEUE_FAMILY"));
+  if (!compute) throw Error("Vulkan device " + info_.name + " has no compute queue");
+  compute_family_ = *compute;
   for (uint32_t i = 0; i < family_count; ++i) {
     const VkQueueFlags flags = families[i].queueFlags;
-    if ((flags & VK_QUEUE_COMPUTE_BIT) && !compute) compute = i;
     // A family with transfer but neither graphics nor compute is the dedicated copy engine.
     if ((flags & VK_QUEUE_TRANSFER_BIT) && !(flags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) &&
         !transfer_family_)
       transfer_family_ = i;
   }
-  if (!compute) throw Error("Vulkan device " + info_.name + " has no compute queue");
-  compute_family_ = *compute;
 
   const float priority = 1.0f;
   std::vector<VkDeviceQueueCreateInfo> queues;

@@ -1,5 +1,6 @@
-// Contract: Device owns the VkDevice created on one physical device, with one compute queue and, when the
-// device has a separate transfer-only queue family, one transfer queue. It enables 16-bit and 8-bit storage,
+// Contract: Device owns the VkDevice created on one physical device, with one compute queue (of the family
+// pick_compute_family names) and, when the device has a separate transfer-only queue family, one transfer
+// queue. It enables 16-bit and 8-bit storage,
 // shaderFloat16, shaderInt8 and shaderInt16 when the device offers them (see the `has_*` flags), and
 // VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()).
 // The faster paths of fast_paths.h (integer dot product, KHR cooperative matrices, NV cooperative matrix 2,
@@ -13,12 +14,20 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "kernels/vk/fast_paths.h"
 #include "kernels/vk/physical_device.h"
 
 namespace kvtrie::vk {
+
+// The queue family the work goes to: the first with compute and no graphics where there is one (an NVIDIA
+// card's async compute queues, where a barrier between dispatches waits for less: 1-2.6% of a decode step on
+// an H200, docs/BENCHMARKS.md session 32), else the first with compute; with `choice` "first" (the
+// KVTRIE_QUEUE_FAMILY variable, to measure the difference) always the first with compute. nullopt: none.
+std::optional<uint32_t> pick_compute_family(std::span<const VkQueueFamilyProperties> families,
+                                            const char* choice);
 
 class Device {
  public:

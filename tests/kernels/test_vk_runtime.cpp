@@ -4,7 +4,9 @@
 
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <regex>
 #include <utility>
 #include <vector>
@@ -296,6 +298,39 @@ TEST_F(VkRuntime, VkCheckNamesTheResultAndTheCall) {
         << e.what();
   }
   EXPECT_STREQ(result_name(VK_ERROR_OUT_OF_POOL_MEMORY), "VK_ERROR_OUT_OF_POOL_MEMORY");
+}
+
+// The families of an NVIDIA card (graphics + compute + transfer, transfer only, compute + transfer) and of
+// lavapipe (one of everything).
+TEST(QueueFamily, ComputeWithoutGraphicsIsPreferredUnlessTheFirstIsAskedFor) {
+  auto family = [](VkQueueFlags flags, uint32_t count = 1) {
+    VkQueueFamilyProperties f{};
+    f.queueFlags = flags;
+    f.queueCount = count;
+    return f;
+  };
+  const VkQueueFlags all = VK_QUEUE_GRAPHICS_BIT | VK_QUEUE_COMPUTE_BIT | VK_QUEUE_TRANSFER_BIT;
+  const VkQueueFlags compute = VK_QUEUE_COMPUTE_BIT | VK_QUEUE_TRANSFER_BIT;
+  const std::vector<VkQueueFamilyProperties> nvidia = {family(all, 16), family(VK_QUEUE_TRANSFER_BIT, 2),
+                                                       family(compute, 8)};
+  EXPECT_EQ(pick_compute_family(nvidia, nullptr), 2u);
+  EXPECT_EQ(pick_compute_family(nvidia, "any other word"), 2u);
+  EXPECT_EQ(pick_compute_family(nvidia, "first"), 0u);
+  EXPECT_EQ(pick_compute_family(std::vector{family(all)}, nullptr), 0u);
+  // A family that lists compute but has no queues is skipped.
+  EXPECT_EQ(pick_compute_family(std::vector{family(all), family(compute, 0)}, nullptr), 0u);
+  EXPECT_EQ(pick_compute_family(std::vector{family(VK_QUEUE_TRANSFER_BIT)}, nullptr), std::nullopt);
+}
+
+// The device runs on the family the rule picks for its own families.
+TEST_F(VkRuntime, DeviceRunsOnThePickedComputeFamily) {
+  const Device& device = context().device();
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(device.physical(), &n, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(device.physical(), &n, families.data());
+  EXPECT_EQ(std::optional(device.compute_family()),
+            pick_compute_family(families, std::getenv("KVTRIE_QUEUE_FAMILY")));
 }
 
 // Not a VulkanTest: it provokes a validation error on purpose, in its own instance. Where the layer is not
