@@ -137,7 +137,10 @@ struct GpuModel::Impl {
   kernels::RopeArgs rope_args(vk::BufferView buf, uint32_t tokens, uint32_t heads) const;
   void rope(vk::BufferView buf, uint32_t tokens, uint32_t heads);
 
-  void embed(const vk::Buffer& index, const DeviceTensor& table, const vk::Buffer& out, uint32_t tokens);
+  // The token embeddings into out; with a norm also normed and quantized into normed_q() (xq_norm = norm),
+  // so that the first layer's products need no quantize pass.
+  void embed(const vk::Buffer& index, const DeviceTensor& table, const vk::Buffer& out, uint32_t tokens,
+             const DeviceTensor* norm);
 
   // Context positions per attention split. Small batches on attention.comp (prefill chunks of up to 32
   // tokens, and decode steps where attention_decode does not run) spread each sequence over 32 / tokens
@@ -225,6 +228,8 @@ struct GpuModel::Impl {
   // next_norm): the FFN's after attention, the next layer's attention's (or the output norm's) after it.
   const DeviceTensor* ffn_norm_if_q8(const DeviceLayer& w, uint32_t T) const;
   const DeviceTensor* norm_after_layer_if_q8(uint32_t l, uint32_t T) const;
+  // Layer l's attention norm when its Q/K/V products take matvec_q8.
+  const DeviceTensor* attn_norm_if_q8(uint32_t l, uint32_t T) const;
 
   // What comes between the Q/K/V products and attention when the product does not do it: biases, head
   // norms and rope, then K and V into the pages of each chunk.

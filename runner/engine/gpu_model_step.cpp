@@ -116,7 +116,7 @@ void GpuModel::Impl::rope(vk::BufferView buf, uint32_t tokens, uint32_t heads) {
 }
 
 void GpuModel::Impl::embed(const vk::Buffer& index, const DeviceTensor& table, const vk::Buffer& out,
-                           uint32_t tokens) {
+                           uint32_t tokens, const DeviceTensor* norm) {
   const auto chunks = kernels::split_rows(table.matrix(), context.device().max_storage_buffer_range(),
                                           context.device().info().min_storage_buffer_offset_alignment);
   for (const kernels::RowChunk& c : chunks) {
@@ -130,8 +130,13 @@ void GpuModel::Impl::embed(const vk::Buffer& index, const DeviceTensor& table, c
     a.ids = index.view();
     a.out = out.view();
     a.n_tokens = tokens;
+    if (norm != nullptr) {
+      a.quantized_out = normed_q();
+      a.norm_weight = norm->view();
+    }
     kernels::get_rows(*rec, kernels, a);
   }
+  xq_norm = norm;
 }
 
 bool GpuModel::Impl::q8(const DeviceTensor& w, uint32_t T) const {
@@ -291,7 +296,11 @@ const DeviceTensor* GpuModel::Impl::norm_after_layer_if_q8(uint32_t l, uint32_t 
     const DeviceTensor& out = weights.logits_matrix();
     return T == 1 && q8(out, 1) ? &weights.output_norm : nullptr;
   }
-  const DeviceLayer& n = weights.layers[l + 1];
+  return attn_norm_if_q8(l + 1, T);
+}
+
+const DeviceTensor* GpuModel::Impl::attn_norm_if_q8(uint32_t l, uint32_t T) const {
+  const DeviceLayer& n = weights.layers[l];
   const bool joined = n.wqkv.buffer.valid();
   const bool all_q8 = joined ? q8(n.wqkv, T) : q8(n.wq, T) && q8(n.wk, T) && q8(n.wv, T);
   return all_q8 ? &n.attn_norm : nullptr;
@@ -535,7 +544,9 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, Logit
   rec->begin();
   pending_residual = false;
   xq_norm = nullptr;
-  embed(ids, weights.token_embd, x, T);
+  const DeviceTensor* first_norm =
+      config.n_layers > 0 && config.n_embd % 16 == 0 ? attn_norm_if_q8(0, T) : nullptr;
+  embed(ids, weights.token_embd, x, T, first_norm);
   for (uint32_t l = 0; l < config.n_layers; ++l) {
     attention_block(weights.layers[l], l, T, max_position);
     ffn_block(weights.layers[l], l, T);
