@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
           "--variants", sweep_at.variants,
           "split-pass builds: paged, probe1..probe5 (without scores, softmax, K/V loads, PV, all four); "
           "decode (the engine's decode pass), decode_probe1/2/5, decode_vk4, decode_p4, decode_kl2, "
-          "decode_kl4, decode_p16_kl2/4, decode_p16vk4_kl2/4")
+          "decode_kl4, decode_p16_kl1/2/4, decode_p16vk4_kl1/2/4")
       ->capture_default_str();
   sweep_at_cmd->add_option("--evict-mib", sweep_at.evict_mib, "device memory read between layers (0: none)")
       ->capture_default_str();
