@@ -173,8 +173,7 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
   const PhysicalDeviceInfo& info = context_->device().info();
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
-  const bool push_set = pipeline.push_descriptors();
-  const VkDescriptorSet set = push_set ? VK_NULL_HANDLE : descriptors_.allocate(pipeline.set_layout());
+  const VkDescriptorSet set = descriptors_.allocate(pipeline.set_layout());
   for (size_t i = 0; i < bindings.size(); ++i) {
     const BufferView& v = bindings[i].view;
     KVTRIE_CHECK(!v.empty(), pipeline.name() + ": binding " + std::to_string(i) + " is empty");
@@ -193,18 +192,12 @@ void CommandRecorder::dispatch(const ComputePipeline& pipeline, std::span<const 
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  if (!push_set)
-    vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0,
-                           nullptr);
+  vkUpdateDescriptorSets(context_->device().handle(), static_cast<uint32_t>(bindings.size()), writes, 0,
+                         nullptr);
   track(bindings);
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
-  if (push_set)
-    context_->device().push_descriptor_set()(commands_, VK_PIPELINE_BIND_POINT_COMPUTE,
-                                             pipeline.pipeline_layout(), 0,
-                                             static_cast<uint32_t>(bindings.size()), writes);
-  else
-    vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set,
-                            0, nullptr);
+  vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.pipeline_layout(), 0, 1, &set,
+                          0, nullptr);
   if (!push.empty())
     vkCmdPushConstants(commands_, pipeline.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                        static_cast<uint32_t>(push.size()), push.data());

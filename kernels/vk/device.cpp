@@ -88,11 +88,6 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical,
 
   std::vector<const char*> extensions;
   if (info_.has_memory_budget) extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-  const char* push = std::getenv("KVTRIE_PUSH_DESCRIPTORS");
-  if (info_.push_descriptor && !(push != nullptr && std::string_view(push) == "0")) {
-    extensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-    push_descriptors_enabled_ = true;
-  }
 
   // VK_NV_cooperative_matrix for the matmul_coopmat shaders, which also use the Vulkan memory
   // model; enabled only when the device has both.
@@ -177,11 +172,6 @@ Device::Device(const Instance& /*instance*/, const PhysicalDeviceInfo& physical,
   create.ppEnabledExtensionNames = extensions.data();
   VK_CHECK(vkCreateDevice(info_.handle, &create, nullptr, &device_));
   vkGetDeviceQueue(device_, compute_family_, 0, &compute_queue_);
-  if (push_descriptors_enabled_) {
-    push_descriptor_set_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
-        vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
-    push_descriptors_enabled_ = push_descriptor_set_ != nullptr;
-  }
   if (transfer_family_) vkGetDeviceQueue(device_, *transfer_family_, 0, &transfer_queue_);
 }
 
@@ -201,9 +191,7 @@ Device::Device(Device&& other) noexcept
       khr_coopmat_enabled_(other.khr_coopmat_enabled_),
       nv_coopmat2_enabled_(other.nv_coopmat2_enabled_),
       subgroup_size_control_enabled_(other.subgroup_size_control_enabled_),
-      pipeline_statistics_enabled_(other.pipeline_statistics_enabled_),
-      push_descriptors_enabled_(other.push_descriptors_enabled_),
-      push_descriptor_set_(other.push_descriptor_set_) {}
+      pipeline_statistics_enabled_(other.pipeline_statistics_enabled_) {}
 
 Device& Device::operator=(Device&& other) noexcept {
   if (this != &other) {
@@ -220,8 +208,6 @@ Device& Device::operator=(Device&& other) noexcept {
     nv_coopmat2_enabled_ = other.nv_coopmat2_enabled_;
     subgroup_size_control_enabled_ = other.subgroup_size_control_enabled_;
     pipeline_statistics_enabled_ = other.pipeline_statistics_enabled_;
-    push_descriptors_enabled_ = other.push_descriptors_enabled_;
-    push_descriptor_set_ = other.push_descriptor_set_;
   }
   return *this;
 }

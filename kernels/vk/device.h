@@ -75,10 +75,6 @@ class Device {
   // VK_KHR_pipeline_executable_properties is enabled (asked for and offered): pipeline_statistics.h can read
   // compiled shaders' statistics.
   bool pipeline_statistics_enabled() const { return pipeline_statistics_enabled_; }
-  // VK_KHR_push_descriptor is enabled (offered, and KVTRIE_PUSH_DESCRIPTORS is not "0"): pipelines take
-  // their bindings through push_descriptor_set() instead of allocated descriptor sets.
-  bool push_descriptors_enabled() const { return push_descriptors_enabled_; }
-  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set() const { return push_descriptor_set_; }
   // The enabled fast paths for logs, e.g. "fp16, int-dot (4x8 accelerated), khr-coopmat (12 shapes)";
   // a path the device offers but this build's shaders lack is named with "(no shaders)".
   std::string describe_enabled_fast_paths() const;
@@ -101,8 +97,6 @@ class Device {
   bool nv_coopmat2_enabled_ = false;
   bool subgroup_size_control_enabled_ = false;
   bool pipeline_statistics_enabled_ = false;
-  bool push_descriptors_enabled_ = false;
-  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
 };
 
 }  // namespace kvtrie::vk

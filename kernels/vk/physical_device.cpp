@@ -58,7 +58,6 @@ PhysicalDeviceInfo describe(VkInstance instance, VkPhysicalDevice device, uint32
   std::vector<VkExtensionProperties> extensions(ext_count);
   VK_CHECK(vkEnumerateDeviceExtensionProperties(device, nullptr, &ext_count, extensions.data()));
   info.has_memory_budget = has_extension(extensions, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-  info.push_descriptor = has_extension(extensions, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.nv_cooperative_matrix = has_extension(extensions, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
 
   const bool has_pci = has_extension(extensions, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);

@@ -33,7 +33,6 @@ struct PhysicalDeviceInfo {
   uint64_t device_local_bytes = 0;  // size of the largest device-local heap
   uint64_t device_local_free = 0;   // VK_EXT_memory_budget estimate when present, else the heap size
   bool has_memory_budget = false;
-  bool push_descriptor = false;  // VK_KHR_push_descriptor (at least 32 descriptors a set, the spec's minimum)
   // Limits and optional capabilities, read here so selection and Device creation agree.
   uint32_t subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd etc. in compute shaders

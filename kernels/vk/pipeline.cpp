@@ -51,8 +51,6 @@ ComputePipeline::ComputePipeline(const Device& device, VkPipelineCache cache, co
   set_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
   set_info.bindingCount = layout_.binding_count;
   set_info.pBindings = bindings.data();
-  push_descriptors_ = device.push_descriptors_enabled();
-  if (push_descriptors_) set_info.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   VkDescriptorSetLayout set_layout;
   VK_CHECK(vkCreateDescriptorSetLayout(dev, &set_info, nullptr, &set_layout));
   set_layout_ = DescriptorSetLayoutHandle(dev, set_layout);

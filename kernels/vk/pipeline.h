@@ -54,14 +54,11 @@ class ComputePipeline {
   VkPipeline handle() const { return pipeline_.get(); }
   VkPipelineLayout pipeline_layout() const { return pipeline_layout_.get(); }
   VkDescriptorSetLayout set_layout() const { return set_layout_.get(); }
-  // Its bindings are pushed (Device::push_descriptors_enabled()), not bound as an allocated set.
-  bool push_descriptors() const { return push_descriptors_; }
 
  private:
   std::string name_;
   SpecConstants spec_;
   ShaderLayout layout_;
-  bool push_descriptors_ = false;
   // Member order is destruction order reversed: the pipeline goes before the layouts it was built with.
   DescriptorSetLayoutHandle set_layout_;
   PipelineLayoutHandle pipeline_layout_;

@@ -95,47 +95,6 @@ TEST_F(VkRuntime, FillShaderCoversASizeThatIsNotAMultipleOfTheWorkGroup) {
   EXPECT_EQ(got[count - 1], 0.0f) << "the shader must not write past pc.count";
 }
 
-// Pipelines take their bindings pushed where the device offers VK_KHR_push_descriptor, and through
-// allocated sets where it does not or KVTRIE_PUSH_DESCRIPTORS=0 says so; both reach the shader (a context of
-// its own for each, so that the variable is read at its device's creation).
-TEST(VkBindings, PushedAndAllocatedDescriptorSetsBothReachTheShader) {
-  const char* before = std::getenv("KVTRIE_PUSH_DESCRIPTORS");
-  const std::string saved = before ? before : "";
-  for (const char* push : {"1", "0"}) {
-    SCOPED_TRACE(std::string("KVTRIE_PUSH_DESCRIPTORS=") + push);
-    setenv("KVTRIE_PUSH_DESCRIPTORS", push, 1);
-    const uint64_t messages = validation_message_count();
-    {
-      Context context;
-      const bool offered = context.device().info().push_descriptor;
-      EXPECT_EQ(context.device().push_descriptors_enabled(), offered && std::string(push) == "1");
-      const uint32_t count = 300, local = 64;
-      Buffer a(context.device(), count * 4, MemoryKind::DeviceLocal),
-          b(context.device(), count * 4, MemoryKind::DeviceLocal);
-      const ComputePipeline& fill = context.pipelines().get("fill_f32", {local});
-      EXPECT_EQ(fill.push_descriptors(), context.device().push_descriptors_enabled());
-      CommandRecorder rec(context);
-      rec.begin();
-      rec.dispatch(fill, {write(a.view())}, FillPush{count, 1.5f}, (count + local - 1) / local);
-      rec.dispatch(fill, {write(b.view())}, FillPush{count, -4.0f}, (count + local - 1) / local);
-      rec.end();
-      for (int round = 0; round < 2; ++round) {  // a replayed recording keeps its bindings
-        rec.submit_and_wait();
-        EXPECT_EQ(download<float>(context, a, count), std::vector<float>(count, 1.5f));
-        EXPECT_EQ(download<float>(context, b, count), std::vector<float>(count, -4.0f));
-        const std::vector<float> zeros(count, 0.0f);
-        upload(context, a, 0, std::as_bytes(std::span(zeros)));
-        upload(context, b, 0, std::as_bytes(std::span(zeros)));
-      }
-    }
-    EXPECT_EQ(validation_message_count(), messages);
-  }
-  if (before)
-    setenv("KVTRIE_PUSH_DESCRIPTORS", saved.c_str(), 1);
-  else
-    unsetenv("KVTRIE_PUSH_DESCRIPTORS");
-}
-
 TEST_F(VkRuntime, BarriersAreInsertedBetweenDependentAccessesOnly) {
   // fill(A)=1 -> copy A->B -> fill(A)=2 (write after read) -> copy A->C. Without barriers B or C could
   // see the wrong value; independent writes to different buffers need none.
