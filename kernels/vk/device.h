@@ -1,9 +1,8 @@
 // Contract: Device owns the VkDevice created on one physical device, with one compute queue (of the family
 // pick_compute_family names) and, when the device has a separate transfer-only queue family, one transfer
-// queue. It enables 16-bit and 8-bit storage,
-// shaderFloat16, shaderInt8 and shaderInt16 when the device offers them (see the `has_*` flags), and
-// VK_NV_cooperative_matrix with the Vulkan memory model when the device has both (coopmat_enabled()).
-// The faster paths of fast_paths.h (integer dot product, KHR cooperative matrices, NV cooperative matrix 2,
+// queue. It enables 16-bit and 8-bit storage, shaderFloat16, shaderInt8 and shaderInt16 when the device
+// offers them (see the `has_*` flags), and VK_NV_cooperative_matrix with the Vulkan memory model when the
+// device has both (coopmat_enabled()). The faster paths of fast_paths.h (integer dot product, KHR cooperative matrices, NV cooperative matrix 2,
 // subgroup size control) are enabled where the device offers them AND this build embeds their shaders
 // (kernels/shader_features.h): each *_enabled() answer is true only then, so an op may take a path on its
 // word alone. VK_KHR_pipeline_executable_properties only when the creator asks (the tuning tools). The
@@ -23,8 +22,8 @@
 namespace kvtrie::vk {
 
 // The queue family the work goes to: the first with compute and no graphics where there is one (an NVIDIA
-// card's async compute queues, where a barrier between dispatches waits for less: 1-2.6% of a decode step on
-// an H200, docs/BENCHMARKS.md session 32), else the first with compute; with `choice` "first" (the
+// card's async compute queues: on an H200 one sequence's decode step 1-2.6% faster, 32 sequences' 38%,
+// docs/BENCHMARKS.md session 32), else the first with compute; with `choice` "first" (the
 // KVTRIE_QUEUE_FAMILY variable, to measure the difference) always the first with compute. nullopt: none.
 std::optional<uint32_t> pick_compute_family(std::span<const VkQueueFamilyProperties> families,
                                             const char* choice);
