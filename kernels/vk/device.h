@@ -2,12 +2,12 @@
 // pick_compute_family names) and, when the device has a separate transfer-only queue family, one transfer
 // queue. It enables 16-bit and 8-bit storage, shaderFloat16, shaderInt8 and shaderInt16 when the device
 // offers them (see the `has_*` flags), and VK_NV_cooperative_matrix with the Vulkan memory model when the
-// device has both (coopmat_enabled()). The faster paths of fast_paths.h (integer dot product, KHR cooperative matrices, NV cooperative matrix 2,
-// subgroup size control) are enabled where the device offers them AND this build embeds their shaders
-// (kernels/shader_features.h): each *_enabled() answer is true only then, so an op may take a path on its
-// word alone. VK_KHR_pipeline_executable_properties only when the creator asks (the tuning tools). The
-// Instance it was created from must outlive it. Queue submission is not thread-safe: one thread (the engine's
-// owner thread) submits.
+// device has both (coopmat_enabled()). The faster paths of fast_paths.h (integer dot product, KHR cooperative
+// matrices, NV cooperative matrix 2, subgroup size control) are enabled where the device offers them AND this
+// build embeds their shaders (kernels/shader_features.h): each *_enabled() answer is true only then, so an op
+// may take a path on its word alone. VK_KHR_pipeline_executable_properties only when the creator asks (the
+// tuning tools). The Instance it was created from must outlive it. Queue submission is not thread-safe: one
+// thread (the engine's owner thread) submits.
 #pragma once
 #include <vulkan/vulkan.h>
 
