@@ -26,9 +26,7 @@ layout(push_constant) uniform Push {
   uint row_begin;
   uint row_count;
   uint out_stride;  // floats between output rows
-#ifdef NORM_Q
-  uint q_stride;  // values between tokens in the quantized output (a multiple of 16)
-#endif
+  uint q_stride;    // NORM_Q: values between tokens in the quantized output (a multiple of 16)
 } pc;
 #include "matvec_blocks.glsl"
 #ifdef NORM_Q
