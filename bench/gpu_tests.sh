@@ -5,4 +5,4 @@ GPU_TESTS="kernels_test_matmul kernels_test_matvec kernels_test_matvec_q8 kernel
   kernels_test_op_registry kernels_test_pipeline_cache kernels_test_l2_prefetch kernels_test_argmax_rows kernels_test_top_k_rows
   kernels_test_get_rows
   kernels_test_vk_runtime
-  runner_test_gpu_model runner_test_gpu_engine"
+  runner_test_gpu_model runner_test_gpu_model_ahead runner_test_gpu_engine"

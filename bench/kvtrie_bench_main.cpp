@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_flag("--greedy", decode.greedy,
                        "each step reads back its rows' argmax, taken on the GPU, instead of the logits");
+  decode_cmd->add_flag("--ahead", decode.ahead,
+                       "greedy steps, each submitted while the one before runs and fed its token on the GPU "
+                       "(GpuModel::submit); the step time is the time between two steps' ends");
   decode_cmd->add_option("--logits-rows-per-lane", decode.logits_rows_per_lane,
                          "rows a lane of one-token steps' logits product (1 or 4; 0: its shape's)");
   decode_cmd->add_flag("--no-prefetch", decode.no_prefetch,
@@ -163,6 +166,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool rows_only = false;
   multi_cmd->add_flag("--no-gpu-top-candidates", rows_only, "read every sampled row back whole");
+  bool no_ahead = false;
+  multi_cmd->add_flag("--no-ahead", no_ahead,
+                      "every step waits for the one before (GpuEngineConfig::greedy_ahead)");
 
   SampleOptions sample;
   auto* sample_cmd =
@@ -345,6 +351,7 @@ int main(int argc, char** argv) {
   if (common.repeats == 0) common.repeats = 1;
   multi.baseline = !no_baseline;
   multi.gpu_top_candidates = !rows_only;
+  multi.greedy_ahead = !no_ahead;
 
   try {
     // stdout carries only the JSON lines: the engine's log lines go to stderr with the human rows.

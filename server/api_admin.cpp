@@ -69,6 +69,9 @@ HttpResponse metrics(ModelHost& host, const Authenticator& auth, const Caller& c
       "Completion tokens drawn from the GPU's best 64 or 128 logits of their row (top-k sampling without "
       "logprobs or a penalty that can raise a logit)",
       c.completion_tokens_gpu_top_candidates);
+  p.metric("kvtrie_steps_ahead_total", "counter",
+           "Decode steps submitted while the step before ran, fed its greedy tokens on the GPU",
+           c.steps_ahead);
   p.metric("kvtrie_requests_preempted_total", "counter",
            "Running requests preempted for KV room (they resume from the cache)", c.requests_preempted);
   p.metric("kvtrie_requests_submitted_total", "counter", "Generation requests accepted",

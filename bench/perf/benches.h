@@ -52,6 +52,7 @@ struct DecodeOptions {
   uint32_t prefetch_ffn_mib = 0;      // ... and ffn_mib
   uint32_t prefetch_groups = 0;       // ... and groups
   bool greedy = false;                // Batch::greedy_only: the argmax on the GPU, not the logits
+  bool ahead = false;                 // greedy steps submitted one ahead, fed on the GPU (GpuModel::submit)
   uint32_t logits_rows_per_lane = 0;  // GpuModelOptions::logits_rows_per_lane
   bool logits_copy = false;           // GpuModelOptions::logits_copy
   bool blocking_wait = false;         // GpuModelOptions::spin_wait_us 0
@@ -77,6 +78,7 @@ struct MultiturnOptions {
   float temperature = 0;       // 0: greedy; else the sampler's defaults (top-k 40, top-p 0.95, min-p 0.05)
   float repeat_penalty = 1;    // over the last 64 tokens (Ollama's default: 1.1); 1: none
   bool gpu_top_candidates = true;  // GpuEngineConfig::gpu_top_candidates
+  bool greedy_ahead = true;        // GpuEngineConfig::greedy_ahead
 };
 void run_multiturn(const CommonOptions& common, const MultiturnOptions& options);
 

@@ -139,6 +139,7 @@ void emit_run(const MultiturnOptions& o, const std::string& device, const char* 
       .num("temperature", o.temperature)
       .num("repeat_penalty", o.repeat_penalty)
       .integer("gpu_top_candidates", o.gpu_top_candidates ? 1 : 0)
+      .integer("greedy_ahead", o.greedy_ahead ? 1 : 0)
       .integer("parallel", o.parallel)
       .num("seconds", t.seconds)
       .integer("prompt_tokens", static_cast<int64_t>(t.prompt_tokens))
@@ -191,6 +192,7 @@ void run_multiturn(const CommonOptions& common, const MultiturnOptions& options)
   config.kv_device_bytes = options.kv_device_mib << 20;
   config.kv_host_bytes = options.kv_host_mib << 20;
   config.gpu_top_candidates = options.gpu_top_candidates;
+  config.greedy_ahead = options.greedy_ahead;
   for (const bool shared : {true, false}) {
     if (!shared && !options.baseline) break;
     GpuEngine eng(ctx, file, *tokenizer, config);

@@ -297,9 +297,36 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   Batch batch;
   for (uint32_t s = 0; s < options.sequences; ++s) batch.add_sequence(rig.page_table(s));
   std::vector<double> step_seconds;
-  batch.greedy_only = options.greedy;
+  batch.greedy_only = options.greedy || options.ahead;
   const auto next = pseudo_random_tokens(steps * options.sequences, 7, rig.config.n_vocab);
-  for (uint32_t step = 0; step < steps; ++step) {
+  if (options.ahead) {
+    // Each step goes in while the one before runs, its tokens that step's greedy ones (read on the GPU);
+    // a step's time is from the end of the one before to its own end, as the host sees them.
+    auto last_end = Clock::now();
+    for (uint32_t step = 0; step <= steps; ++step) {
+      if (step < steps) {
+        batch.tokens.clear();
+        batch.positions.clear();
+        batch.seq.clear();
+        batch.logits_for.clear();
+        for (uint32_t s = 0; s < options.sequences; ++s) {
+          batch.tokens.push_back(next[s]);  // the first step's; the others' are placeholders
+          batch.positions.push_back(options.context + step);
+          batch.seq.push_back(s);
+          batch.logits_for.push_back(s);
+        }
+        batch.fed = step > 0;
+        rig.model->submit(batch);
+      }
+      if (step == 0) continue;
+      rig.model->collect();
+      const auto end = Clock::now();
+      if (step > common.warmup) step_seconds.push_back(std::chrono::duration<double>(end - last_end).count());
+      last_end = end;
+    }
+    batch.fed = false;
+  }
+  for (uint32_t step = 0; step < steps && !options.ahead; ++step) {
     batch.tokens.clear();
     batch.positions.clear();
     batch.seq.clear();
@@ -335,6 +362,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
       .integer("prefetch_ffn_mib", options.prefetch_ffn_mib)
       .integer("prefetch_groups", options.prefetch_groups)
       .integer("greedy", options.greedy ? 1 : 0)
+      .integer("ahead", options.ahead ? 1 : 0)
       .integer("logits_rows_per_lane", options.logits_rows_per_lane)
       .integer("logits_copy", options.logits_copy ? 1 : 0)
       .integer("blocking_wait", options.blocking_wait ? 1 : 0)

@@ -71,7 +71,9 @@ struct EngineCounters {
   uint64_t completion_tokens_gpu_greedy =
       0;  // of those, picked by the GPU's argmax (GpuEngineConfig::gpu_greedy)
   uint64_t completion_tokens_gpu_top_candidates =
-      0;                // of those, drawn from the GPU's top candidates (GpuEngineConfig::gpu_top_candidates)
+      0;  // of those, drawn from the GPU's top candidates (GpuEngineConfig::gpu_top_candidates)
+  uint64_t steps_ahead =
+      0;                // decode steps submitted while the step before ran (GpuEngineConfig::greedy_ahead)
   uint32_t active = 0;  // gauge: requests holding a slot
   uint32_t queued = 0;  // gauge: requests waiting for a slot
 };

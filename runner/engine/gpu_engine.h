@@ -53,6 +53,11 @@ struct GpuEngineConfig {
   // GpuModel::kTopCandidates logits, or kWideTopCandidates when a row needs more (top_k plus the penalty
   // window), instead of the row (Batch::top_candidates); false: the rows.
   bool gpu_top_candidates = true;
+  // While every running request decodes greedily on the GPU (gpu_greedy) and none waits, each decode step
+  // is submitted while the one before runs, its tokens that step's argmax read on the device
+  // (GpuModel::submit): the device goes from step to step without waiting for the host to read the tokens
+  // back, hand them out and submit again. false: every step waits for the one before.
+  bool greedy_ahead = true;
   double tenant_kv_share = 1.0;  // a tenant's share of the device tier (KvCacheConfig::group_device_share)
   // Disk tier (--kv-disk-dir, --kv-disk-mb): host-tier drops go there and survive a restart; at shutdown
   // every cached page is persisted. Empty dir or 0 bytes: none. Needs a host tier (pages pass through it).

@@ -72,14 +72,26 @@ void GpuEngine::State::run() {
         cache.sync();
         continue;
       }
-      logits = model.forward(batch);
-      after_forward();
+      if (may_go_ahead()) {
+        run_ahead();
+      } else {
+        logits = model.forward(batch);
+        after_forward();
+      }
       // Copies that completed during the step are retired now, before the next admissions queue more: the
       // cache retires only when every queued copy is done (then promotions free their host pages).
       cache.poll();
     } catch (const std::exception& e) {
       // A failure inside one step must not take the daemon down: end every request of the step cleanly.
       spdlog::error("engine: step failed, cancelling {} requests: {}", running.size(), e.what());
+      // Steps submitted ahead are waited for before their sequences' pages go back.
+      while (model.in_flight() > 0) {
+        try {
+          model.collect();
+        } catch (const std::exception& again) {
+          spdlog::error("engine: a step in flight failed too: {}", again.what());
+        }
+      }
       for (size_t i = running.size(); i-- > 0;) end_running(i, StopKind::Cancelled);
     }
     publish_stats();

@@ -84,6 +84,8 @@ struct GpuEngine::State {
     bool sampled;     // its last batch token has a logits row
   };
   std::vector<Scheduled> scheduled;  // this step's jobs, in batch order
+  // Steps ahead (gpu_engine_ahead.cpp): the jobs of the chain's steps, in row order (each decodes a token).
+  std::vector<Job*> ahead;
   // The step's sampled rows that the CPU samples (their jobs, in row order) and their tokens: a step of
   // several such rows samples them on the pool's threads at once (each row 50-80 us on the GPU machine's
   // CPU while the GPU waits; docs/BENCHMARKS.md, session 24).
@@ -127,6 +129,19 @@ struct GpuEngine::State {
   void preempt(size_t index);
   bool build_batch();
   void after_forward();
+  // Steps ahead (gpu_engine_ahead.cpp). Whether the built batch may start a chain of steps ahead: greedy
+  // decodes of every running job, none waiting.
+  bool may_go_ahead() const;
+  // Runs the built batch and the steps fed from it, each submitted while the one before runs, until
+  // something changes; returns with no step in flight.
+  void run_ahead();
+  // Whether the step after the one in flight may go now (nothing new, room for every job): reserves its
+  // pages.
+  bool chain_continues();
+  // The next step of the chain's jobs, fed from the step in flight.
+  void build_fed_batch();
+  // A chain step's tokens: each job still running commits its step's token and takes the new one.
+  void take_chain_tokens(std::span<const int32_t> tokens);
   void end(Job& job, StopKind reason);  // the one way a request ends (RequestQueue::end)
   void end_running(size_t index, StopKind reason);
   void update_gauges();

@@ -107,15 +107,17 @@ void GpuModel::Impl::allocate_activations() {
   logits_device = scratch(dev, uint64_t{max_logits} * config.n_vocab);
   norm_sums = scratch(dev, std::max<uint64_t>(T, max_logits));
   const auto host = vk::MemoryKind::HostWritten;  // read by shaders every layer
-  ids = scratch(dev, T, host);
-  positions = scratch(dev, T, host);
-  slots = scratch(dev, T, host);
-  token_info = scratch(dev, 2 * T, host);
   const uint64_t pages_per_seq = (options.max_context + options.page_tokens - 1) / options.page_tokens;
-  page_table = scratch(dev, uint64_t{options.max_sequences} * pages_per_seq, host);
-  logits_index = scratch(dev, max_logits, host);
+  for (StepIo& set : io) {
+    set.ids = scratch(dev, T, host);
+    set.positions = scratch(dev, T, host);
+    set.slots = scratch(dev, T, host);
+    set.token_info = scratch(dev, 2 * T, host);
+    set.page_table = scratch(dev, uint64_t{options.max_sequences} * pages_per_seq, host);
+    set.logits_index = scratch(dev, max_logits, host);
+    set.argmax_host = scratch(dev, max_logits, vk::MemoryKind::HostCached);
+  }
   logits_host = scratch(dev, uint64_t{max_logits} * config.n_vocab, vk::MemoryKind::HostCached);
-  argmax_host = scratch(dev, max_logits, vk::MemoryKind::HostCached);
   argmax_scratch = scratch(dev, kernels::argmax_rows_scratch_bytes(max_logits, config.n_vocab) / 4);
   if (config.n_vocab >= kTopCandidates) {
     const uint32_t most = std::min(config.n_vocab, kWideTopCandidates);
@@ -159,7 +161,7 @@ vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint3
   ++steps;
   for (Recording& r : recordings)
     if (r.tokens == T && r.logits == L && r.split == split && r.splits == splits && r.decode == decode_step &&
-        r.out == out) {
+        r.out == out && r.set == io_set && r.fed == fed) {
       r.last_use = steps;
       return *r.recorder;
     }
@@ -171,7 +173,7 @@ vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint3
     slot = &*std::min_element(recordings.begin(), recordings.end(),
                               [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
   }
-  *slot = {T, L, split, splits, decode_step, out, steps, std::move(slot->recorder)};
+  *slot = {T, L, split, splits, decode_step, out, io_set, fed, steps, std::move(slot->recorder)};
   slot->recorder->set_profiling(profile_pool.get());
   slot->recorder->set_span_timing(span_pool.get());
   rec = slot->recorder.get();
@@ -182,14 +184,15 @@ vk::CommandRecorder& GpuModel::Impl::recording_for(uint32_t T, uint32_t L, uint3
 
 void GpuModel::Impl::write_inputs(const Batch& batch, uint32_t& max_position) {
   const auto T = batch.tokens.size();
-  auto* id = static_cast<int32_t*>(ids.data());
-  auto* pos = static_cast<int32_t*>(positions.data());
-  auto* slot = static_cast<int32_t*>(slots.data());
-  auto* info = static_cast<uint32_t*>(token_info.data());
-  auto* table = static_cast<uint32_t*>(page_table.data());
-  auto* index = static_cast<uint32_t*>(logits_index.data());
+  const StepIo& in = step_io();
+  auto* id = static_cast<int32_t*>(in.ids.data());
+  auto* pos = static_cast<int32_t*>(in.positions.data());
+  auto* slot = static_cast<int32_t*>(in.slots.data());
+  auto* info = static_cast<uint32_t*>(in.token_info.data());
+  auto* table = static_cast<uint32_t*>(in.page_table.data());
+  auto* index = static_cast<uint32_t*>(in.logits_index.data());
   // The tables go to the device as they lie in the batch: sequence s's starts at table_begin[s].
-  KVTRIE_CHECK(batch.pages.size() <= page_table.size() / 4, "page tables exceed the batch's capacity");
+  KVTRIE_CHECK(batch.pages.size() <= in.page_table.size() / 4, "page tables exceed the batch's capacity");
   std::copy(batch.pages.begin(), batch.pages.end(), table);
   max_position = 0;
   // A decode step: a few tokens, each alone in its sequence (T is small: the quadratic check is cheap).
@@ -202,7 +205,7 @@ void GpuModel::Impl::write_inputs(const Batch& batch, uint32_t& max_position) {
     KVTRIE_CHECK(s < batch.sequences(), "a token's sequence has no page table");
     const std::span<const uint32_t> pages_of_s = batch.page_table(s);
     KVTRIE_CHECK(p / P < pages_of_s.size(), "a token's position is outside its page table");
-    id[t] = batch.tokens[t];
+    if (!fed) id[t] = batch.tokens[t];
     pos[t] = static_cast<int32_t>(p);
     slot[t] = static_cast<int32_t>(pages_of_s[p / P] * P + p % P);
     info[2 * t] = batch.table_begin[s];
@@ -260,41 +263,63 @@ void GpuModel::bind_pages(const VkPageStore& pages) {
   impl_->kv_chunks.assign(chunks.begin(), chunks.end());
 }
 
-std::span<const float> GpuModel::forward(const Batch& batch) {
-  Impl& m = *impl_;
-  KVTRIE_CHECK(!m.kv_chunks.empty(), "bind_pages() before forward()");
-  KVTRIE_CHECK(!batch.tokens.empty() && batch.tokens.size() <= m.options.max_batch_tokens,
+LogitsOut GpuModel::Impl::submit_step(const Batch& batch, uint32_t set) {
+  KVTRIE_CHECK(!kv_chunks.empty(), "bind_pages() before forward()");
+  KVTRIE_CHECK(!batch.tokens.empty() && batch.tokens.size() <= options.max_batch_tokens,
                "batch size outside 1..max_batch_tokens");
-  KVTRIE_CHECK(batch.logits_for.size() <= m.max_logits, "too many logits rows in one batch");
-  KVTRIE_CHECK(batch.sequences() <= m.options.max_sequences, "too many sequences in one batch");
-  for (int32_t t : batch.tokens)
-    KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < m.config.n_vocab, "token id outside the vocabulary");
-  uint32_t max_position = 0;
-  m.write_inputs(batch, max_position);  // nothing is in flight: every step is waited for
+  KVTRIE_CHECK(batch.logits_for.size() <= max_logits, "too many logits rows in one batch");
+  KVTRIE_CHECK(batch.sequences() <= options.max_sequences, "too many sequences in one batch");
+  if (batch.fed) {
+    KVTRIE_CHECK(!in_flight.empty() && in_flight.back().out == LogitsOut::Argmax &&
+                     in_flight.back().rows == batch.tokens.size(),
+                 "a fed step follows a greedy step in flight with a logits row for each of its tokens");
+  } else {
+    for (int32_t t : batch.tokens)
+      KVTRIE_CHECK(t >= 0 && static_cast<uint32_t>(t) < config.n_vocab, "token id outside the vocabulary");
+  }
   KVTRIE_CHECK(!(batch.greedy_only && batch.top_candidates),
                "a batch reads argmax or top candidates, not both");
   KVTRIE_CHECK(batch.top_candidates == 0 || batch.top_candidates == kTopCandidates ||
                    batch.top_candidates == kWideTopCandidates,
                "top candidates are kTopCandidates or kWideTopCandidates a row");
-  KVTRIE_CHECK(batch.top_candidates <= m.config.n_vocab, "more top candidates than the vocabulary");
+  KVTRIE_CHECK(batch.top_candidates <= config.n_vocab, "more top candidates than the vocabulary");
+  io_set = set;
+  fed = batch.fed;
+  uint32_t max_position = 0;
+  write_inputs(batch, max_position);
   const LogitsOut out = batch.logits_for.empty()                     ? LogitsOut::Rows
                         : batch.greedy_only                          ? LogitsOut::Argmax
                         : batch.top_candidates == kWideTopCandidates ? LogitsOut::TopWide
                         : batch.top_candidates != 0                  ? LogitsOut::Top
                                                                      : LogitsOut::Rows;
   vk::CommandRecorder& step =
-      m.recording_for(static_cast<uint32_t>(batch.tokens.size()),
-                      static_cast<uint32_t>(batch.logits_for.size()), max_position, out);
-  m.rec = &step;
+      recording_for(static_cast<uint32_t>(batch.tokens.size()),
+                    static_cast<uint32_t>(batch.logits_for.size()), max_position, out);
   step.submit();
-  step.wait_spinning(std::chrono::microseconds(m.options.spin_wait_us));
-  m.greedy_rows = out == LogitsOut::Argmax ? batch.logits_for.size() : 0;
-  m.top_rows = out == LogitsOut::Top || out == LogitsOut::TopWide ? batch.logits_for.size() : 0;
+  in_flight.push_back({&step, set, out, static_cast<uint32_t>(batch.logits_for.size())});
+  return out;
+}
+
+GpuModel::Impl::InFlight GpuModel::Impl::collect_step() {
+  const InFlight done = in_flight.front();
+  in_flight.erase(in_flight.begin());
+  done.step->wait_spinning(std::chrono::microseconds(options.spin_wait_us));
+  rec = done.step;
+  greedy_rows = done.out == LogitsOut::Argmax ? done.rows : 0;
+  greedy_set = done.set;
+  top_rows = done.out == LogitsOut::Top || done.out == LogitsOut::TopWide ? done.rows : 0;
+  if (done.out == LogitsOut::Argmax) io[done.set].argmax_host.invalidate();
+  return done;
+}
+
+std::span<const float> GpuModel::forward(const Batch& batch) {
+  Impl& m = *impl_;
+  KVTRIE_CHECK(m.in_flight.empty(), "forward() with steps in flight: collect() them first");
+  KVTRIE_CHECK(!batch.fed, "a fed step goes through submit()");
+  const LogitsOut out = m.submit_step(batch, 0);
+  m.collect_step();
   m.top_per_row = batch.top_candidates;
-  if (out == LogitsOut::Argmax) {
-    m.argmax_host.invalidate();
-    return {};
-  }
+  if (out == LogitsOut::Argmax) return {};
   if (out == LogitsOut::Top || out == LogitsOut::TopWide) {
     m.top_ids_host.invalidate();
     m.top_logits_host.invalidate();
@@ -304,9 +329,27 @@ std::span<const float> GpuModel::forward(const Batch& batch) {
   return {static_cast<const float*>(m.logits_host.data()), batch.logits_for.size() * m.config.n_vocab};
 }
 
+void GpuModel::submit(const Batch& batch) {
+  Impl& m = *impl_;
+  KVTRIE_CHECK(batch.greedy_only && !batch.logits_for.empty(), "submit() takes greedy steps");
+  KVTRIE_CHECK(m.in_flight.size() < kMaxInFlight, "submit() with kMaxInFlight steps in flight");
+  m.submit_step(batch, m.in_flight.empty() ? 0 : 1 - m.in_flight.back().set);
+}
+
+std::span<const int32_t> GpuModel::collect() {
+  Impl& m = *impl_;
+  KVTRIE_CHECK(!m.in_flight.empty(), "collect() with no step in flight");
+  m.collect_step();
+  return greedy_tokens();
+}
+
+size_t GpuModel::in_flight() const {
+  return impl_->in_flight.size();
+}
+
 std::span<const int32_t> GpuModel::greedy_tokens() const {
   const Impl& m = *impl_;
-  return {static_cast<const int32_t*>(m.argmax_host.data()), m.greedy_rows};
+  return {static_cast<const int32_t*>(m.io[m.greedy_set].argmax_host.data()), m.greedy_rows};
 }
 
 GpuModel::TopCandidates GpuModel::top_candidates() const {

@@ -124,6 +124,9 @@ struct Batch {
   // top_candidates() has each row's best ids and logits in rank order. Not with greedy_only (whose rows are
   // these rows' first).
   uint32_t top_candidates = 0;
+  // GpuModel::submit() only: token t is the greedy token of logits row t of the step submitted before (still
+  // in flight), read on the device; tokens holds placeholders (its size is the token count).
+  bool fed = false;
 
   // Appends a sequence's page table (covering its positions); returns its index for seq[].
   uint32_t add_sequence(std::span<const uint32_t> table) {
@@ -145,6 +148,7 @@ struct Batch {
     table_begin.clear();
     greedy_only = false;
     top_candidates = 0;
+    fed = false;
   }
 };
 
@@ -178,8 +182,21 @@ class GpuModel {
   // replayed while the shape repeats, as in steady decoding. With batch.greedy_only it reads back no logits
   // (an empty span) and greedy_tokens() has one id a row.
   std::span<const float> forward(const Batch& batch);
-  // The last greedy_only forward()'s tokens, one a logits_for row, valid until the next forward().
+  // The last greedy_only step's tokens (forward() or collect()), one a logits_for row, valid until the next
+  // forward() or submit().
   std::span<const int32_t> greedy_tokens() const;
+
+  // Greedy steps one ahead of the host, as SGLang's overlap scheduler and vLLM's async scheduling run them:
+  // submit() records and submits a greedy_only step and returns at once; collect() waits for the oldest step
+  // in flight and returns its greedy tokens (greedy_tokens()). While one step is in flight the next may be
+  // submitted with Batch::fed, its tokens that step's greedy tokens read on the device, so the device goes
+  // from step to step without waiting for the host to read a token and submit again (20-30 us a step on an
+  // H200). Each step's other inputs (positions, page tables) are the host's, written into one of two sets
+  // while the step before reads the other. forward() needs no step in flight.
+  static constexpr size_t kMaxInFlight = 2;
+  void submit(const Batch& batch);
+  std::span<const int32_t> collect();
+  size_t in_flight() const;
   // The last top_candidates forward()'s best ids and logits of each logits_for row (per_row a row), row
   // after row, in rank order (the larger logit first, the lower id among equal ones, NaN as -inf); valid
   // until the next forward(). A step reads back kTopCandidates a row, or kWideTopCandidates when a row needs

@@ -58,15 +58,32 @@ struct GpuModel::Impl {
   vk::Buffer x_f16;  // a product's x as f16, for matmul's tensor-core paths (give_f16_x)
   uint32_t q_stride = 0;
   vk::Buffer rows_x, rows_xn, logits_device;  // the rows whose logits are read back
-  vk::Buffer norm_sums;  // a float a token: a batch's fused normed products (matvec_fused's norm_sums)
-  // Per-step inputs written by the host (host-visible, read by shaders directly: a few KiB per step).
+  vk::Buffer norm_sums;      // a float a token: a batch's fused normed products (matvec_fused's norm_sums)
   vk::Buffer split_scratch;  // split-K partial outputs of tensor-core products (empty: no split-K)
-  vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
+  // A step's inputs written by the host (host-visible, read by shaders directly: a few KiB per step) and its
+  // greedy tokens read back. Two sets: the host writes a step's into one while the step before, submitted
+  // ahead (GpuModel::submit), runs on the other, and a fed step reads its token ids from the other's argmax.
+  struct StepIo {
+    vk::Buffer ids, positions, slots, token_info, page_table, logits_index;
+    vk::Buffer argmax_host;  // a greedy step's one id a logits row (Batch::greedy_only)
+  };
+  std::array<StepIo, 2> io;
+  uint32_t io_set = 0;  // the set of the step being written and recorded
+  bool fed = false;     // the step being written and recorded takes its token ids from the other set's argmax
+  const StepIo& step_io() const { return io[io_set]; }
+  // Submitted steps not collected yet, oldest first (at most kMaxInFlight).
+  struct InFlight {
+    vk::CommandRecorder* step = nullptr;
+    uint32_t set = 0;
+    LogitsOut out = LogitsOut::Rows;
+    uint32_t rows = 0;  // logits rows
+  };
+  std::vector<InFlight> in_flight;
   vk::Buffer prefetch_sink;  // l2_prefetch's never-written 16 bytes
   vk::Buffer logits_host;
-  vk::Buffer argmax_host;     // a greedy step's one id a logits row (Batch::greedy_only)
   vk::Buffer argmax_scratch;  // argmax_rows' chunk bests
-  size_t greedy_rows = 0;     // rows of argmax_host the last forward() wrote
+  size_t greedy_rows = 0;     // rows of greedy tokens the last collected step wrote ...
+  uint32_t greedy_set = 0;    // ... into this set's argmax_host
   // A top-candidates step's best ids and logits a row (Batch::top_candidates, up to kWideTopCandidates).
   vk::Buffer top_ids_host, top_logits_host, top_scratch;
   size_t top_rows = 0;       // rows of top_*_host the last forward() wrote
@@ -81,10 +98,12 @@ struct GpuModel::Impl {
     uint32_t tokens = 0, logits = 0, split = 0, splits = 0;  // splits of `split` attention positions
     bool decode = false;                                     // attention's decode pass (decode_step)
     LogitsOut out = LogitsOut::Rows;                         // how the step ends
+    uint32_t set = 0;                                        // its inputs' set (io_set)
+    bool fed = false;                                        // its token ids from the other set's argmax
     uint64_t last_use = 0;
     std::unique_ptr<vk::CommandRecorder> recorder;
   };
-  static constexpr size_t kMaxRecordings = 8;
+  static constexpr size_t kMaxRecordings = 10;
   std::vector<Recording> recordings;
   uint64_t steps = 0, recordings_made = 0;
   vk::CommandRecorder* rec = nullptr;  // the recording being made
@@ -254,7 +273,12 @@ struct GpuModel::Impl {
   // there.
   void finish_logits(uint32_t L, bool in_host_memory, LogitsOut read_back);
 
+  // Writes the batch's inputs into io[io_set] (the token ids unless fed).
   void write_inputs(const Batch& batch, uint32_t& max_position);
+  // Checks the batch, writes its inputs into io[set] and submits its step; returns what it reads back.
+  LogitsOut submit_step(const Batch& batch, uint32_t set);
+  // Waits for the oldest step in flight and makes what it read back readable by the host.
+  InFlight collect_step();
 };
 
 }  // namespace kvtrie::engine

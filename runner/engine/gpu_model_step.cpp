@@ -100,7 +100,7 @@ kernels::RopeArgs GpuModel::Impl::rope_args(vk::BufferView buf, uint32_t tokens,
   kernels::RopeArgs a;
   a.x = buf;
   a.token_stride = qkv_stride;
-  a.positions = positions.view();
+  a.positions = step_io().positions.view();
   if (weights.rope_freqs.buffer.valid()) a.freq_factors = weights.rope_freqs.view();
   a.n_tokens = tokens;
   a.n_heads = heads;
@@ -332,7 +332,7 @@ void GpuModel::Impl::store_kv(const DeviceLayer& w, uint32_t l, uint32_t T, vk::
     kw.k = k;
     kw.v = v;
     kw.k_stride = kw.v_stride = qkv_stride;
-    kw.slots = slots.view();
+    kw.slots = step_io().slots.view();
     kw.pages = chunk.view;
     kw.layout = layout;
     kw.layer = l;
@@ -363,7 +363,7 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
     to_pages.emplace();
     to_pages->q_rows = q_dim;
     to_pages->rope = k_rope;
-    to_pages->slots = slots.view();
+    to_pages->slots = step_io().slots.view();
     for (size_t c = 0; c < kv_chunks.size(); ++c) to_pages->pools[c] = kv_chunks[c].view;
     to_pages->pages_per_binding = kv_chunks.size() > 1 ? kv_chunks[0].page_count : 0;
     to_pages->layout = layout;
@@ -384,8 +384,8 @@ void GpuModel::Impl::attention_block(const DeviceLayer& w, uint32_t l, uint32_t 
     at.pages_per_binding = kv_chunks[0].page_count;
     for (size_t c = 1; c < kv_chunks.size(); ++c) at.kv_pages_more[c - 1] = kv_chunks[c].view;
   }
-  at.page_table = page_table.view();
-  at.token_info = token_info.view();
+  at.page_table = step_io().page_table.view();
+  at.token_info = step_io().token_info.view();
   at.scratch = attn_scratch.view();
   at.out = attn.view();
   at.tokens = T;
@@ -546,7 +546,8 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, Logit
   xq_norm = nullptr;
   const DeviceTensor* first_norm =
       config.n_layers > 0 && config.n_embd % 16 == 0 ? attn_norm_if_q8(0, T) : nullptr;
-  embed(ids, weights.token_embd, x, T, first_norm);
+  // A fed step's token ids are the step before's greedy tokens, row t's for token t (GpuModel::submit).
+  embed(fed ? io[1 - io_set].argmax_host : step_io().ids, weights.token_embd, x, T, first_norm);
   for (uint32_t l = 0; l < config.n_layers; ++l) {
     attention_block(weights.layers[l], l, T, max_position);
     ffn_block(weights.layers[l], l, T);
@@ -579,7 +580,7 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, Logit
   gather.n = config.n_embd;
   gather.row_begin = 0;
   gather.row_count = T;
-  gather.ids = logits_index.view();
+  gather.ids = step_io().logits_index.view();
   gather.out = rows_x.view();
   gather.n_tokens = L;
   kernels::get_rows(*rec, kernels, gather);
@@ -603,8 +604,8 @@ void GpuModel::Impl::record(uint32_t T, uint32_t L, uint32_t max_position, Logit
 void GpuModel::Impl::finish_logits(uint32_t L, bool in_host_memory, LogitsOut read_back) {
   const vk::BufferView rows = logits_device.view(0, uint64_t{L} * config.n_vocab * 4);
   if (read_back == LogitsOut::Argmax)
-    kernels::argmax_rows(*rec, kernels, rows, L, config.n_vocab, argmax_host.view(0, uint64_t{L} * 4),
-                         argmax_scratch.view());
+    kernels::argmax_rows(*rec, kernels, rows, L, config.n_vocab,
+                         step_io().argmax_host.view(0, uint64_t{L} * 4), argmax_scratch.view());
   else if (read_back == LogitsOut::Top || read_back == LogitsOut::TopWide) {
     const uint32_t k = read_back == LogitsOut::TopWide ? kWideTopCandidates : kTopCandidates;
     kernels::top_k_rows(*rec, kernels, rows, L, config.n_vocab, k, top_ids_host.view(0, uint64_t{L} * k * 4),

@@ -111,6 +111,16 @@ RequestQueue::Taken RequestQueue::take(size_t count, bool idle) {
   return taken;
 }
 
+bool RequestQueue::has_news(size_t count) const {
+  std::lock_guard lock(mutex_);
+  return (count > 0 && !queue_.empty()) || !tasks_.empty() || cancel_all_ || stop_;
+}
+
+void RequestQueue::report_step_ahead() {
+  std::lock_guard lock(mutex_);
+  ++counters_.steps_ahead;
+}
+
 void RequestQueue::report_preempted() {
   std::lock_guard lock(mutex_);
   ++counters_.requests_preempted;

@@ -50,11 +50,16 @@ class RequestQueue {
     bool stop = false;
   };
   Taken take(size_t count, bool idle);
+  // Engine thread, without blocking: whether take(count, false) would hand over anything (a request, a task,
+  // cancel_all or stop).
+  bool has_news(size_t count) const;
   // Engine thread: a running request was preempted (counted in EngineCounters::requests_preempted).
   void report_preempted();
   // Engine thread: `tokens` completion tokens of a step were picked on the GPU (Batch::greedy_only).
   void report_gpu_greedy(uint32_t tokens);
   void report_gpu_top_candidates(uint32_t tokens);
+  // Engine thread: a decode step was submitted while the step before ran (EngineCounters::steps_ahead).
+  void report_step_ahead();
   // Engine thread, after each step: how many of the requests it holds are running and how many wait (the
   // EngineCounters gauges active and, with the queue's own, queued).
   void set_gauges(uint32_t running, uint32_t waiting);

@@ -234,6 +234,68 @@ TEST_F(GpuEngineTest, GreedyTokensPickedOnTheGpuEqualTheSamplersAmongOtherReques
   for (size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(mixed_gpu[i].tokens, alone_cpu[i].tokens) << i;
 }
 
+// While every running request decodes greedily and none waits, each step goes in while the one before
+// runs, fed its tokens on the GPU (greedy_ahead, the default): the same tokens and stop reasons as steps run
+// one by one, for requests that end by length (after 1, 2, 5 and 40 tokens) and by a stop string (so a step
+// ahead ran for nothing), with more requests than slots (the chain stops when one ends and the next is
+// admitted), a request that arrives mid-chain, and one cancelled mid-chain; the chain's steps are counted.
+TEST_F(GpuEngineTest, GreedyStepsSubmittedAheadGiveTheTokensOfStepsRunOneByOne) {
+  std::vector<GenerateRequest> requests;
+  const int32_t lengths[] = {40, 1, 5, 2, 30};
+  for (uint64_t i = 0; i < std::size(lengths); ++i)
+    requests.push_back(greedy(pseudo_random_tokens(30 + 7 * i, 40 + i, 320), lengths[i]));
+  const auto run_all = [&](bool ahead, uint32_t parallel) {
+    GpuEngineConfig config = deterministic();
+    config.parallel = parallel;
+    config.greedy_ahead = ahead;
+    GpuEngine& engine = start(config);
+    std::vector<Result> out = run_together(engine, requests);
+    return std::pair(out, engine.counters().steps_ahead);
+  };
+  // A stop string from the middle of the last request's text: it ends there.
+  const Result whole = run_all(false, 1).first.back();
+  ASSERT_GE(whole.text.size(), 12u);
+  requests.back().stop = {whole.text.substr(whole.text.size() / 2, 3)};
+  for (uint32_t parallel : {1u, 3u}) {
+    SCOPED_TRACE("parallel " + std::to_string(parallel));
+    const auto [one_by_one, none] = run_all(false, parallel);
+    const auto [ahead, steps_ahead] = run_all(true, parallel);
+    EXPECT_EQ(none, 0u);
+    // Alone, a request of n tokens decodes n - 1 steps, all but its first and last ones ahead.
+    EXPECT_GE(steps_ahead, parallel == 1 ? 38u + 3u : 1u);
+    ASSERT_EQ(ahead.size(), one_by_one.size());
+    for (size_t i = 0; i < ahead.size(); ++i) {
+      EXPECT_EQ(ahead[i].tokens, one_by_one[i].tokens) << i;
+      EXPECT_EQ(ahead[i].stats.stop_kind, one_by_one[i].stats.stop_kind) << i;
+      EXPECT_EQ(ahead[i].tokens.size(),
+                i + 1 < requests.size() ? size_t(lengths[i]) : ahead[i].tokens.size());
+    }
+    EXPECT_EQ(ahead.back().stats.stop_kind, StopKind::StopString);
+    EXPECT_LT(ahead.back().tokens.size(), whole.tokens.size());
+  }
+  // Mid-chain: a request arrives while another decodes (the chain stops, it is admitted, and both get
+  // their solo tokens), then one of them is cancelled (the other goes on to its end).
+  GpuEngine& engine = start(deterministic());
+  const std::vector<Result> solo = run_each(engine, {requests[0], requests[2]});
+  auto first = std::get<GenerationStream>(engine.submit(requests[0]));
+  Chunk chunk;
+  ASSERT_EQ(first.next(chunk, std::chrono::seconds(60)), StreamChannel::Poll::Chunk);
+  const std::vector<int32_t> first_tokens = chunk.tokens;
+  auto second = std::get<GenerationStream>(engine.submit(requests[2]));
+  const Result second_result = collect(second);
+  EXPECT_EQ(second_result.tokens, solo[1].tokens);
+  Result rest = collect(first);
+  rest.tokens.insert(rest.tokens.begin(), first_tokens.begin(), first_tokens.end());
+  EXPECT_EQ(rest.tokens, solo[0].tokens);
+  auto cancelled = std::get<GenerationStream>(engine.submit(greedy(pseudo_random_tokens(30, 99, 320), 200)));
+  auto kept = std::get<GenerationStream>(engine.submit(requests[4]));
+  ASSERT_EQ(cancelled.next(chunk, std::chrono::seconds(60)), StreamChannel::Poll::Chunk);
+  cancelled.cancel();
+  EXPECT_EQ(collect(cancelled).stats.stop_kind, StopKind::Cancelled);
+  EXPECT_EQ(collect(kept).tokens, run_each(engine, {requests[4]})[0].tokens);
+  EXPECT_GT(engine.counters().steps_ahead, 0u);
+}
+
 // Sampled rows that draw from their best entries alone (top-k sampling, no penalty that can raise a logit,
 // no logprobs) read back only the GPU's best 64 logits of the row, or 128 for penalized ones (top_k plus the
 // penalty window; gpu_top_candidates, the default): the same tokens as reading the rows back, for lone
