@@ -300,7 +300,7 @@ LogitsOut GpuModel::Impl::submit_step(const Batch& batch, uint32_t set) {
   return out;
 }
 
-GpuModel::Impl::InFlight GpuModel::Impl::collect_step() {
+void GpuModel::Impl::collect_step() {
   const InFlight done = in_flight.front();
   in_flight.erase(in_flight.begin());
   done.step->wait_spinning(std::chrono::microseconds(options.spin_wait_us));
@@ -309,7 +309,6 @@ GpuModel::Impl::InFlight GpuModel::Impl::collect_step() {
   greedy_set = done.set;
   top_rows = done.out == LogitsOut::Top || done.out == LogitsOut::TopWide ? done.rows : 0;
   if (done.out == LogitsOut::Argmax) io[done.set].argmax_host.invalidate();
-  return done;
 }
 
 std::span<const float> GpuModel::forward(const Batch& batch) {

@@ -278,7 +278,7 @@ struct GpuModel::Impl {
   // Checks the batch, writes its inputs into io[set] and submits its step; returns what it reads back.
   LogitsOut submit_step(const Batch& batch, uint32_t set);
   // Waits for the oldest step in flight and makes what it read back readable by the host.
-  InFlight collect_step();
+  void collect_step();
 };
 
 }  // namespace kvtrie::engine
