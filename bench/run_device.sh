@@ -63,6 +63,11 @@ mkdir -p "$MODELS"
 : >"$RESULTS"
 [ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset KVTRIE_VALIDATION  # validation layer off: measure and test the real driver paths
+# A row naming the card (the daemon's first Vulkan device, where every step runs), so that a run without
+# kvtrie-bench's rows (the http step alone) still says where it ran.
+device=$("$BIN/kvtrie" --list-devices 2>/dev/null | sed -n 's/^  Vulkan0: \(.*\) ([0-9]* MiB, .*$/\1/p' | head -1)
+[ -n "$device" ] && python3 -c 'import json, sys; print(json.dumps({"bench": "machine", "device": sys.argv[1]}))' \
+  "$device" >>"$RESULTS"
 START=$(date +%s)
 
 log() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }

@@ -212,5 +212,26 @@ TEST(SweepReport, SideBySideRowsPairKvtrieWithLlamaCppAndComputeRatios) {
   EXPECT_NE(summary.find("| 983 | 21.0% |"), std::string::npos) << summary;
 }
 
+// An http-only run (run_device.sh STEPS=http) has no kvtrie-bench row naming the card: its side-by-side row
+// and summary take the device from run_device.sh's machine row.
+TEST(SweepReport, AnHttpOnlyRunNamesItsCardFromTheMachineRow) {
+  if (!have_python3()) GTEST_SKIP() << "python3 is not installed";
+  std::string http_only = json({{"bench", "machine"}, {"device", "NVIDIA H200"}}).dump() + "\n";
+  std::istringstream canned(canned_results());
+  for (std::string line; std::getline(canned, line);)
+    if (line.find("multiturn_http") != std::string::npos) http_only += line + "\n";
+  const auto results = write("results_http.jsonl", http_only);
+  const auto sbs_path = scratch_dir() / "side_by_side_http.jsonl";
+  auto [status, summary] = run_command("python3 " + kScripts + "sweep_report.py " + results.string() +
+                                       " --side-by-side " + sbs_path.string() + " --commit abc1234");
+  ASSERT_EQ(status, 0) << summary;
+  std::ifstream in(sbs_path);
+  const auto rows = json_lines(std::string(std::istreambuf_iterator<char>(in), {}));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["bench"], "multiturn");
+  EXPECT_EQ(rows[0]["device"], "NVIDIA H200");
+  EXPECT_NE(summary.find("Device: NVIDIA H200; kvtrie commit abc1234"), std::string::npos) << summary;
+}
+
 }  // namespace
 }  // namespace kvtrie::test
