@@ -2,7 +2,9 @@
 // batching scheduler over the prefix-trie KV cache (cache/kv_cache.h). One engine thread owns the model, the
 // cache and every running sequence; each step it admits queued requests (matching their prompts against the
 // trie, so only uncached tokens are computed, at least one), packs prefill chunks and decode tokens of all
-// running sequences into one batch, runs it, commits the new KV into the trie, and samples. Requests that
+// running sequences into one batch, runs it, commits the new KV into the trie, and samples (while every
+// running request decodes greedily and none waits, each step goes in while the one before runs:
+// GpuEngineConfig::greedy_ahead). Requests that
 // share a new prefix with one still prefilling wait for it, so that prefix is computed once. A cancelled
 // request keeps the prefix it computed. Memory (runner/engine/admission.h): a request starts only when the
 // device pages it needs fit beside what running sequences are promised, in strict FIFO order; one that could

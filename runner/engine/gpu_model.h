@@ -4,7 +4,9 @@
 // forward() allocates nothing and creates no pipeline. KV lives in pages owned by the cache's VkPageStore
 // (cache/vk_page_store.h), laid out as kv_layout() says; forward() writes each token's K and V into the
 // slot the batch names and attends through per-sequence page tables, so one batch may hold tokens of many
-// sequences (continuous batching). Only the logits rows the batch asks for are read back.
+// sequences (continuous batching). Only the logits rows the batch asks for are read back. Greedy steps may
+// also go one ahead of the host (submit() / collect()): the next step is submitted while one runs, its
+// tokens that step's argmax read on the device.
 // With deterministic=true every matrix product and attention take batch-invariant paths
 // (kernels/ops/matmul.h, attention.h), so a token's logits do not depend on the batch it ran in. Single owner
 // thread (the engine's). The Context, GgufFile and the page store's buffers must outlive it.
