@@ -161,15 +161,26 @@ std::string canned_results() {
   return s;
 }
 
+// sweep_report.py on `results` (written as `name`.jsonl) with commit abc1234: its exit status, its summary
+// and its side-by-side rows.
+struct Report {
+  int status = 0;
+  std::string summary;
+  std::vector<json> rows;
+};
+Report report(const std::string& name, const std::string& results) {
+  const auto results_path = write(name + ".jsonl", results);
+  const auto sbs_path = scratch_dir() / (name + "_side_by_side.jsonl");
+  auto [status, summary] = run_command("python3 " + kScripts + "sweep_report.py " + results_path.string() +
+                                       " --side-by-side " + sbs_path.string() + " --commit abc1234");
+  std::ifstream in(sbs_path);
+  return {status, summary, json_lines(std::string(std::istreambuf_iterator<char>(in), {}))};
+}
+
 TEST(SweepReport, SideBySideRowsPairKvtrieWithLlamaCppAndComputeRatios) {
   if (!have_python3()) GTEST_SKIP() << "python3 is not installed";
-  const auto results = write("results.jsonl", canned_results());
-  const auto sbs_path = scratch_dir() / "side_by_side.jsonl";
-  auto [status, summary] = run_command("python3 " + kScripts + "sweep_report.py " + results.string() +
-                                       " --side-by-side " + sbs_path.string() + " --commit abc1234");
+  const auto [status, summary, rows] = report("results", canned_results());
   ASSERT_EQ(status, 0) << summary;
-  std::ifstream in(sbs_path);
-  const auto rows = json_lines(std::string(std::istreambuf_iterator<char>(in), {}));
   ASSERT_EQ(rows.size(), 5u);  // prefill 512; decode 1x512, 1x4096, 32x512; multiturn
   for (const auto& r : rows) {
     EXPECT_EQ(r["model"], "llama3-8b-Q4_0");
@@ -220,13 +231,8 @@ TEST(SweepReport, AnHttpOnlyRunNamesItsCardFromTheMachineRow) {
   std::istringstream canned(canned_results());
   for (std::string line; std::getline(canned, line);)
     if (line.find("multiturn_http") != std::string::npos) http_only += line + "\n";
-  const auto results = write("results_http.jsonl", http_only);
-  const auto sbs_path = scratch_dir() / "side_by_side_http.jsonl";
-  auto [status, summary] = run_command("python3 " + kScripts + "sweep_report.py " + results.string() +
-                                       " --side-by-side " + sbs_path.string() + " --commit abc1234");
+  const auto [status, summary, rows] = report("results_http", http_only);
   ASSERT_EQ(status, 0) << summary;
-  std::ifstream in(sbs_path);
-  const auto rows = json_lines(std::string(std::istreambuf_iterator<char>(in), {}));
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0]["bench"], "multiturn");
   EXPECT_EQ(rows[0]["device"], "NVIDIA H200");
