@@ -299,22 +299,27 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
   std::vector<double> step_seconds;
   batch.greedy_only = options.greedy || options.ahead;
   const auto next = pseudo_random_tokens(steps * options.sequences, 7, rig.config.n_vocab);
+  // Step `step`'s batch: one token a sequence (speed only: no sampling needed; under --ahead every step but
+  // the first is fed and its tokens are placeholders), every sequence's logits read back as a real decode.
+  const auto fill = [&](uint32_t step) {
+    batch.tokens.clear();
+    batch.positions.clear();
+    batch.seq.clear();
+    batch.logits_for.clear();
+    for (uint32_t s = 0; s < options.sequences; ++s) {
+      batch.tokens.push_back(next[step * options.sequences + s]);
+      batch.positions.push_back(options.context + step);
+      batch.seq.push_back(s);
+      batch.logits_for.push_back(s);
+    }
+  };
   if (options.ahead) {
     // Each step goes in while the one before runs, its tokens that step's greedy ones (read on the GPU);
     // a step's time is from the end of the one before to its own end, as the host sees them.
     auto last_end = Clock::now();
     for (uint32_t step = 0; step <= steps; ++step) {
       if (step < steps) {
-        batch.tokens.clear();
-        batch.positions.clear();
-        batch.seq.clear();
-        batch.logits_for.clear();
-        for (uint32_t s = 0; s < options.sequences; ++s) {
-          batch.tokens.push_back(next[s]);  // the first step's; the others' are placeholders
-          batch.positions.push_back(options.context + step);
-          batch.seq.push_back(s);
-          batch.logits_for.push_back(s);
-        }
+        fill(step);
         batch.fed = step > 0;
         rig.model->submit(batch);
       }
@@ -327,16 +332,7 @@ void run_decode(const CommonOptions& common, const DecodeOptions& options) {
     batch.fed = false;
   }
   for (uint32_t step = 0; step < steps && !options.ahead; ++step) {
-    batch.tokens.clear();
-    batch.positions.clear();
-    batch.seq.clear();
-    batch.logits_for.clear();
-    for (uint32_t s = 0; s < options.sequences; ++s) {
-      batch.tokens.push_back(next[step * options.sequences + s]);  // speed only: no sampling needed
-      batch.positions.push_back(options.context + step);
-      batch.seq.push_back(s);
-      batch.logits_for.push_back(s);  // a real decode reads every sequence's logits back
-    }
+    fill(step);
     const auto start = Clock::now();
     rig.model->forward(batch);
     const double sec = seconds_since(start);

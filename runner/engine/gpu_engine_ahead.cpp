@@ -61,10 +61,7 @@ void GpuEngine::State::take_chain_tokens(std::span<const int32_t> tokens) {
     ++taken;
   }
   queue.report_gpu_greedy(taken);
-#if !defined(NDEBUG) || defined(KVTRIE_SANITIZE_BUILD)
-  cache
-      .check_invariants();  // as after_forward: the whole audit after every step where speed is not the point
-#endif
+  audit_cache();
 }
 
 void GpuEngine::State::run_ahead() {

@@ -422,6 +422,10 @@ void GpuEngine::State::after_forward() {
   for (size_t i = running.size(); i-- > 0;)
     if (running[i]->request->generation->done())
       end_running(i, *running[i]->request->generation->stop_kind());
+  audit_cache();
+}
+
+void GpuEngine::State::audit_cache() {
 #if !defined(NDEBUG) || defined(KVTRIE_SANITIZE_BUILD)
   cache.check_invariants();  // the whole audit after every step where speed is not the point
 #endif

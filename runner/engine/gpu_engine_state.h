@@ -129,6 +129,8 @@ struct GpuEngine::State {
   void preempt(size_t index);
   bool build_batch();
   void after_forward();
+  // Debug and sanitizer builds: the cache's whole invariant audit, after every step.
+  void audit_cache();
   // Steps ahead (gpu_engine_ahead.cpp). Whether the built batch may start a chain of steps ahead: greedy
   // decodes of every running job, none waiting.
   bool may_go_ahead() const;

@@ -192,9 +192,9 @@ class GpuModel {
   // submit() records and submits a greedy_only step and returns at once; collect() waits for the oldest step
   // in flight and returns its greedy tokens (greedy_tokens()). While one step is in flight the next may be
   // submitted with Batch::fed, its tokens that step's greedy tokens read on the device, so the device goes
-  // from step to step without waiting for the host to read a token and submit again (20-30 us a step on an
-  // H200). Each step's other inputs (positions, page tables) are the host's, written into one of two sets
-  // while the step before reads the other. forward() needs no step in flight.
+  // from step to step while the caller's own work between steps (an engine's token handling, commits and
+  // next batch) runs beside it. Each step's other inputs (positions, page tables) are the host's, written
+  // into one of two sets while the step before reads the other. forward() needs no step in flight.
   static constexpr size_t kMaxInFlight = 2;
   void submit(const Batch& batch);
   std::span<const int32_t> collect();
